@@ -1,0 +1,620 @@
+//! Every `DFTRACER_*` knob in one table: its environment variable, its YAML key, its default
+//! and its meaning. `KNOBS` is the single source the README's table is checked against.
+//!
+//! Parsing rules (where we differ from the reference, see `FORMAT.md`):
+//! - every variable is read whether or not `DFTRACER_ENABLE` is set;
+//! - booleans accept `1/true/yes/on` and `0/false/no/off` (any case); anything else gives one
+//!   warning on stderr and the default;
+//! - integers must parse completely; garbage gives a warning and the default (never `atoi`'s 0);
+//! - environment overrides YAML; a YAML file that cannot be read or parsed disables tracing
+//!   with one message (never an abort).
+
+use std::fmt;
+
+/// Unit of every timestamp and duration in a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeMetric {
+    Ns,
+    Us,
+    Ms,
+    Sec,
+}
+
+impl TimeMetric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeMetric::Ns => "NS",
+            TimeMetric::Us => "US",
+            TimeMetric::Ms => "MS",
+            TimeMetric::Sec => "SEC",
+        }
+    }
+    /// Units per second.
+    pub fn per_second(self) -> u64 {
+        match self {
+            TimeMetric::Ns => 1_000_000_000,
+            TimeMetric::Us => 1_000_000,
+            TimeMetric::Ms => 1_000,
+            TimeMetric::Sec => 1,
+        }
+    }
+    fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "NS" => Some(TimeMetric::Ns),
+            "US" => Some(TimeMetric::Us),
+            "MS" => Some(TimeMetric::Ms),
+            "SEC" | "S" => Some(TimeMetric::Sec),
+            _ => None,
+        }
+    }
+}
+
+/// Who initialises the tracer automatically (`DFTRACER_INIT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitMode {
+    /// The API (`initialize`) starts tracing.
+    Function,
+    /// The LD_PRELOAD constructor starts tracing.
+    Preload,
+    /// Anything else: nobody binds I/O interception.
+    None,
+}
+
+impl InitMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InitMode::Function => "FUNCTION",
+            InitMode::Preload => "PRELOAD",
+            InitMode::None => "NONE",
+        }
+    }
+}
+
+/// Resolved configuration. Built once by [`Config::from_env`]; frontends may adjust fields
+/// before handing it to [`crate::init`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub enable: bool,
+    pub init: InitMode,
+    /// File prefix; `None` means `./trace`.
+    pub log_file: Option<String>,
+    /// `:`-separated data directories as given (`all` = everything); `None` when unset.
+    pub data_dirs: Option<String>,
+    pub metadata: bool,
+    pub time_metric: TimeMetric,
+    pub log_level: String,
+    pub core_affinity: bool,
+    pub gotcha_priority: i64,
+    pub io: bool,
+    pub posix: bool,
+    pub stdio: bool,
+    pub compression: bool,
+    pub tids: bool,
+    pub bind_signals: bool,
+    pub write_buffer_size: usize,
+    pub trace_interval_ms: u64,
+    pub libuv_threads: u64,
+    pub aggregation_enable: bool,
+    pub aggregation_type: String,
+    pub aggregation_file: Option<String>,
+    pub throw_error: bool,
+    /// Ours: the writer thread writes what it has at least this often (SIGKILL loses at most
+    /// this much).
+    pub flush_interval_ms: u64,
+    /// Ours: bytes of each thread's ring.
+    pub ring_size: usize,
+    /// Ours: when a ring is full, drop (and count) instead of draining it on the producer.
+    pub drop_when_full: bool,
+    /// Ours: deflate level 0-10 of each gzip member.
+    pub compression_level: u8,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            enable: false,
+            init: InitMode::Function,
+            log_file: None,
+            data_dirs: None,
+            metadata: true,
+            time_metric: TimeMetric::Us,
+            log_level: "WARN".into(),
+            core_affinity: false,
+            gotcha_priority: 1,
+            io: true,
+            posix: true,
+            stdio: true,
+            compression: true,
+            tids: true,
+            bind_signals: true,
+            write_buffer_size: 16 * 1024 * 1024,
+            trace_interval_ms: 1000,
+            libuv_threads: 1,
+            aggregation_enable: false,
+            aggregation_type: "FULL".into(),
+            aggregation_file: None,
+            throw_error: false,
+            flush_interval_ms: 1000,
+            ring_size: 1 << 20,
+            drop_when_full: false,
+            compression_level: 1,
+        }
+    }
+}
+
+/// Smallest ring accepted: it must hold the largest possible record twice over.
+pub const MIN_RING_SIZE: usize = 1 << 19;
+/// Largest ring accepted (per thread).
+pub const MAX_RING_SIZE: usize = 1 << 30;
+
+/// A configuration problem. Never fatal to the host: the caller prints it and carries on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The YAML file named by `DFTRACER_CONFIGURATION` could not be read.
+    YamlRead { path: String, reason: String },
+    /// The YAML file could not be parsed.
+    YamlParse { path: String, reason: String },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::YamlRead { path, reason } => write!(
+                f,
+                "DFTRACER_CONFIGURATION={path}: cannot read ({reason}); tracing disabled"
+            ),
+            ConfigError::YamlParse { path, reason } => write!(
+                f,
+                "DFTRACER_CONFIGURATION={path}: invalid YAML ({reason}); tracing disabled"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One knob: environment variable, YAML key path, default (as text) and meaning.
+pub struct Knob {
+    pub env: &'static str,
+    pub yaml: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+    /// The YAML key has the opposite sense of the variable (`DFTRACER_DISABLE_TIDS=1` is
+    /// `features.tid: false`).
+    yaml_inverted: bool,
+    set: fn(&mut Config, &str, &mut Vec<String>),
+    get: fn(&Config) -> String,
+}
+
+fn warn_bad(warnings: &mut Vec<String>, env: &str, raw: &str, expect: &str) {
+    warnings.push(format!(
+        "{env}={raw:?} is not {expect}; using the default"
+    ));
+}
+
+/// `1/true/yes/on` and `0/false/no/off`, any case.
+pub fn parse_bool(raw: &str) -> Option<bool> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" | "y" => Some(true),
+        "0" | "false" | "no" | "off" | "n" => Some(false),
+        _ => None,
+    }
+}
+
+fn parse_u64(raw: &str) -> Option<u64> {
+    raw.trim().parse::<u64>().ok()
+}
+
+macro_rules! bool_knob {
+    ($env:literal, $yaml:literal, $default:literal, $meaning:literal, $field:ident, $invert:expr) => {
+        Knob {
+            env: $env,
+            yaml: $yaml,
+            default: $default,
+            meaning: $meaning,
+            yaml_inverted: $invert,
+            set: |c, raw, w| match parse_bool(raw) {
+                Some(b) => c.$field = b != $invert,
+                None => warn_bad(w, $env, raw, "a boolean (1/true/yes/on or 0/false/no/off)"),
+            },
+            get: |c| ((c.$field != $invert) as u8).to_string(),
+        }
+    };
+}
+
+macro_rules! uint_knob {
+    ($env:literal, $yaml:literal, $default:literal, $meaning:literal, $field:ident, $ty:ty) => {
+        Knob {
+            env: $env,
+            yaml: $yaml,
+            default: $default,
+            meaning: $meaning,
+            yaml_inverted: false,
+            set: |c, raw, w| match parse_u64(raw) {
+                Some(v) => c.$field = v as $ty,
+                None => warn_bad(w, $env, raw, "a non-negative integer"),
+            },
+            get: |c| c.$field.to_string(),
+        }
+    };
+}
+
+/// The table. Order is the order of the README table.
+pub static KNOBS: &[Knob] = &[
+    bool_knob!("DFTRACER_ENABLE", "enable", "0", "turn tracing on", enable, false),
+    Knob {
+        env: "DFTRACER_INIT",
+        yaml: "tracer.init",
+        default: "FUNCTION",
+        meaning: "FUNCTION: the API starts tracing; PRELOAD: the LD_PRELOAD library does",
+        yaml_inverted: false,
+        set: |c, raw, _| {
+            c.init = match raw.trim().to_ascii_uppercase().as_str() {
+                "FUNCTION" => InitMode::Function,
+                "PRELOAD" => InitMode::Preload,
+                _ => InitMode::None,
+            }
+        },
+        get: |c| c.init.as_str().into(),
+    },
+    Knob {
+        env: "DFTRACER_LOG_FILE",
+        yaml: "tracer.log_file",
+        default: "(unset: ./trace)",
+        meaning: "trace file prefix; files are <prefix>-<hash>-<app|preload|fork>.pfw.gz",
+        yaml_inverted: false,
+        set: |c, raw, _| c.log_file = (!raw.is_empty()).then(|| raw.to_string()),
+        get: |c| c.log_file.clone().unwrap_or_default(),
+    },
+    Knob {
+        env: "DFTRACER_DATA_DIR",
+        yaml: "tracer.data_dirs",
+        default: "(unset)",
+        meaning: ":-separated directories whose files are traced (whole path components); all = every file",
+        yaml_inverted: false,
+        set: |c, raw, _| c.data_dirs = (!raw.is_empty()).then(|| raw.to_string()),
+        get: |c| c.data_dirs.clone().unwrap_or_default(),
+    },
+    bool_knob!("DFTRACER_INC_METADATA", "features.metadata", "1", "write args, FH/SH records and start/end details", metadata, false),
+    Knob {
+        env: "DFTRACER_TIME_METRIC",
+        yaml: "tracer.time_metric",
+        default: "US",
+        meaning: "unit of ts and dur: NS, US, MS or SEC",
+        yaml_inverted: false,
+        set: |c, raw, w| match TimeMetric::parse(raw) {
+            Some(m) => c.time_metric = m,
+            None => warn_bad(w, "DFTRACER_TIME_METRIC", raw, "one of NS, US, MS, SEC"),
+        },
+        get: |c| c.time_metric.as_str().into(),
+    },
+    Knob {
+        env: "DFTRACER_LOG_LEVEL",
+        yaml: "tracer.log_level",
+        default: "WARN",
+        meaning: "stderr verbosity: ERROR, WARN, INFO or DEBUG",
+        yaml_inverted: false,
+        set: |c, raw, _| c.log_level = raw.trim().to_ascii_uppercase(),
+        get: |c| c.log_level.clone(),
+    },
+    bool_knob!("DFTRACER_SET_CORE_AFFINITY", "features.core_affinity", "0", "accepted for compatibility; no effect", core_affinity, false),
+    Knob {
+        env: "DFTRACER_GOTCHA_PRIORITY",
+        yaml: "gotcha.priority",
+        default: "1",
+        meaning: "accepted for compatibility; no effect",
+        yaml_inverted: false,
+        set: |c, raw, w| match raw.trim().parse::<i64>() {
+            Ok(v) => c.gotcha_priority = v,
+            Err(_) => warn_bad(w, "DFTRACER_GOTCHA_PRIORITY", raw, "an integer"),
+        },
+        get: |c| c.gotcha_priority.to_string(),
+    },
+    bool_knob!("DFTRACER_DISABLE_IO", "features.io.enable", "0", "1 disables all I/O interception (YAML: enable: false)", io, true),
+    bool_knob!("DFTRACER_DISABLE_POSIX", "features.io.posix", "0", "1 disables POSIX interception", posix, true),
+    bool_knob!("DFTRACER_DISABLE_STDIO", "features.io.stdio", "0", "1 disables stdio interception", stdio, true),
+    bool_knob!("DFTRACER_TRACE_COMPRESSION", "tracer.compression", "1", "gzip members (.pfw.gz); 0 writes plain .pfw", compression, false),
+    bool_knob!("DFTRACER_DISABLE_TIDS", "features.tid", "0", "1 writes tid 0 (not inverted, unlike the reference)", tids, true),
+    bool_knob!("DFTRACER_BIND_SIGNALS", "internal.bind_signals", "1", "flush the trace on SIGTERM/SIGINT/SIGHUP (only where the signal has its default action), then die by the signal", bind_signals, false),
+    uint_knob!("DFTRACER_WRITE_BUFFER_SIZE", "internal.write_buffer_size", "16777216", "bytes of JSON per gzip member before it is cut", write_buffer_size, usize),
+    uint_knob!("DFTRACER_TRACE_INTERVAL_MS", "features.interval", "1000", "service sampling period", trace_interval_ms, u64),
+    uint_knob!("DFTRACER_LIBUV_THREADS", "tracer.libuv_threads", "1", "accepted for compatibility; the service samples on one thread", libuv_threads, u64),
+    bool_knob!("DFTRACER_ENABLE_AGGREGATION", "features.aggregation.enable", "0", "accepted and reported in cfg; aggregation is not implemented (events are written in full)", aggregation_enable, false),
+    Knob {
+        env: "DFTRACER_AGGREGATION_TYPE",
+        yaml: "features.aggregation.type",
+        default: "FULL",
+        meaning: "FULL or SELECTIVE (reported only)",
+        yaml_inverted: false,
+        set: |c, raw, _| {
+            c.aggregation_type = if raw.trim().eq_ignore_ascii_case("SELECTIVE") {
+                "SELECTIVE".into()
+            } else {
+                "FULL".into()
+            }
+        },
+        get: |c| c.aggregation_type.clone(),
+    },
+    Knob {
+        env: "DFTRACER_AGGREGATION_FILE",
+        yaml: "features.aggregation.file",
+        default: "(unset)",
+        meaning: "rules file for SELECTIVE aggregation (reported only)",
+        yaml_inverted: false,
+        set: |c, raw, _| c.aggregation_file = (!raw.is_empty()).then(|| raw.to_string()),
+        get: |c| c.aggregation_file.clone().unwrap_or_default(),
+    },
+    bool_knob!("DFTRACER_ERROR", "internal.throw_error", "0", "accepted for compatibility; no effect", throw_error, false),
+    uint_knob!("DFTRACER_FLUSH_INTERVAL_MS", "internal.flush_interval_ms", "1000", "ours: write buffered events at least this often (a SIGKILL loses at most this much)", flush_interval_ms, u64),
+    uint_knob!("DFTRACER_RING_SIZE", "internal.ring_size", "1048576", "ours: bytes of each thread's event ring (min 524288)", ring_size, usize),
+    bool_knob!("DFTRACER_DROP_WHEN_FULL", "internal.drop_when_full", "0", "ours: a full ring drops (and counts) events instead of draining on the producer", drop_when_full, false),
+    uint_knob!("DFTRACER_COMPRESSION_LEVEL", "internal.compression_level", "1", "ours: deflate level 0-10 of each gzip member", compression_level, u8),
+];
+
+/// Reads the environment through `getenv` (the closure), then the YAML file it names.
+/// Returns the config, warnings (one line each) and, for an unreadable YAML, the error that
+/// turned tracing off.
+pub fn resolve(
+    getenv: impl Fn(&str) -> Option<String>,
+) -> (Config, Vec<String>, Option<ConfigError>) {
+    let mut cfg = Config::default();
+    let mut warnings = Vec::new();
+    let mut error = None;
+    if let Some(path) = getenv("DFTRACER_CONFIGURATION").filter(|p| !p.is_empty()) {
+        match std::fs::read_to_string(&path) {
+            Err(e) => {
+                error = Some(ConfigError::YamlRead {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })
+            }
+            Ok(text) => {
+                if let Err(reason) = apply_yaml(&mut cfg, &text, &mut warnings) {
+                    error = Some(ConfigError::YamlParse { path, reason });
+                }
+            }
+        }
+    }
+    for knob in KNOBS {
+        if let Some(raw) = getenv(knob.env) {
+            (knob.set)(&mut cfg, &raw, &mut warnings);
+        }
+    }
+    cfg.normalize(&mut warnings);
+    if error.is_some() {
+        cfg.enable = false;
+    }
+    (cfg, warnings, error)
+}
+
+/// Applies YAML text (the reference's layout: `enable`, `tracer.*`, `features.*`,
+/// `internal.*`, `gotcha.*`; `profiler.*` accepted as an alias of `tracer.*`).
+pub fn apply_yaml(cfg: &mut Config, text: &str, warnings: &mut Vec<String>) -> Result<(), String> {
+    use yaml_rust2::{Yaml, YamlLoader};
+    let docs = YamlLoader::load_from_str(text).map_err(|e| e.to_string())?;
+    let Some(doc) = docs.first() else {
+        return Ok(());
+    };
+    if !matches!(doc, Yaml::Hash(_) | Yaml::Null) {
+        return Err("top level is not a mapping".into());
+    }
+    fn lookup<'a>(doc: &'a Yaml, path: &str) -> Option<&'a Yaml> {
+        let mut cur = doc;
+        for part in path.split('.') {
+            cur = &cur[part];
+            if cur.is_badvalue() {
+                return None;
+            }
+        }
+        Some(cur)
+    }
+    fn scalar(y: &Yaml) -> Option<String> {
+        match y {
+            Yaml::String(s) | Yaml::Real(s) => Some(s.clone()),
+            Yaml::Integer(i) => Some(i.to_string()),
+            Yaml::Boolean(b) => Some(if *b { "1".into() } else { "0".into() }),
+            Yaml::Array(items) => {
+                // data_dirs may be a list.
+                let parts: Vec<String> = items.iter().filter_map(scalar).collect();
+                Some(parts.join(":"))
+            }
+            _ => None,
+        }
+    }
+    for knob in KNOBS {
+        let found = lookup(doc, knob.yaml).or_else(|| {
+            knob.yaml
+                .strip_prefix("tracer.")
+                .and_then(|rest| lookup(doc, &format!("profiler.{rest}")))
+        });
+        if let Some(value) = found {
+            match scalar(value) {
+                Some(raw) if knob.yaml_inverted => match parse_bool(&raw) {
+                    Some(b) => (knob.set)(cfg, if b { "0" } else { "1" }, warnings),
+                    None => warnings.push(format!("YAML key {} is not a boolean", knob.yaml)),
+                },
+                Some(raw) => (knob.set)(cfg, &raw, warnings),
+                None if value.is_null() => {}
+                None => warnings.push(format!("YAML key {} has an unusable value", knob.yaml)),
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Configuration from the process environment (and the YAML it names). Prints warnings and
+    /// errors to stderr, one line each, once.
+    pub fn from_env() -> Config {
+        let (cfg, warnings, error) = resolve(|k| std::env::var(k).ok());
+        for w in &warnings {
+            crate::sys::eprint_line(&format!("[DFTRACER WARN] {w}"));
+        }
+        if let Some(e) = error {
+            crate::sys::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+        }
+        cfg
+    }
+
+    fn normalize(&mut self, warnings: &mut Vec<String>) {
+        if self.ring_size < MIN_RING_SIZE || self.ring_size > MAX_RING_SIZE {
+            warnings.push(format!(
+                "DFTRACER_RING_SIZE={} is outside {MIN_RING_SIZE}..={MAX_RING_SIZE}; clamped",
+                self.ring_size
+            ));
+        }
+        self.ring_size = self
+            .ring_size
+            .clamp(MIN_RING_SIZE, MAX_RING_SIZE)
+            .next_power_of_two();
+        if self.compression_level > 10 {
+            self.compression_level = 10;
+        }
+        if self.flush_interval_ms == 0 {
+            self.flush_interval_ms = 1;
+        }
+        if self.trace_interval_ms == 0 {
+            warnings.push("DFTRACER_TRACE_INTERVAL_MS=0; using 1000".into());
+            self.trace_interval_ms = 1000;
+        }
+        if self.libuv_threads == 0 {
+            self.libuv_threads = 1;
+        }
+    }
+
+    /// The value of a knob by the reference's `get_config` key (`ENABLE`, `LOG_FILE`, ...,
+    /// with or without the `DFTRACER_` prefix); `""` for an unknown key.
+    pub fn get(&self, key: &str) -> String {
+        let key = key.trim();
+        let full = if key.starts_with("DFTRACER_") {
+            key.to_string()
+        } else {
+            format!("DFTRACER_{key}")
+        };
+        KNOBS
+            .iter()
+            .find(|k| k.env.eq_ignore_ascii_case(&full))
+            .map(|k| (k.get)(self))
+            .unwrap_or_default()
+    }
+
+    /// `true` when `level` (ERROR/WARN/INFO/DEBUG) is printed.
+    pub fn logs(&self, level: &str) -> bool {
+        fn rank(l: &str) -> u8 {
+            match l {
+                "ERROR" => 0,
+                "WARN" | "WARNING" => 1,
+                "INFO" => 2,
+                "DEBUG" => 3,
+                _ => 1,
+            }
+        }
+        rank(level) <= rank(&self.log_level)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_match_the_table() {
+        let (cfg, w, e) = resolve(env(&[]));
+        assert!(w.is_empty() && e.is_none());
+        for knob in KNOBS {
+            let got = cfg.get(knob.env);
+            if knob.default.starts_with('(') {
+                assert_eq!(got, "", "{}", knob.env);
+            } else {
+                assert_eq!(got, knob.default, "{}", knob.env);
+            }
+        }
+    }
+
+    #[test]
+    fn booleans_accept_words_and_warn_on_garbage() {
+        let (cfg, w, _) = resolve(env(&[
+            ("DFTRACER_ENABLE", "yes"),
+            ("DFTRACER_INC_METADATA", "off"),
+            ("DFTRACER_DISABLE_TIDS", "1"),
+            ("DFTRACER_TRACE_COMPRESSION", "maybe"),
+        ]));
+        assert!(cfg.enable);
+        assert!(!cfg.metadata);
+        assert!(!cfg.tids, "DISABLE_TIDS=1 disables tids (not inverted)");
+        assert!(cfg.compression, "garbage keeps the default");
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("DFTRACER_TRACE_COMPRESSION"), "{w:?}");
+    }
+
+    #[test]
+    fn integers_are_strict() {
+        let (cfg, w, _) = resolve(env(&[("DFTRACER_WRITE_BUFFER_SIZE", "abc")]));
+        assert_eq!(cfg.write_buffer_size, 16 * 1024 * 1024);
+        assert_eq!(w.len(), 1);
+        let (cfg, _, _) = resolve(env(&[("DFTRACER_WRITE_BUFFER_SIZE", "4096")]));
+        assert_eq!(cfg.write_buffer_size, 4096);
+    }
+
+    #[test]
+    fn yaml_then_env_overrides() {
+        let dir = std::env::temp_dir().join(format!("dft-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.yaml");
+        std::fs::write(
+            &path,
+            "enable: true\ntracer:\n  log_file: /x/y\n  time_metric: MS\n  compression: false\n  data_dirs: [/a, /b]\nfeatures:\n  metadata: true\n  tid: false\ninternal:\n  write_buffer_size: 1000\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap().to_string();
+        let (cfg, w, e) = resolve(env(&[
+            ("DFTRACER_CONFIGURATION", &p),
+            ("DFTRACER_TIME_METRIC", "NS"),
+        ]));
+        assert!(e.is_none() && w.is_empty(), "{w:?} {e:?}");
+        assert!(cfg.enable);
+        assert_eq!(cfg.log_file.as_deref(), Some("/x/y"));
+        assert_eq!(cfg.time_metric, TimeMetric::Ns);
+        assert!(!cfg.compression);
+        assert!(!cfg.tids);
+        assert_eq!(cfg.data_dirs.as_deref(), Some("/a:/b"));
+        assert_eq!(cfg.write_buffer_size, 1000);
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn missing_or_bad_yaml_disables_tracing() {
+        let (cfg, _, e) = resolve(env(&[
+            ("DFTRACER_CONFIGURATION", "/nonexistent/x.yaml"),
+            ("DFTRACER_ENABLE", "1"),
+        ]));
+        assert!(!cfg.enable);
+        assert!(e.unwrap().to_string().contains("/nonexistent/x.yaml"));
+        let dir = std::env::temp_dir().join(format!("dft-cfg-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.yaml");
+        std::fs::write(&path, "enable: [unclosed\n").unwrap();
+        let p = path.to_str().unwrap().to_string();
+        let (cfg, _, e) = resolve(env(&[("DFTRACER_CONFIGURATION", &p)]));
+        assert!(!cfg.enable);
+        assert!(matches!(e, Some(ConfigError::YamlParse { .. })));
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn get_config_keys() {
+        let (cfg, _, _) = resolve(env(&[("DFTRACER_LOG_FILE", "/t/p")]));
+        assert_eq!(cfg.get("LOG_FILE"), "/t/p");
+        assert_eq!(cfg.get("DFTRACER_LOG_FILE"), "/t/p");
+        assert_eq!(cfg.get("NOPE"), "");
+    }
+}

@@ -1,0 +1,104 @@
+//! One gzip member per flush over miniz_oxide's deflate core: a 10-byte header (no name,
+//! mtime 0, OS unix), raw deflate, CRC-32 and ISIZE. The compressor state is reused across
+//! members (reset, not reallocated). Members concatenate into a valid multi-member gzip file.
+
+use miniz_oxide::deflate::core::{
+    compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
+};
+
+const HEADER: [u8; 10] = [0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0x03];
+
+pub struct GzipWriter {
+    comp: Box<CompressorOxide>,
+}
+
+impl GzipWriter {
+    /// `level` 0 (stored) to 10.
+    pub fn new(level: u8) -> GzipWriter {
+        let flags = create_comp_flags_from_zip_params(level.min(10) as i32, -15, 0);
+        GzipWriter {
+            comp: Box::new(CompressorOxide::new(flags)),
+        }
+    }
+
+    /// Appends one complete gzip member holding `input` to `out`.
+    pub fn member(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        self.comp.reset();
+        out.extend_from_slice(&HEADER);
+        // Deflate never grows data by more than ~0.1% plus a few bytes per block.
+        out.reserve(input.len() + input.len() / 64 + 64);
+        let mut consumed = 0;
+        loop {
+            let start = out.len();
+            if out.capacity() - start < 1024 {
+                out.reserve(64 * 1024);
+            }
+            let cap = out.capacity();
+            out.resize(cap, 0);
+            let (status, n_in, n_out) = compress(
+                &mut self.comp,
+                &input[consumed..],
+                &mut out[start..],
+                TDEFLFlush::Finish,
+            );
+            consumed += n_in;
+            out.truncate(start + n_out);
+            match status {
+                TDEFLStatus::Done => break,
+                TDEFLStatus::Okay => continue,
+                // Only reachable on misuse; keep the member valid by storing nothing more.
+                TDEFLStatus::BadParam | TDEFLStatus::PutBufFailed => break,
+            }
+        }
+        let crc = crc32fast::hash(input);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.extend_from_slice(&(input.len() as u32).to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn gunzip(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(data)
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn members_concatenate() {
+        let mut g = GzipWriter::new(1);
+        let mut file = Vec::new();
+        let a: Vec<u8> = (0..200_000u32).flat_map(|i| format!("{{\"i\":{i}}}\n").into_bytes()).collect();
+        g.member(&a, &mut file);
+        g.member(b"", &mut file);
+        g.member(b"tail\n", &mut file);
+        let mut expect = a.clone();
+        expect.extend_from_slice(b"tail\n");
+        assert_eq!(gunzip(&file), expect);
+        assert_eq!(&file[..10], &HEADER);
+    }
+
+    #[test]
+    fn every_level_roundtrips_random_bytes() {
+        let mut x = 0x12345678u64;
+        let data: Vec<u8> = (0..100_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for level in 0..=10 {
+            let mut g = GzipWriter::new(level);
+            let mut out = Vec::new();
+            g.member(&data, &mut out);
+            assert_eq!(gunzip(&out), data, "level {level}");
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The reference's string hash: bytes 0, 2, ..., 14 of the MD5 of the raw string, as 16
+//! lowercase hex digits (reference §2.7).
+
+use md5::{Digest, Md5};
+
+/// 16 ASCII hex digits.
+pub type Hash16 = [u8; 16];
+
+pub fn hash16(data: &[u8]) -> Hash16 {
+    let digest = Md5::digest(data);
+    let mut out = [0u8; 16];
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, byte) in digest.iter().step_by(2).enumerate() {
+        out[2 * i] = HEX[(byte >> 4) as usize];
+        out[2 * i + 1] = HEX[(byte & 15) as usize];
+    }
+    out
+}
+
+/// The hash as a `&str` (always ASCII).
+pub fn hash_str(h: &Hash16) -> &str {
+    std::str::from_utf8(h).unwrap_or("0000000000000000")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_reference_samples() {
+        // Values seen by running the reference (spec §1.1, §2.7).
+        assert_eq!(&hash16(b"vm"), b"6882804a826580cd");
+        assert_eq!(&hash16(b"basic2.py-vm-6427"), b"282f6b6ade45643b");
+        assert_eq!(&hash16(b"io-vm-12521"), b"79c7d0806f0ad9e5");
+        assert_eq!(&hash16(b"mp.py-vm-11898"), b"f42582e9efa39b91");
+    }
+}

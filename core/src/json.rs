@@ -1,0 +1,335 @@
+//! The JSON-lines encoder of the DFTracer format, writing into a caller-owned `Vec<u8>`.
+//!
+//! Guarantees: every line is one valid JSON object ending in `\n`; every string goes through
+//! [`write_str`] (the one escaping function): quotes, backslashes and control bytes are
+//! escaped, invalid UTF-8 becomes U+FFFD, and a string clipped at record time gets a visible
+//! `...[truncated, N bytes]` marker inside its quotes; integers are exact 64-bit; floats are
+//! shortest round-trip (`ryu`), non-finite floats are `null`; args keep insertion order with
+//! `hhash` first.
+
+use crate::event::{ArgValue, Record, Text};
+use crate::hash::{hash_str, Hash16};
+
+/// Per-file facts every line needs.
+pub struct Ctx<'a> {
+    pub pid: u32,
+    pub hhash: &'a str,
+    pub metadata: bool,
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Writes `bytes` as a JSON string (with quotes). `orig_len` > `bytes.len()` marks a clipped
+/// string.
+pub fn write_str(out: &mut Vec<u8>, bytes: &[u8], orig_len: usize) {
+    out.push(b'"');
+    for chunk in bytes.utf8_chunks() {
+        let valid = chunk.valid().as_bytes();
+        let mut start = 0;
+        for (i, &b) in valid.iter().enumerate() {
+            let esc: &[u8] = match b {
+                b'"' => b"\\\"",
+                b'\\' => b"\\\\",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                b'\t' => b"\\t",
+                0x08 => b"\\b",
+                0x0c => b"\\f",
+                0..=0x1f | 0x7f => b"",
+                _ => continue,
+            };
+            out.extend_from_slice(&valid[start..i]);
+            if esc.is_empty() {
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[(b >> 4) as usize]);
+                out.push(HEX[(b & 15) as usize]);
+            } else {
+                out.extend_from_slice(esc);
+            }
+            start = i + 1;
+        }
+        out.extend_from_slice(&valid[start..]);
+        if !chunk.invalid().is_empty() {
+            out.extend_from_slice("\u{fffd}".as_bytes());
+        }
+    }
+    if orig_len > bytes.len() {
+        out.extend_from_slice(b"...[truncated, ");
+        write_u64(out, orig_len as u64);
+        out.extend_from_slice(b" bytes]");
+    }
+    out.push(b'"');
+}
+
+fn text(out: &mut Vec<u8>, t: &Text) {
+    write_str(out, t.bytes, t.orig_len);
+}
+
+pub fn write_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+pub fn write_i64(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+pub fn write_f64(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// `"key":` for a plain ASCII key.
+fn key(out: &mut Vec<u8>, k: &str) {
+    out.push(b'"');
+    out.extend_from_slice(k.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+fn kv_u64(out: &mut Vec<u8>, k: &str, v: u64) {
+    key(out, k);
+    write_u64(out, v);
+    out.push(b',');
+}
+
+fn hhash_open(out: &mut Vec<u8>, ctx: &Ctx) {
+    out.extend_from_slice(b"\"args\":{\"hhash\":\"");
+    out.extend_from_slice(ctx.hhash.as_bytes());
+    out.push(b'"');
+}
+
+/// Writes user args after `hhash` (which is already open). Path args are written as the hash
+/// `hash_of` gives.
+fn user_args(out: &mut Vec<u8>, rec: &Record, hash_of: &mut dyn FnMut(&[u8]) -> Hash16) {
+    for (k, v) in rec.args() {
+        out.push(b',');
+        if k.bytes == b"hhash" {
+            // Never a duplicate key: the user's own `hhash` is kept under another name.
+            write_str(out, b"user_hhash", 10);
+        } else {
+            text(out, &k);
+        }
+        out.push(b':');
+        match v {
+            ArgValue::Int(i) => write_i64(out, i),
+            ArgValue::UInt(u) => write_u64(out, u),
+            ArgValue::Float(f) => write_f64(out, f),
+            ArgValue::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+            ArgValue::Str(t) => text(out, &t),
+            ArgValue::Path(t) => {
+                let h = hash_of(t.bytes);
+                out.push(b'"');
+                out.extend_from_slice(&h);
+                out.push(b'"');
+            }
+        }
+    }
+    if rec.args_dropped > 0 {
+        out.extend_from_slice(b",\"dft_args_dropped\":");
+        write_u64(out, rec.args_dropped as u64);
+    }
+}
+
+/// A complete event (ph 1): `id,name,cat,type,pid,tid,ts,dur,ph[,args]`.
+pub fn complete(
+    out: &mut Vec<u8>,
+    ctx: &Ctx,
+    id: u64,
+    tid: u32,
+    rec: &Record,
+    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
+) {
+    out.extend_from_slice(b"{\"id\":");
+    write_u64(out, id);
+    out.extend_from_slice(b",\"name\":");
+    text(out, &rec.name);
+    out.extend_from_slice(b",\"cat\":");
+    text(out, &rec.cat);
+    out.push(b',');
+    kv_u64(out, "type", rec.layer as u64);
+    kv_u64(out, "pid", ctx.pid as u64);
+    kv_u64(out, "tid", tid as u64);
+    kv_u64(out, "ts", rec.ts);
+    kv_u64(out, "dur", rec.dur);
+    out.extend_from_slice(b"\"ph\":1");
+    if ctx.metadata {
+        out.push(b',');
+        hhash_open(out, ctx);
+        user_args(out, rec, hash_of);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"}\n");
+}
+
+/// A counter event (ph 2): `name,cat,type,ts,ph,pid,tid,args` (args always written).
+pub fn counter(
+    out: &mut Vec<u8>,
+    ctx: &Ctx,
+    tid: u32,
+    rec: &Record,
+    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
+) {
+    out.extend_from_slice(b"{\"name\":");
+    text(out, &rec.name);
+    out.extend_from_slice(b",\"cat\":");
+    text(out, &rec.cat);
+    out.push(b',');
+    kv_u64(out, "type", rec.layer as u64);
+    kv_u64(out, "ts", rec.ts);
+    out.extend_from_slice(b"\"ph\":2,");
+    kv_u64(out, "pid", ctx.pid as u64);
+    kv_u64(out, "tid", tid as u64);
+    hhash_open(out, ctx);
+    user_args(out, rec, hash_of);
+    out.extend_from_slice(b"}}\n");
+}
+
+/// A metadata record (ph 4): `{"name":N,"cat":"dftracer","type":T,"pid","tid","ph":4,
+/// "args":{"hhash","name":K,"value":V}}`.
+pub fn meta(out: &mut Vec<u8>, ctx: &Ctx, tid: u32, layer: u8, name: &Text, k: &Text, v: &Text) {
+    out.extend_from_slice(b"{\"name\":");
+    text(out, name);
+    out.extend_from_slice(b",\"cat\":\"dftracer\",");
+    kv_u64(out, "type", layer as u64);
+    kv_u64(out, "pid", ctx.pid as u64);
+    kv_u64(out, "tid", tid as u64);
+    out.extend_from_slice(b"\"ph\":4,");
+    hhash_open(out, ctx);
+    out.extend_from_slice(b",\"name\":");
+    text(out, k);
+    out.extend_from_slice(b",\"value\":");
+    text(out, v);
+    out.extend_from_slice(b"}}\n");
+}
+
+/// [`meta`] for plain strings.
+pub fn meta_str(out: &mut Vec<u8>, ctx: &Ctx, tid: u32, name: &str, k: &[u8], v: &[u8]) {
+    fn t(b: &[u8]) -> Text<'_> {
+        Text {
+            bytes: b,
+            orig_len: b.len(),
+        }
+    }
+    // Metadata keys/values come from the process (paths, argv): clip like any string.
+    let k = crate::event::clip(k, crate::event::MAX_STR);
+    meta(out, ctx, tid, 1, &t(name.as_bytes()), &t(k), &t(v));
+}
+
+/// A hash as a JSON string value.
+pub fn hash_value(out: &mut Vec<u8>, h: &Hash16) {
+    out.push(b'"');
+    out.extend_from_slice(hash_str(h).as_bytes());
+    out.push(b'"');
+}
+
+/// Starts a `dftracer`-category complete event (`start`/`end`) up to and including `"ph":1`.
+pub fn lifecycle_head(out: &mut Vec<u8>, ctx: &Ctx, id: u64, tid: u32, name: &str, ts: u64) {
+    out.extend_from_slice(b"{\"id\":");
+    write_u64(out, id);
+    out.extend_from_slice(b",\"name\":\"");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\",\"cat\":\"dftracer\",\"type\":1,");
+    kv_u64(out, "pid", ctx.pid as u64);
+    kv_u64(out, "tid", tid as u64);
+    kv_u64(out, "ts", ts);
+    out.extend_from_slice(b"\"dur\":0,\"ph\":1");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Arg, Layer, Pending, Value};
+
+    fn enc(bytes: &[u8]) -> String {
+        let mut out = Vec::new();
+        write_str(&mut out, bytes, bytes.len());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn escapes_everything_json_needs() {
+        let s = enc(b"q\"uo\\te\n\r\t\x08\x0c\x01\x7f");
+        let back: String = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, "q\"uo\\te\n\r\t\x08\x0c\x01\x7f");
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced() {
+        let s = enc(b"p\x86+m\xa5\x7f");
+        let back: String = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, "p\u{fffd}+m\u{fffd}\x7f");
+    }
+
+    #[test]
+    fn truncation_marker_is_visible() {
+        let mut out = Vec::new();
+        write_str(&mut out, b"abc", 10);
+        let back: String = serde_json::from_str(std::str::from_utf8(&out).unwrap()).unwrap();
+        assert_eq!(back, "abc...[truncated, 10 bytes]");
+    }
+
+    #[test]
+    fn complete_line_shape() {
+        let args = [
+            Arg::int("i", 5),
+            Arg::new("f", Value::Float(1.5)),
+            Arg::str("s", "hello"),
+            Arg::new("hhash", Value::Int(1)),
+            Arg::new("nan", Value::Float(f64::NAN)),
+            Arg::new("big", Value::Int(i64::MIN)),
+            Arg::new("p", Value::Path(b"/x")),
+        ];
+        let p = Pending::Complete {
+            layer: Layer::Python,
+            name: b"ev0",
+            cat: b"CAT",
+            ts: 1795988293894894,
+            dur: 10,
+            args: &args,
+        };
+        let mut buf = vec![0; p.len()];
+        p.write(&mut buf);
+        let rec = Record::decode(&buf).unwrap();
+        let ctx = Ctx {
+            pid: 6427,
+            hhash: "6882804a826580cd",
+            metadata: true,
+        };
+        let mut out = Vec::new();
+        complete(&mut out, &ctx, 2, 6427, &rec, &mut |p| crate::hash::hash16(p));
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.starts_with(
+            r#"{"id":2,"name":"ev0","cat":"CAT","type":6,"pid":6427,"tid":6427,"ts":1795988293894894,"dur":10,"ph":1,"args":{"hhash":"6882804a826580cd","i":5,"f":1.5,"s":"hello","user_hhash":1,"nan":null,"big":-9223372036854775808,"p":""#
+        ), "{line}");
+        assert!(line.ends_with("}}\n"));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["args"]["p"], crate::hash::hash_str(&crate::hash::hash16(b"/x")));
+        let ctx = Ctx {
+            metadata: false,
+            ..ctx
+        };
+        let mut out = Vec::new();
+        complete(&mut out, &ctx, 2, 6427, &rec, &mut |p| crate::hash::hash16(p));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"id\":2,\"name\":\"ev0\",\"cat\":\"CAT\",\"type\":6,\"pid\":6427,\"tid\":6427,\"ts\":1795988293894894,\"dur\":10,\"ph\":1}\n"
+        );
+    }
+
+    #[test]
+    fn meta_line_shape() {
+        let ctx = Ctx {
+            pid: 6427,
+            hhash: "6882804a826580cd",
+            metadata: true,
+        };
+        let mut out = Vec::new();
+        meta_str(&mut out, &ctx, 6427, "HH", b"vm", b"6882804a826580cd");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"name\":\"HH\",\"cat\":\"dftracer\",\"type\":1,\"pid\":6427,\"tid\":6427,\"ph\":4,\"args\":{\"hhash\":\"6882804a826580cd\",\"name\":\"vm\",\"value\":\"6882804a826580cd\"}}\n"
+        );
+    }
+}

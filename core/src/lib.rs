@@ -1,0 +1,46 @@
+//! `dftracer-core`: the engine behind every DFTracer frontend (Python module, node service,
+//! LD_PRELOAD library). It records events from many threads into per-thread fixed rings and
+//! writes them, off the application's threads, as DFTracer traces: newline-delimited JSON in
+//! independent gzip members (`<prefix>-<hash>-<app|preload|fork>.pfw.gz`), readable by
+//! dftracer-utils, dfanalyzer and Perfetto.
+//!
+//! Contract:
+//! - **Hot path** ([`complete`], [`counter`], [`metadata`]): one load when disabled; when
+//!   enabled, a thread-local read and a ring push: no lock, no allocation, no syscall.
+//! - **Bounded**: memory is (threads × `DFTRACER_RING_SIZE`) + the write buffer; strings,
+//!   keys and args per event are capped (see [`event`]), over-long values visibly truncated.
+//! - **Full ring**: the producer drains its own ring (bounded work, nothing lost); with
+//!   `DFTRACER_DROP_WHEN_FULL=1` it drops instead and every drop is counted in `end`.
+//! - **Durable**: a member is written at least every `DFTRACER_FLUSH_INTERVAL_MS`; finalize
+//!   runs at `finalize()`, `exit`, SIGTERM/SIGINT/SIGHUP, and frontends' `_exit` hooks; a fork
+//!   child writes its own self-contained `-fork` file.
+//!
+//! ```no_run
+//! use dftracer_core::{Arg, Config, Layer, Origin};
+//! let mut cfg = Config::from_env();
+//! cfg.enable = true;
+//! dftracer_core::init(cfg, Origin::App, Some("/tmp/run/trace")).unwrap();
+//! let t = dftracer_core::now();
+//! dftracer_core::complete(Layer::CppApp, b"step", b"train", t, 5, &[Arg::int("epoch", 1)]);
+//! dftracer_core::finalize();
+//! ```
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod event;
+pub mod gzip;
+pub mod hash;
+pub mod json;
+pub mod ring;
+pub mod sink;
+pub mod sys;
+mod tracer;
+
+pub use config::{Config, ConfigError, InitMode, TimeMetric, KNOBS};
+pub use event::{Arg, Layer, Value};
+pub use sink::Origin;
+pub use tracer::{
+    complete, config, counter, finalize, flush, init, is_enabled, is_finalized, is_internal,
+    is_running, mark_used, metadata, now, retarget, set_app_metadata, set_bind, stats,
+    trace_path, AppValue, Error, Stats,
+};

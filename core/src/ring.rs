@@ -1,0 +1,198 @@
+//! A per-thread, fixed-capacity, single-producer byte ring of variable-length records.
+//!
+//! Contract:
+//! - one producer (the owning thread) calls [`Ring::push`]; it never blocks, never allocates,
+//!   and returns `false` when the record does not fit (the caller decides: drain or drop);
+//! - one consumer at a time calls [`Ring::drain`]; the tracer serialises consumers with its
+//!   writer lock, so "single consumer" holds even when a producer drains its own full ring;
+//! - records are contiguous; one that would straddle the end is preceded by a pad record.
+//!
+//! Positions are monotonically increasing `usize` counters; the slot is `pos & mask`.
+#![allow(unsafe_code)]
+
+use crate::event::KIND_PAD;
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+
+pub struct Ring {
+    buf: Box<[UnsafeCell<u8>]>,
+    mask: usize,
+    /// Next byte the producer writes (published with Release after the bytes).
+    head: AtomicUsize,
+    /// Next byte the consumer reads (published with Release after reading).
+    tail: AtomicUsize,
+    /// Kernel tid of the owning thread (changes in a fork child).
+    pub tid: AtomicU32,
+    /// Set when the owning thread exits: the writer drains it and lets it go.
+    pub closed: AtomicBool,
+    /// Set once the producer has asked the writer to drain; cleared by the consumer.
+    pub wake_sent: AtomicBool,
+}
+
+// SAFETY: the producer only writes bytes in [head, tail + cap) and the consumer only reads
+// bytes in [tail, head); head/tail are published with Release and read with Acquire, so the
+// two sides never touch the same byte concurrently. Callers uphold single producer / single
+// consumer (documented on push/drain).
+unsafe impl Sync for Ring {}
+// SAFETY: as above; the buffer is owned heap memory.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// `capacity` is rounded up to a power of two (at least 64 bytes).
+    pub fn new(capacity: usize, tid: u32) -> Ring {
+        let cap = capacity.max(64).next_power_of_two();
+        let buf: Box<[UnsafeCell<u8>]> = (0..cap).map(|_| UnsafeCell::new(0)).collect();
+        Ring {
+            buf,
+            mask: cap - 1,
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            tid: AtomicU32::new(tid),
+            closed: AtomicBool::new(false),
+            wake_sent: AtomicBool::new(false),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Bytes currently held (approximate from another thread).
+    pub fn used(&self) -> usize {
+        self.head
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.tail.load(Ordering::Acquire))
+    }
+
+    fn ptr(&self, idx: usize) -> *mut u8 {
+        self.buf[idx].get()
+    }
+
+    /// Appends a record of `len` bytes (8-aligned, ≤ capacity/2) written by `fill`.
+    /// Returns false, writing nothing, when it does not fit.
+    /// Must only be called by the ring's single producer.
+    #[inline]
+    pub fn push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
+        debug_assert!(len % 8 == 0 && len >= 8 && len <= self.capacity() / 2);
+        let cap = self.capacity();
+        let mut head = self.head.load(Ordering::Relaxed);
+        let tail = self.tail.load(Ordering::Acquire);
+        let idx = head & self.mask;
+        let to_end = cap - idx;
+        let need = if len <= to_end { len } else { to_end + len };
+        if head.wrapping_sub(tail) + need > cap {
+            return false;
+        }
+        if len > to_end {
+            // SAFETY: [idx, cap) lies in the free region (checked above) that the consumer
+            // does not read until head is published; to_end >= 8 since every record and the
+            // capacity are 8-aligned.
+            unsafe {
+                let p = self.ptr(idx);
+                std::ptr::copy_nonoverlapping((to_end as u32).to_le_bytes().as_ptr(), p, 4);
+                *p.add(4) = KIND_PAD;
+            }
+            head = head.wrapping_add(to_end);
+        }
+        let idx = head & self.mask;
+        // SAFETY: [idx, idx + len) is inside the buffer (len <= cap - idx after wrapping) and
+        // inside the free region; only this producer writes it until head is published.
+        let slot = unsafe { std::slice::from_raw_parts_mut(self.ptr(idx), len) };
+        fill(slot);
+        self.head.store(head.wrapping_add(len), Ordering::Release);
+        true
+    }
+
+    /// Hands every complete record to `f`, oldest first, and frees its space.
+    /// Must only be called by one consumer at a time.
+    pub fn drain(&self, mut f: impl FnMut(&[u8])) -> usize {
+        let head = self.head.load(Ordering::Acquire);
+        let mut tail = self.tail.load(Ordering::Relaxed);
+        let mut n = 0;
+        while tail != head {
+            let idx = tail & self.mask;
+            // SAFETY: [tail, head) was published by the producer (Acquire above); a record
+            // header (8 bytes) starts at every record boundary and lies within the buffer.
+            let len = unsafe {
+                let mut b = [0u8; 4];
+                std::ptr::copy_nonoverlapping(self.ptr(idx), b.as_mut_ptr(), 4);
+                u32::from_le_bytes(b) as usize
+            };
+            // SAFETY: as above; the kind byte follows the length.
+            let kind = unsafe { *self.ptr(idx + 4) };
+            if kind != KIND_PAD {
+                // SAFETY: the producer wrote `len` contiguous bytes here before publishing.
+                let rec = unsafe { std::slice::from_raw_parts(self.ptr(idx) as *const u8, len) };
+                f(rec);
+                n += 1;
+            }
+            tail = tail.wrapping_add(len.max(8));
+            // Publish progress as we go so a waiting producer sees space early.
+            self.tail.store(tail, Ordering::Release);
+        }
+        n
+    }
+
+    /// Drops every held record (fork child: the parent's events are the parent's).
+    /// Only sound when no producer or consumer runs concurrently.
+    pub fn discard(&self) {
+        let head = self.head.load(Ordering::Acquire);
+        self.tail.store(head, Ordering::Release);
+        self.wake_sent.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn rec(v: u64, len: usize) -> impl FnOnce(&mut [u8]) {
+        move |s: &mut [u8]| {
+            s[..4].copy_from_slice(&(len as u32).to_le_bytes());
+            s[4] = 1;
+            s[8..16].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn wraps_and_reports_full() {
+        let r = Ring::new(256, 1);
+        let mut got = Vec::new();
+        let mut next = 0u64;
+        for round in 0..50 {
+            let len = if round % 3 == 0 { 40 } else { 24 };
+            while r.push(len, rec(next, len)) {
+                next += 1;
+            }
+            r.drain(|b| got.push(u64::from_le_bytes(b[8..16].try_into().unwrap())));
+        }
+        assert_eq!(got, (0..next).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn concurrent_producer_consumer_loses_nothing() {
+        let r = Arc::new(Ring::new(4096, 1));
+        let n = 200_000u64;
+        let p = {
+            let r = r.clone();
+            std::thread::spawn(move || {
+                for i in 0..n {
+                    let len = 16 + (i as usize % 5) * 8;
+                    while !r.push(len, rec(i, len)) {
+                        std::hint::spin_loop();
+                    }
+                }
+            })
+        };
+        let mut expect = 0u64;
+        while expect < n {
+            r.drain(|b| {
+                let v = u64::from_le_bytes(b[8..16].try_into().unwrap());
+                assert_eq!(v, expect);
+                expect += 1;
+            });
+        }
+        p.join().unwrap();
+    }
+}

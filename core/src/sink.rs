@@ -1,0 +1,145 @@
+//! The one place that names, creates and writes trace files.
+//!
+//! Names: `<prefix>-<h16>-<app|preload|fork>.pfw[.gz]` (reference §1). A file is created only
+//! when there is something to write (no 0-byte files), always with `O_EXCL`: an existing file
+//! of that name (another run's) is never appended to or clobbered; the next free
+//! `<prefix>-<h16>-<suffix>-<n>.pfw[.gz]` is used instead.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+
+/// Which part of the program started the tracer; the last part of the file name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    App,
+    Preload,
+    Fork,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::App => "app",
+            Origin::Preload => "preload",
+            Origin::Fork => "fork",
+        }
+    }
+}
+
+/// The reference's prefix rule for a path given to `initialize(log_file)`: the path minus a
+/// trailing `.pfw.gz`, else `.pfw`, else the last extension of the basename (unless the
+/// basename's only dot is its first character).
+pub fn prefix_from_api_path(path: &str) -> String {
+    let (dir, base) = match path.rfind('/') {
+        Some(i) => (&path[..=i], &path[i + 1..]),
+        None => ("", path),
+    };
+    let stem = if let Some(s) = base.strip_suffix(".pfw.gz") {
+        s
+    } else if let Some(s) = base.strip_suffix(".pfw") {
+        s
+    } else {
+        match base.rfind('.') {
+            Some(i) if i > 0 => &base[..i],
+            _ => base,
+        }
+    };
+    format!("{dir}{stem}")
+}
+
+/// `<prefix>-<hash>-<suffix>[-<n>].pfw[.gz]`.
+pub fn trace_path(prefix: &str, hash: &str, origin: Origin, n: u32, compressed: bool) -> String {
+    let ext = if compressed { ".pfw.gz" } else { ".pfw" };
+    if n == 0 {
+        format!("{prefix}-{hash}-{}{ext}", origin.as_str())
+    } else {
+        format!("{prefix}-{hash}-{}-{n}{ext}", origin.as_str())
+    }
+}
+
+/// Checks, without creating anything, that files can be created next to `prefix`.
+pub fn check_dir(prefix: &str) -> io::Result<()> {
+    let dir = match prefix.rfind('/') {
+        Some(0) => "/",
+        Some(i) => &prefix[..i],
+        None => ".",
+    };
+    let meta = std::fs::metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(io::Error::new(io::ErrorKind::NotADirectory, "not a directory"));
+    }
+    crate::sys::dir_writable(dir)
+}
+
+/// An open trace file.
+pub struct Sink {
+    file: File,
+    pub path: String,
+    pub bytes: u64,
+}
+
+impl Sink {
+    /// Creates a fresh file for `prefix`/`hash`/`origin`, never reusing an existing name.
+    pub fn create(prefix: &str, hash: &str, origin: Origin, compressed: bool) -> io::Result<Sink> {
+        for n in 0..10_000 {
+            let path = trace_path(prefix, hash, origin, n, compressed);
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(&path)
+            {
+                Ok(file) => {
+                    return Ok(Sink {
+                        file,
+                        path,
+                        bytes: 0,
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::new(io::ErrorKind::AlreadyExists, "no free trace file name"))
+    }
+
+    /// Writes `data` completely (one `write` in the common case).
+    pub fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        self.file.write_all(data)?;
+        self.bytes += data.len() as u64;
+        Ok(())
+    }
+
+    pub fn sync(&mut self) {
+        let _ = self.file.sync_data();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_prefix_rules() {
+        assert_eq!(prefix_from_api_path("sub/mytrace.json"), "sub/mytrace");
+        assert_eq!(prefix_from_api_path("sub/.hidden"), "sub/.hidden");
+        assert_eq!(prefix_from_api_path("sub/x.pfw.gz"), "sub/x");
+        assert_eq!(prefix_from_api_path("/a.b/c"), "/a.b/c");
+        assert_eq!(prefix_from_api_path("t.pfw"), "t");
+    }
+
+    #[test]
+    fn never_reuses_a_name() {
+        let dir = std::env::temp_dir().join(format!("dft-sink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = format!("{}/t", dir.display());
+        let first = trace_path(&prefix, "h", Origin::App, 0, true);
+        std::fs::write(&first, b"PRE-EXISTING\n").unwrap();
+        let mut s = Sink::create(&prefix, "h", Origin::App, true).unwrap();
+        assert!(s.path.ends_with("t-h-app-1.pfw.gz"), "{}", s.path);
+        s.write(b"x").unwrap();
+        assert_eq!(std::fs::read(&first).unwrap(), b"PRE-EXISTING\n");
+        std::fs::remove_dir_all(dir).ok();
+    }
+}

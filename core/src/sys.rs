@@ -1,0 +1,323 @@
+//! The only libc calls of the core: clocks, ids, host and process facts, stderr, process hooks
+//! (atexit, atfork, signals) and the writer thread. Each unsafe block says why it is sound.
+#![allow(unsafe_code)]
+
+use crate::config::TimeMetric;
+
+/// Nanoseconds since the epoch from `CLOCK_REALTIME` (vDSO: no syscall).
+#[inline]
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// Epoch time in `unit` (true nanosecond resolution for NS).
+#[inline]
+pub fn now_in(unit: TimeMetric) -> u64 {
+    let ns = realtime_ns();
+    match unit {
+        TimeMetric::Ns => ns,
+        TimeMetric::Us => ns / 1_000,
+        TimeMetric::Ms => ns / 1_000_000,
+        TimeMetric::Sec => ns / 1_000_000_000,
+    }
+}
+
+/// Nanoseconds of `CLOCK_MONOTONIC`, for intervals.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid timespec pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+pub fn gettid() -> u32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+pub fn getpid() -> u32 {
+    // SAFETY: getpid cannot fail.
+    unsafe { libc::getpid() as u32 }
+}
+
+pub fn getppid() -> u32 {
+    // SAFETY: getppid cannot fail.
+    unsafe { libc::getppid() as u32 }
+}
+
+/// Full hostname (`gethostname`), `localhost` if it cannot be read.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its full length; gethostname NUL-terminates within it or
+    // truncates, and we bound the scan by the length.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The process's argv from `/proc/self/cmdline` (every element, the last one included).
+pub fn cmdline() -> Vec<String> {
+    match std::fs::read("/proc/self/cmdline") {
+        Ok(raw) => raw
+            .split(|&b| b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect(),
+        Err(_) => std::env::args().collect(),
+    }
+}
+
+/// The reference's exec-name rule, with its off-by-one fixed: the basename of the first argv
+/// element that does not start with `-` and contains neither `python`, `env` nor
+/// `multiprocessing`; `DEFAULT` (or `DEFAULT-spawn` after a multiprocessing token) otherwise.
+pub fn exec_name(argv: &[String]) -> String {
+    let mut last_mp = false;
+    for arg in argv {
+        let base = arg.rsplit('/').next().unwrap_or(arg);
+        last_mp = base.contains("multiprocessing");
+        if base.is_empty()
+            || base.starts_with('-')
+            || base.contains("python")
+            || base.contains("env")
+            || last_mp
+        {
+            continue;
+        }
+        return base.to_string();
+    }
+    if last_mp {
+        "DEFAULT-spawn".into()
+    } else {
+        "DEFAULT".into()
+    }
+}
+
+pub fn cwd() -> String {
+    std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `asctime(localtime(now))` without the newline, e.g. `Sun Nov 29 21:38:13 2026`.
+pub fn asctime_now() -> String {
+    // SAFETY: time(NULL) is always valid; localtime_r writes into our tm; strftime writes at
+    // most buf.len() bytes and returns the count written.
+    unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            return String::new();
+        }
+        let mut buf = [0u8; 64];
+        let n = libc::strftime(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            c"%a %b %e %H:%M:%S %Y".as_ptr(),
+            &tm,
+        );
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+/// Writes one line to fd 2 with a single `write` (no stdout, no std lock), keeping errno.
+pub fn eprint_line(msg: &str) {
+    let mut line = Vec::with_capacity(msg.len() + 1);
+    line.extend_from_slice(msg.as_bytes());
+    if !msg.ends_with('\n') {
+        line.push(b'\n');
+    }
+    let saved = errno();
+    // SAFETY: the buffer is valid for its length; a short or failed write to stderr is
+    // ignored on purpose (there is nowhere else to report it).
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    set_errno(saved);
+}
+
+/// `access(path, W_OK|X_OK) == 0`.
+pub fn dir_writable(path: &str) -> std::io::Result<()> {
+    let c = std::ffi::CString::new(path)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: c is a valid NUL-terminated path.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+pub fn set_errno(v: i32) {
+    // SAFETY: as above; writing the thread's own errno.
+    unsafe { *libc::__errno_location() = v };
+}
+
+/// Registers `f` to run at `exit()`.
+pub fn at_exit(f: extern "C" fn()) {
+    // SAFETY: f is a plain `extern "C" fn()` with static lifetime.
+    unsafe { libc::atexit(f) };
+}
+
+/// Registers `child` to run in the child after `fork()`.
+pub fn at_fork_child(child: unsafe extern "C" fn()) {
+    // SAFETY: handlers are static functions; None for prepare/parent is allowed.
+    unsafe { libc::pthread_atfork(None, None, Some(child)) };
+}
+
+/// Starts a detached-at-will native thread running `f` with TERM/INT/HUP blocked, so a
+/// process signal is never delivered to the writer (the writer is what serves it).
+/// Uses pthread_create directly so that it also works from a fork child.
+pub fn spawn_thread(
+    f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
+    arg: *mut libc::c_void,
+) -> Option<libc::pthread_t> {
+    // SAFETY: sigset and attr are initialised before use; the old mask is restored on this
+    // thread; pthread_create gets a static fn and the caller's argument.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        let mut tid: libc::pthread_t = 0;
+        let rc = libc::pthread_create(&mut tid, std::ptr::null(), f, arg);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        (rc == 0).then_some(tid)
+    }
+}
+
+pub fn join_thread(t: libc::pthread_t) {
+    // SAFETY: t came from spawn_thread in this process and is joined once.
+    unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
+}
+
+/// A POSIX semaphore used as the writer's wake-up: `post` is async-signal-safe, so a signal
+/// handler can wake the writer.
+pub struct Wake(Box<std::cell::UnsafeCell<libc::sem_t>>);
+
+// SAFETY: sem_t is designed for concurrent use from many threads through its pointer.
+unsafe impl Sync for Wake {}
+// SAFETY: as above.
+unsafe impl Send for Wake {}
+
+impl Wake {
+    pub fn new() -> Wake {
+        // SAFETY: zeroed sem_t is then initialised by sem_init before any use.
+        let w = Wake(Box::new(std::cell::UnsafeCell::new(unsafe { std::mem::zeroed() })));
+        // SAFETY: the semaphore lives in a stable heap allocation.
+        unsafe { libc::sem_init(w.0.get(), 0, 0) };
+        w
+    }
+    /// Async-signal-safe.
+    pub fn post(&self) {
+        // SAFETY: initialised semaphore.
+        unsafe { libc::sem_post(self.0.get()) };
+    }
+    /// Waits until posted or `ms` elapsed. Returns true if posted.
+    pub fn wait_ms(&self, ms: u64) -> bool {
+        let deadline = realtime_ns() + ms * 1_000_000;
+        let ts = libc::timespec {
+            tv_sec: (deadline / 1_000_000_000) as _,
+            tv_nsec: (deadline % 1_000_000_000) as _,
+        };
+        loop {
+            // SAFETY: initialised semaphore, valid timespec.
+            let rc = unsafe { libc::sem_timedwait(self.0.get(), &ts) };
+            if rc == 0 {
+                return true;
+            }
+            if errno() != libc::EINTR {
+                return false;
+            }
+        }
+    }
+}
+
+impl Default for Wake {
+    fn default() -> Self {
+        Wake::new()
+    }
+}
+
+/// Installs `handler` for `sig` only where the signal still has its default action, with
+/// SA_RESETHAND so that re-raising from the handler kills the process the usual way.
+pub fn install_if_default(sig: i32, handler: extern "C" fn(i32)) -> bool {
+    // SAFETY: sigaction structs are zero-initialised then filled; the handler is a static fn.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+            return false;
+        }
+        if old.sa_sigaction != libc::SIG_DFL {
+            return false;
+        }
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = handler as usize;
+        act.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(sig, &act, std::ptr::null_mut()) == 0
+    }
+}
+
+/// Async-signal-safe sleep.
+pub fn sleep_ms(ms: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ms / 1000) as _,
+        tv_nsec: ((ms % 1000) * 1_000_000) as _,
+    };
+    // SAFETY: valid timespec; an early wake (EINTR) is harmless for our callers.
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
+/// Re-raises `sig` (its disposition was reset by SA_RESETHAND).
+pub fn raise(sig: i32) {
+    // SAFETY: raise is async-signal-safe.
+    unsafe { libc::raise(sig) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn exec_name_rules() {
+        assert_eq!(exec_name(&v(&["/usr/bin/python3", "script.py"])), "script.py");
+        assert_eq!(exec_name(&v(&["python", "-u", "dir/train.py", "3"])), "train.py");
+        assert_eq!(exec_name(&v(&["./io", "a"])), "io");
+        assert_eq!(exec_name(&v(&["python3"])), "DEFAULT");
+        assert_eq!(
+            exec_name(&v(&["python3", "-c", "from multiprocessing.spawn import spawn_main"])),
+            "DEFAULT-spawn"
+        );
+    }
+
+    #[test]
+    fn clock_units() {
+        let us = now_in(TimeMetric::Us);
+        let ns = now_in(TimeMetric::Ns);
+        assert!(ns / 1000 >= us && ns / 1000 - us < 1_000_000);
+        assert!(now_in(TimeMetric::Sec) > 1_700_000_000);
+    }
+}
