@@ -28,6 +28,7 @@
 
 pub mod config;
 pub mod event;
+pub mod filter;
 pub mod gzip;
 pub mod hash;
 pub mod json;

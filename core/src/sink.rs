@@ -15,6 +15,8 @@ pub enum Origin {
     App,
     Preload,
     Fork,
+    /// The node service: `<prefix>_<hostname>.pfw.gz` (no hash, no pid).
+    Service,
 }
 
 impl Origin {
@@ -23,6 +25,7 @@ impl Origin {
             Origin::App => "app",
             Origin::Preload => "preload",
             Origin::Fork => "fork",
+            Origin::Service => "service",
         }
     }
 }
@@ -48,9 +51,17 @@ pub fn prefix_from_api_path(path: &str) -> String {
     format!("{dir}{stem}")
 }
 
-/// `<prefix>-<hash>-<suffix>[-<n>].pfw[.gz]`.
+/// `<prefix>-<hash>-<suffix>[-<n>].pfw[.gz]`; for [`Origin::Service`], `hash` is the hostname
+/// and the name is `<prefix>_<hostname>[-<n>].pfw[.gz]`.
 pub fn trace_path(prefix: &str, hash: &str, origin: Origin, n: u32, compressed: bool) -> String {
     let ext = if compressed { ".pfw.gz" } else { ".pfw" };
+    if origin == Origin::Service {
+        return if n == 0 {
+            format!("{prefix}_{hash}{ext}")
+        } else {
+            format!("{prefix}_{hash}-{n}{ext}")
+        };
+    }
     if n == 0 {
         format!("{prefix}-{hash}-{}{ext}", origin.as_str())
     } else {

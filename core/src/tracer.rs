@@ -288,7 +288,11 @@ impl Shared {
         let pid = sys::getpid();
         let argv = sys::cmdline();
         let exec = sys::exec_name(&argv);
-        let file_hash = hash_str(&hash16(format!("{exec}-{host}-{pid}").as_bytes())).to_string();
+        let file_hash = if origin == Origin::Service {
+            host.clone()
+        } else {
+            hash_str(&hash16(format!("{exec}-{host}-{pid}").as_bytes())).to_string()
+        };
         let gz = cfg.compression.then(|| GzipWriter::new(cfg.compression_level));
         let json_cap = cfg.write_buffer_size.clamp(64 * 1024, 16 * 1024 * 1024);
         Shared {
