@@ -113,6 +113,8 @@ struct Writer {
     lost: u64,
     last_member_ns: u64,
     ended: bool,
+    /// Path and size of the file once closed by finalize.
+    closed: Option<(String, u64)>,
 }
 
 struct Shared {
@@ -323,6 +325,7 @@ impl Shared {
                 lost: 0,
                 last_member_ns: sys::monotonic_ns(),
                 ended: false,
+                closed: None,
             }),
             wake: sys::Wake::new(),
             app: Mutex::new(Vec::new()),
@@ -658,17 +661,22 @@ impl Shared {
                 w.lost
             ));
         }
-        w.sink = None;
+        w.closed = w.sink.take().map(|s| (s.path, s.bytes));
     }
 
     fn stats(&self) -> Stats {
         let w = self.writer.lock();
+        let (path, bytes) = match (&w.sink, &w.closed) {
+            (Some(s), _) => (Some(s.path.clone()), s.bytes),
+            (None, Some((p, b))) => (Some(p.clone()), *b),
+            (None, None) => (None, 0),
+        };
         Stats {
             events: w.events,
-            bytes: w.sink.as_ref().map(|s| s.bytes).unwrap_or(0),
+            bytes,
             dropped: self.dropped.load(Ordering::Relaxed),
             lost: w.lost,
-            path: w.sink.as_ref().map(|s| s.path.clone()),
+            path,
         }
     }
 }
@@ -994,12 +1002,11 @@ pub fn config() -> Option<Config> {
 pub fn trace_path() -> Option<String> {
     let sh = shared()?;
     let w = sh.writer.lock();
-    Some(
-        w.sink
-            .as_ref()
-            .map(|s| s.path.clone())
-            .unwrap_or_else(|| sh.expected_path()),
-    )
+    Some(match (&w.sink, &w.closed) {
+        (Some(s), _) => s.path.clone(),
+        (None, Some((p, _))) => p.clone(),
+        (None, None) => sh.expected_path(),
+    })
 }
 
 /// True once `init` succeeded and `finalize` has not run.

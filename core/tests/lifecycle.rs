@@ -1,0 +1,535 @@
+//! End-to-end tests of the core: each scenario runs in its own process (the tracer is
+//! process-global), writes a real trace file, and the test reads it back with a real gzip
+//! decoder (flate2) and a real JSON parser (serde_json).
+//!
+//! A scenario is this same test binary re-executed with `DFT_SCENARIO=<name>`: the
+//! `scenario_entry` test dispatches to it and does nothing in a normal run.
+
+use dftracer_core::{Arg, Config, Layer, Origin, Value};
+use serde_json::Value as J;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+
+// ---------------------------------------------------------------- helpers
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dft-core-{}-{}", name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run_scenario(name: &str, dir: &Path, env: &[(&str, &str)]) -> ExitStatus {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
+        .env("DFT_SCENARIO", name)
+        .env("DFT_DIR", dir)
+        .env("DFTRACER_ENABLE", "1")
+        .env("DFTRACER_LOG_FILE", dir.join("t"))
+        .env_remove("DFTRACER_CONFIGURATION");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.status().unwrap()
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".pfw"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every line of a trace, parsed. Panics on a line that is not JSON.
+fn read_trace(path: &Path) -> Vec<J> {
+    let raw = std::fs::read(path).unwrap();
+    let mut text = Vec::new();
+    if path.to_string_lossy().ends_with(".gz") {
+        flate2::read::MultiGzDecoder::new(&raw[..])
+            .read_to_end(&mut text)
+            .unwrap();
+    } else {
+        text = raw;
+    }
+    assert!(text.is_empty() || text.ends_with(b"\n"), "last line unterminated");
+    text.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_slice(l)
+                .unwrap_or_else(|e| panic!("bad line {e}: {}", String::from_utf8_lossy(l)))
+        })
+        .collect()
+}
+
+/// Number of gzip members (each a complete stream).
+fn members(path: &Path) -> usize {
+    let raw = std::fs::read(path).unwrap();
+    let mut pos = 0;
+    let mut n = 0;
+    while pos < raw.len() {
+        let mut d = flate2::bufread::GzDecoder::new(&raw[pos..]);
+        let mut sink = Vec::new();
+        d.read_to_end(&mut sink).unwrap();
+        let rest = d.into_inner().len();
+        pos = raw.len() - rest;
+        n += 1;
+    }
+    n
+}
+
+fn user_events(lines: &[J]) -> Vec<&J> {
+    lines
+        .iter()
+        .filter(|l| l["ph"] == 1 && l["cat"] != "dftracer")
+        .collect()
+}
+
+fn named<'a>(lines: &'a [J], name: &str) -> Vec<&'a J> {
+    lines.iter().filter(|l| l["name"] == name).collect()
+}
+
+fn start_tracer() {
+    let cfg = Config::from_env();
+    dftracer_core::init(cfg, Origin::App, None).expect("init");
+}
+
+// ---------------------------------------------------------------- scenarios
+
+#[test]
+fn scenario_entry() {
+    let Ok(name) = std::env::var("DFT_SCENARIO") else {
+        return;
+    };
+    match name.as_str() {
+        "basic" => {
+            start_tracer();
+            let t = dftracer_core::now();
+            for i in 0..1000 {
+                dftracer_core::complete(
+                    Layer::CppApp,
+                    b"step",
+                    b"train",
+                    t + i,
+                    3,
+                    &[
+                        Arg::int("i", i as i64),
+                        Arg::new("f", Value::Float(0.1)),
+                        Arg::str("s", "v"),
+                        Arg::new("p", Value::Path(b"/data/x.bin")),
+                    ],
+                );
+            }
+            dftracer_core::metadata(Layer::CppApp, b"CM", b"model", b"resnet");
+            dftracer_core::mark_used("example");
+            dftracer_core::set_app_metadata("batch", dftracer_core::AppValue::Int(32));
+            dftracer_core::finalize();
+        }
+        "hostile" => {
+            start_tracer();
+            let t = dftracer_core::now();
+            let huge = vec![b'n'; 1 << 20];
+            let names: Vec<&[u8]> = vec![
+                b"q\"uo\\te\nnl",
+                b"ctl\x01\x02\x1f\x7f",
+                b"bad\x86utf8\xa5",
+                &huge,
+            ];
+            for n in &names {
+                dftracer_core::complete(
+                    Layer::CppApp,
+                    n,
+                    b"C\"x",
+                    t,
+                    1,
+                    &[
+                        Arg::new("s", Value::Str(n)),
+                        Arg::new("nan", Value::Float(f64::NAN)),
+                        Arg::new("inf", Value::Float(f64::INFINITY)),
+                        Arg::new("max", Value::UInt(u64::MAX)),
+                        Arg::new("min", Value::Int(i64::MIN)),
+                    ],
+                );
+            }
+            dftracer_core::finalize();
+        }
+        "threads" => {
+            let n: u64 = std::env::var("DFT_N").unwrap().parse().unwrap();
+            let threads: u64 = std::env::var("DFT_THREADS").unwrap().parse().unwrap();
+            start_tracer();
+            let hs: Vec<_> = (0..threads)
+                .map(|k| {
+                    std::thread::spawn(move || {
+                        for i in 0..n {
+                            dftracer_core::complete(Layer::CppApp, b"e", b"c", i, k, &[]);
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            dftracer_core::finalize();
+        }
+        "fork" => {
+            start_tracer();
+            for i in 0..10 {
+                dftracer_core::complete(Layer::CppApp, b"parent_before", b"c", i, 1, &[]);
+            }
+            // SAFETY: test child; only async-signal-safe-enough work before the child exits.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                for i in 0..7 {
+                    dftracer_core::complete(
+                        Layer::CppApp,
+                        b"child",
+                        b"c",
+                        i,
+                        1,
+                        &[Arg::new("p", Value::Path(b"/child/file"))],
+                    );
+                }
+                // Exit through exit(): the atexit hook finalizes the child's own file.
+                std::process::exit(0);
+            }
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            assert_eq!(status, 0);
+            for i in 0..5 {
+                dftracer_core::complete(Layer::CppApp, b"parent_after", b"c", i, 1, &[]);
+            }
+            dftracer_core::finalize();
+        }
+        "sleep_forever" => {
+            start_tracer();
+            for i in 0..500 {
+                dftracer_core::complete(Layer::CppApp, b"before_kill", b"c", i, 1, &[]);
+            }
+            std::fs::write(Path::new(&std::env::var("DFT_DIR").unwrap()).join("ready"), b"")
+                .unwrap();
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+        "preexisting" => {
+            start_tracer();
+            let expected = dftracer_core::trace_path().unwrap();
+            std::fs::write(&expected, b"PRE-EXISTING GARBAGE\n").unwrap();
+            std::fs::write(Path::new(&std::env::var("DFT_DIR").unwrap()).join("planted"), &expected)
+                .unwrap();
+            for i in 0..3 {
+                dftracer_core::complete(Layer::CppApp, b"e", b"c", i, 1, &[]);
+            }
+            dftracer_core::finalize();
+        }
+        "nothing" => {
+            start_tracer();
+            dftracer_core::finalize();
+        }
+        "no_finalize" => {
+            start_tracer();
+            for i in 0..42 {
+                dftracer_core::complete(Layer::CppApp, b"e", b"c", i, 1, &[]);
+            }
+            // Normal exit, no finalize(): the atexit hook must write everything.
+            std::process::exit(0);
+        }
+        "drop" => {
+            start_tracer();
+            // A tiny ring and no drain opportunity: drops are counted, never silent.
+            for i in 0..200_000 {
+                dftracer_core::complete(Layer::CppApp, b"e", b"c", i, 1, &[]);
+            }
+            let s = dftracer_core::stats();
+            std::fs::write(
+                Path::new(&std::env::var("DFT_DIR").unwrap()).join("dropped"),
+                s.dropped.to_string(),
+            )
+            .unwrap();
+            dftracer_core::finalize();
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+// ---------------------------------------------------------------- tests
+
+#[test]
+fn basic_trace_has_reference_shape() {
+    let dir = scratch("basic");
+    assert!(run_scenario("basic", &dir, &[("DFTRACER_WRITE_BUFFER_SIZE", "4096")]).success());
+    let f = files(&dir);
+    assert_eq!(f.len(), 1, "{f:?}");
+    let name = f[0].file_name().unwrap().to_string_lossy().to_string();
+    assert!(name.starts_with("t-") && name.ends_with("-app.pfw.gz"), "{name}");
+    assert!(members(&f[0]) > 10, "4096-byte buffer must cut many members");
+    let lines = read_trace(&f[0]);
+    // Header order: HH, thread_name, CM, FH(cwd), SH(cmd), SH(exec), start.
+    let heads: Vec<&str> = lines[..7].iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(heads, ["HH", "thread_name", "CM", "FH", "SH", "SH", "start"]);
+    assert_eq!(lines[6]["id"], 1);
+    let ev = user_events(&lines);
+    assert_eq!(ev.len(), 1000);
+    // Ids are sequential in file order.
+    for (k, e) in ev.iter().enumerate() {
+        assert_eq!(e["id"], k as u64 + 2);
+        assert_eq!(e["type"], 9);
+        assert_eq!(e["args"]["i"], k as u64);
+        assert_eq!(e["args"]["f"], 0.1);
+    }
+    let keys: Vec<&String> = ev[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["id", "name", "cat", "type", "pid", "tid", "ts", "dur", "ph", "args"]);
+    let arg_keys: Vec<&String> = ev[0]["args"].as_object().unwrap().keys().collect();
+    assert_eq!(arg_keys, ["hhash", "i", "f", "s", "p"]);
+    // One FH for the data file, defined before its first use, hash matching.
+    let fh: Vec<&J> = named(&lines, "FH")
+        .into_iter()
+        .filter(|l| l["args"]["name"] == "/data/x.bin")
+        .collect();
+    assert_eq!(fh.len(), 1);
+    assert_eq!(fh[0]["args"]["value"], ev[0]["args"]["p"]);
+    let end = named(&lines, "end");
+    assert_eq!(end.len(), 1);
+    let end = end[0];
+    assert_eq!(lines.last().unwrap()["name"], "end");
+    assert_eq!(end["args"]["num_events"], 1001);
+    assert_eq!(end["id"], 1002);
+    assert_eq!(end["args"]["used"]["CPP_APP"], 1);
+    assert_eq!(end["args"]["used"]["example"], 1);
+    assert_eq!(end["args"]["app"]["batch"], 32);
+    assert_eq!(end["args"]["dropped"], 0);
+    assert_eq!(end["args"]["cfg"]["log_file"], f[0].to_string_lossy().as_ref());
+    let cm: Vec<&J> = named(&lines, "CM");
+    assert!(cm.iter().any(|l| l["args"]["name"] == "model" && l["args"]["value"] == "resnet"));
+}
+
+#[test]
+fn hostile_strings_stay_valid_json() {
+    let dir = scratch("hostile");
+    assert!(run_scenario("hostile", &dir, &[]).success());
+    let lines = read_trace(&files(&dir)[0]);
+    let ev = user_events(&lines);
+    assert_eq!(ev.len(), 4);
+    assert_eq!(ev[0]["name"], "q\"uo\\te\nnl");
+    assert_eq!(ev[0]["cat"], "C\"x");
+    assert_eq!(ev[1]["name"], "ctl\x01\x02\x1f\x7f");
+    assert_eq!(ev[2]["name"], "bad\u{fffd}utf8\u{fffd}");
+    let big = ev[3]["name"].as_str().unwrap();
+    assert!(big.ends_with("...[truncated, 1048576 bytes]"), "{}", &big[big.len() - 40..]);
+    assert!(big.starts_with("nnnn"));
+    assert_eq!(ev[0]["args"]["nan"], J::Null);
+    assert_eq!(ev[0]["args"]["inf"], J::Null);
+    assert_eq!(ev[0]["args"]["max"], u64::MAX);
+    assert_eq!(ev[0]["args"]["min"], i64::MIN);
+}
+
+#[test]
+fn eight_threads_of_a_million_events_are_all_written() {
+    let dir = scratch("threads");
+    let n: u64 = if cfg!(debug_assertions) { 100_000 } else { 1_000_000 };
+    assert!(run_scenario(
+        "threads",
+        &dir,
+        &[
+            ("DFT_N", &n.to_string()),
+            ("DFT_THREADS", "8"),
+            ("DFTRACER_INC_METADATA", "0"),
+        ]
+    )
+    .success());
+    let f = files(&dir);
+    assert_eq!(f.len(), 1);
+    // Stream the file: count per thread, check ids strictly increase.
+    let raw = std::fs::read(&f[0]).unwrap();
+    let mut text = Vec::new();
+    flate2::read::MultiGzDecoder::new(&raw[..])
+        .read_to_end(&mut text)
+        .unwrap();
+    let mut per_dur = [0u64; 8];
+    let mut last_id = 0u64;
+    let mut end = None;
+    for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let v: J = serde_json::from_slice(line).unwrap();
+        if v["ph"] != 1 {
+            continue;
+        }
+        let id = v["id"].as_u64().unwrap();
+        assert!(id > last_id, "ids in file order");
+        last_id = id;
+        if v["name"] == "e" {
+            per_dur[v["dur"].as_u64().unwrap() as usize] += 1;
+        } else if v["name"] == "end" {
+            end = Some(v);
+        }
+    }
+    assert_eq!(per_dur, [n; 8]);
+    let end = end.expect("end record");
+    assert_eq!(end["id"], 8 * n + 2);
+}
+
+#[test]
+fn fork_child_writes_a_self_contained_file() {
+    let dir = scratch("fork");
+    assert!(run_scenario("fork", &dir, &[]).success());
+    let f = files(&dir);
+    assert_eq!(f.len(), 2, "{f:?}");
+    let (mut parent, mut child) = (None, None);
+    for p in &f {
+        let lines = read_trace(p);
+        if p.to_string_lossy().contains("-fork.pfw.gz") {
+            child = Some(lines);
+        } else {
+            parent = Some(lines);
+        }
+    }
+    let (parent, child) = (parent.unwrap(), child.unwrap());
+    assert_eq!(named(&parent, "parent_before").len(), 10);
+    assert_eq!(named(&parent, "parent_after").len(), 5);
+    assert_eq!(named(&parent, "child").len(), 0);
+    assert_eq!(named(&child, "child").len(), 7);
+    assert_eq!(named(&child, "parent_before").len(), 0, "parent's events never re-written");
+    for rec in ["HH", "thread_name", "CM", "start", "end"] {
+        assert_eq!(named(&child, rec).len(), 1, "{rec}");
+    }
+    // Self-contained: every hash referenced by the child is defined in the child's file.
+    let defined: Vec<&J> = child
+        .iter()
+        .filter(|l| l["name"] == "FH" || l["name"] == "SH")
+        .map(|l| &l["args"]["value"])
+        .collect();
+    let start = named(&child, "start")[0];
+    for k in ["cmd_hash", "exec_hash", "cwd"] {
+        assert!(defined.contains(&&start["args"][k]), "{k}");
+    }
+    let ev = named(&child, "child");
+    assert!(defined.contains(&&ev[0]["args"]["p"]));
+    assert_eq!(start["id"], 1);
+    assert_eq!(ev[0]["id"], 2, "ids restart in the child");
+    assert_ne!(start["pid"], named(&parent, "start")[0]["pid"]);
+}
+
+fn wait_for(path: &Path) {
+    for _ in 0..200 {
+        if path.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+#[test]
+fn sigkill_after_a_flush_interval_leaves_a_readable_file() {
+    let dir = scratch("kill");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "scenario_entry", "--nocapture"])
+        .env("DFT_SCENARIO", "sleep_forever")
+        .env("DFT_DIR", &dir)
+        .env("DFTRACER_ENABLE", "1")
+        .env("DFTRACER_FLUSH_INTERVAL_MS", "200")
+        .env("DFTRACER_LOG_FILE", dir.join("t"))
+        .spawn()
+        .unwrap();
+    wait_for(&dir.join("ready"));
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let f = files(&dir);
+    assert_eq!(f.len(), 1);
+    let lines = read_trace(&f[0]);
+    assert_eq!(named(&lines, "before_kill").len(), 500);
+    assert_eq!(named(&lines, "end").len(), 0);
+}
+
+#[test]
+fn sigterm_finishes_the_trace_and_dies_by_the_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("term");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "scenario_entry", "--nocapture"])
+        .env("DFT_SCENARIO", "sleep_forever")
+        .env("DFT_DIR", &dir)
+        .env("DFTRACER_ENABLE", "1")
+        .env("DFTRACER_FLUSH_INTERVAL_MS", "60000")
+        .env("DFTRACER_LOG_FILE", dir.join("t"))
+        .spawn()
+        .unwrap();
+    wait_for(&dir.join("ready"));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = child.wait().unwrap();
+    assert_eq!(st.signal(), Some(libc::SIGTERM));
+    let lines = read_trace(&files(&dir)[0]);
+    assert_eq!(named(&lines, "before_kill").len(), 500);
+    assert_eq!(named(&lines, "end").len(), 1);
+}
+
+#[test]
+fn nothing_recorded_means_no_file() {
+    let dir = scratch("nothing");
+    assert!(run_scenario("nothing", &dir, &[]).success());
+    assert!(files(&dir).is_empty());
+}
+
+#[test]
+fn exit_without_finalize_keeps_everything() {
+    let dir = scratch("nofin");
+    assert!(run_scenario("no_finalize", &dir, &[("DFTRACER_FLUSH_INTERVAL_MS", "60000")]).success());
+    let lines = read_trace(&files(&dir)[0]);
+    assert_eq!(named(&lines, "e").len(), 42);
+    assert_eq!(named(&lines, "end")[0]["args"]["num_events"], 43);
+}
+
+#[test]
+fn a_preexisting_file_is_left_untouched() {
+    let dir = scratch("pre");
+    assert!(run_scenario("preexisting", &dir, &[]).success());
+    let planted = std::fs::read_to_string(dir.join("planted")).unwrap();
+    assert_eq!(std::fs::read(&planted).unwrap(), b"PRE-EXISTING GARBAGE\n");
+    let f = files(&dir);
+    assert_eq!(f.len(), 2, "{f:?}");
+    let fresh = f.iter().find(|p| p.to_string_lossy() != planted).unwrap();
+    assert!(fresh.to_string_lossy().ends_with("-app-1.pfw.gz"), "{fresh:?}");
+    assert_eq!(named(&read_trace(fresh), "e").len(), 3);
+}
+
+#[test]
+fn drop_mode_counts_every_drop() {
+    let dir = scratch("drop");
+    assert!(run_scenario(
+        "drop",
+        &dir,
+        &[
+            ("DFTRACER_DROP_WHEN_FULL", "1"),
+            ("DFTRACER_RING_SIZE", "524288"),
+            ("DFTRACER_FLUSH_INTERVAL_MS", "60000"),
+            ("DFTRACER_INC_METADATA", "1"),
+        ]
+    )
+    .success());
+    let dropped: u64 = std::fs::read_to_string(dir.join("dropped")).unwrap().parse().unwrap();
+    let lines = read_trace(&files(&dir)[0]);
+    let written = named(&lines, "e").len() as u64;
+    assert_eq!(written + dropped, 200_000, "written {written} + dropped {dropped}");
+    assert_eq!(named(&lines, "end")[0]["args"]["dropped"], dropped);
+}
+
+#[test]
+fn unwritable_log_dir_is_one_clear_error() {
+    let mut cfg = Config::default();
+    cfg.enable = true;
+    cfg.log_file = Some("/nonexistent-dir-xyz/t".into());
+    // A separate process is not needed: init fails before touching global state.
+    let err = dftracer_core::init(cfg, Origin::App, None).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent-dir-xyz/t"), "{err}");
+    assert!(!dftracer_core::is_enabled());
+    assert_eq!(dftracer_core::now(), 0);
+}

@@ -1,0 +1,24 @@
+# Sourced by the scripts: finds or installs the toolchains this project needs on a fresh
+# machine (Debian + rustup image). Idempotent and quiet when everything is present.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PATH="$HOME/.cargo/bin:$PATH"
+need_apt=()
+command -v cargo >/dev/null 2>&1 || { echo "scripts/env.sh: cargo not found; installing rustup's stable toolchain" >&2; need_apt+=(curl); }
+command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv python3-dev)
+command -v make >/dev/null 2>&1 || need_apt+=(make)
+if ((${#need_apt[@]})); then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo rustc >/dev/null
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+PY="${PYTHON:-python3}"
+# A venv with our wheel and the test tools, reused between runs.
+venv() { # venv DIR PKGS...
+  local dir="$1"; shift
+  if [ ! -x "$dir/bin/python" ]; then "$PY" -m venv "$dir"; fi
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@"
+}

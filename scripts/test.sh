@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite (what CI runs). `scripts/test.sh lint` runs only the lints.
+source "$(dirname "$0")/env.sh"
+cd "$ROOT"
+step() { echo; echo "=== $*"; }
+
+step "lint: cargo fmt --check, clippy -D warnings"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --release -q -- -D warnings
+[ "${1:-}" = lint ] && exit 0
+
+step "rust: unit and integration tests (release: the 8x1M-event test is real)"
+cargo build --release -q -p dftracer-preload -p dftracer-service
+cargo test --workspace --release -q 2>&1 | tail -n 60
+
+step "fuzz targets: replay seeds + bounded random inputs on stable"
+cargo test --release -q --manifest-path fuzz/Cargo.toml 2>&1 | tail -n 20
+
+step "python frontend: build the wheel, run pytest"
+venv "$ROOT/.venv-test" pytest maturin
+"$ROOT/.venv-test/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$ROOT/frontends/python"
+"$ROOT/.venv-test/bin/python" -m pytest -q frontends/python/tests
+
+step "ecosystem: dftracer-utils 0.0.14 reads our traces"
+bash tests/ecosystem.sh
