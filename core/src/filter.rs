@@ -1,2 +1,256 @@
-//! Which file paths are traced (`DFTRACER_DATA_DIR`). Owned by the preload work; see
-//! `frontends/preload`.
+//! Which file paths are traced: the `DFTRACER_DATA_DIR` policy, shared by every frontend that
+//! intercepts file I/O (the LD_PRELOAD library today).
+//!
+//! Rules (where we differ from the reference, ref §6.3 and §8.3 items 24-25):
+//! - `DFTRACER_DATA_DIR` is a `:`-separated list of directories. A path is traced when one of
+//!   them is a **whole-component** prefix of the path: `/x/data` matches `/x/data` and
+//!   `/x/data/f`, never `/x/data2/f`. `/` matches every absolute path.
+//! - Paths are compared in **absolute, lexically normalised** form: a relative path is resolved
+//!   against a base (the cwd, or the directory of an `openat` dirfd), `.` and empty components
+//!   are dropped and `..` removes the previous component (never above `/`). Symlinks are not
+//!   followed (that would cost a syscall per call); a data dir reached through a symlink must be
+//!   listed under the name the program uses.
+//! - Relative data dirs are resolved against the cwd at start-up.
+//! - `all` (any case) means every file; **unset or empty also means every file** (our choice:
+//!   a user who turns on the preload without saying which files wants to see all of them; the
+//!   reference traced nothing and then deleted the file).
+//! - Whatever the list says, these are never traced: anything under `/proc`, `/sys` or `/dev`
+//!   (pseudo files, devices, terminals), and trace files themselves (`*.pfw`, `*.pfw.gz`), so
+//!   that one tracer never traces another's output.
+//!
+//! Everything here is allocation-free after [`DataDirs::parse`]: [`normalize_into`] writes into
+//! a caller-owned buffer, so an interposer can use a stack buffer.
+//!
+//! ```
+//! use dftracer_core::filter::{DataDirs, normalize_into};
+//! let dirs = DataDirs::parse(Some("/x/data:/scratch"), b"/home/u");
+//! let mut buf = [0u8; 4096];
+//! let n = normalize_into(b"/x/run", b"../data/./f.bin", &mut buf).unwrap();
+//! assert_eq!(&buf[..n], b"/x/data/f.bin");
+//! assert!(dirs.traces(&buf[..n]));
+//! assert!(!dirs.traces(b"/x/data2/f.bin"));
+//! ```
+
+/// Directories never traced, whatever `DFTRACER_DATA_DIR` says.
+pub const NEVER: [&[u8]; 3] = [b"/proc", b"/sys", b"/dev"];
+/// File-name endings never traced (trace files).
+pub const NEVER_SUFFIX: [&[u8]; 2] = [b".pfw", b".pfw.gz"];
+
+/// The parsed `DFTRACER_DATA_DIR`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataDirs {
+    /// Every file (except [`NEVER`] and trace files).
+    All,
+    /// Files under one of these normalised absolute directories (no trailing `/`, except `/`).
+    Dirs(Vec<Vec<u8>>),
+}
+
+impl DataDirs {
+    /// Parses a `DFTRACER_DATA_DIR` value. `None`, empty or `all` give [`DataDirs::All`].
+    /// Relative entries are resolved against `cwd`; empty entries are ignored.
+    pub fn parse(spec: Option<&str>, cwd: &[u8]) -> DataDirs {
+        let spec = match spec.map(str::trim) {
+            None | Some("") => return DataDirs::All,
+            Some(s) if s.eq_ignore_ascii_case("all") => return DataDirs::All,
+            Some(s) => s,
+        };
+        let mut dirs = Vec::new();
+        for part in spec.split(':').map(str::trim).filter(|p| !p.is_empty()) {
+            if part.eq_ignore_ascii_case("all") {
+                return DataDirs::All;
+            }
+            let mut buf = vec![0u8; part.len() + cwd.len() + 2];
+            if let Some(n) = normalize_into(cwd, part.as_bytes(), &mut buf) {
+                buf.truncate(n);
+                if !dirs.contains(&buf) {
+                    dirs.push(buf);
+                }
+            }
+        }
+        if dirs.is_empty() {
+            // Only separators or blanks: nothing usable was said; behave as unset.
+            return DataDirs::All;
+        }
+        DataDirs::Dirs(dirs)
+    }
+
+    /// True when the absolute, normalised path `abs` is traced.
+    pub fn traces(&self, abs: &[u8]) -> bool {
+        if !abs.starts_with(b"/") || is_excluded(abs) {
+            return false;
+        }
+        match self {
+            DataDirs::All => true,
+            DataDirs::Dirs(dirs) => dirs.iter().any(|d| under(abs, d)),
+        }
+    }
+
+    /// Resolves `path` against `base` into `buf` and tells whether it is traced; on `true`
+    /// the normalised path is `buf[..n]` with `n` returned. `None`: not traced (or too long
+    /// for `buf`).
+    pub fn resolve(&self, base: &[u8], path: &[u8], buf: &mut [u8]) -> Option<usize> {
+        let n = normalize_into(base, path, buf)?;
+        self.traces(&buf[..n]).then_some(n)
+    }
+}
+
+/// True when `path` equals `dir` or lies below it, on whole components.
+pub fn under(path: &[u8], dir: &[u8]) -> bool {
+    if dir == b"/" {
+        return path.starts_with(b"/");
+    }
+    path.starts_with(dir) && (path.len() == dir.len() || path[dir.len()] == b'/')
+}
+
+/// True for paths that are never traced: under `/proc`, `/sys`, `/dev`, or trace files.
+pub fn is_excluded(abs: &[u8]) -> bool {
+    NEVER.iter().any(|d| under(abs, d)) || NEVER_SUFFIX.iter().any(|s| abs.ends_with(s))
+}
+
+/// Writes the absolute, lexically normalised form of `path` into `out` and returns its
+/// length. A relative `path` is taken relative to `base` (itself absolute; it is normalised
+/// too). `None` when `out` is too small, or when `path` is relative and `base` is not absolute.
+/// Never allocates.
+pub fn normalize_into(base: &[u8], path: &[u8], out: &mut [u8]) -> Option<usize> {
+    if out.is_empty() {
+        return None;
+    }
+    out[0] = b'/';
+    let mut len = 1;
+    if !path.starts_with(b"/") {
+        if !base.starts_with(b"/") {
+            return None;
+        }
+        len = push_components(base, out, len)?;
+    }
+    push_components(path, out, len)
+}
+
+/// Appends the components of `p` to the normalised path `out[..len]` (which starts with `/`).
+fn push_components(p: &[u8], out: &mut [u8], mut len: usize) -> Option<usize> {
+    for comp in p.split(|&b| b == b'/') {
+        match comp {
+            b"" | b"." => {}
+            b".." => {
+                // Drop the last component; `/..` is `/`.
+                while len > 1 && out[len - 1] != b'/' {
+                    len -= 1;
+                }
+                if len > 1 {
+                    len -= 1;
+                }
+            }
+            c => {
+                let need = usize::from(len > 1) + c.len();
+                if len + need > out.len() {
+                    return None;
+                }
+                if len > 1 {
+                    out[len] = b'/';
+                    len += 1;
+                }
+                out[len..len + c.len()].copy_from_slice(c);
+                len += c.len();
+            }
+        }
+    }
+    Some(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(base: &str, p: &str) -> Option<String> {
+        let mut buf = [0u8; 256];
+        normalize_into(base.as_bytes(), p.as_bytes(), &mut buf)
+            .map(|n| String::from_utf8(buf[..n].to_vec()).unwrap())
+    }
+
+    #[test]
+    fn normalises_lexically() {
+        assert_eq!(norm("/", "/a/b").as_deref(), Some("/a/b"));
+        assert_eq!(norm("/cwd", "a/b").as_deref(), Some("/cwd/a/b"));
+        assert_eq!(norm("/cwd/", "./a//b/").as_deref(), Some("/cwd/a/b"));
+        assert_eq!(norm("/c/d", "../x").as_deref(), Some("/c/x"));
+        assert_eq!(norm("/c", "../../../x").as_deref(), Some("/x"));
+        assert_eq!(norm("/c", "..").as_deref(), Some("/"));
+        assert_eq!(norm("/c", "").as_deref(), Some("/c"));
+        assert_eq!(norm("/", "/").as_deref(), Some("/"));
+        assert_eq!(norm("/a/./b/../", "c").as_deref(), Some("/a/c"));
+        assert_eq!(norm("//a", "/x/./y/../z").as_deref(), Some("/x/z"));
+        assert_eq!(norm("relative", "x"), None);
+        assert_eq!(norm("relative", "/abs").as_deref(), Some("/abs"));
+        // dot-names are names, not `.`/`..`
+        assert_eq!(norm("/a", "...").as_deref(), Some("/a/..."));
+        assert_eq!(norm("/a", ".hidden/..x").as_deref(), Some("/a/.hidden/..x"));
+    }
+
+    #[test]
+    fn too_long_is_none_never_a_panic() {
+        let mut buf = [0u8; 8];
+        assert_eq!(normalize_into(b"/", b"/abcdefgh", &mut buf), None);
+        assert_eq!(normalize_into(b"/", b"/abcdefg", &mut buf), Some(8));
+        assert_eq!(normalize_into(b"/", b"/a", &mut []), None);
+    }
+
+    #[test]
+    fn whole_components_only() {
+        let d = DataDirs::parse(Some("/x/data"), b"/");
+        assert!(d.traces(b"/x/data"));
+        assert!(d.traces(b"/x/data/f"));
+        assert!(d.traces(b"/x/data/sub/f"));
+        assert!(!d.traces(b"/x/data2/f"));
+        assert!(!d.traces(b"/x/dat"));
+        assert!(!d.traces(b"/x"));
+        assert!(!d.traces(b"x/data/f"));
+    }
+
+    #[test]
+    fn lists_trailing_slashes_and_relative_dirs() {
+        let d = DataDirs::parse(Some("/a/:rel/dir/::/b/./c/.."), b"/home/u");
+        assert_eq!(
+            d,
+            DataDirs::Dirs(vec![b"/a".to_vec(), b"/home/u/rel/dir".to_vec(), b"/b".to_vec()])
+        );
+        assert!(d.traces(b"/home/u/rel/dir/f"));
+        assert!(d.traces(b"/b/f"));
+        assert!(!d.traces(b"/home/u/f"));
+    }
+
+    #[test]
+    fn all_and_unset_trace_everything_but_the_excluded() {
+        for spec in [None, Some(""), Some("all"), Some("ALL"), Some("/x:all"), Some(" : ")] {
+            let d = DataDirs::parse(spec, b"/");
+            assert_eq!(d, DataDirs::All, "{spec:?}");
+            assert!(d.traces(b"/any/file"));
+            assert!(d.traces(b"/process/x"), "component, not string prefix");
+            assert!(!d.traces(b"/proc/self/status"));
+            assert!(!d.traces(b"/proc"));
+            assert!(!d.traces(b"/sys/kernel/x"));
+            assert!(!d.traces(b"/dev/null"));
+            assert!(!d.traces(b"/out/t-0123456789abcdef-preload.pfw.gz"));
+            assert!(!d.traces(b"/out/t.pfw"));
+        }
+    }
+
+    #[test]
+    fn root_data_dir_still_excludes_pseudo_files() {
+        let d = DataDirs::parse(Some("/"), b"/");
+        assert!(d.traces(b"/etc/hosts"));
+        assert!(!d.traces(b"/proc/self/status"));
+        assert!(!d.traces(b"/dev/zero"));
+        // the reference's reversed-prefix bug excluded names ending in `corp/`
+        assert!(d.traces(b"/x/corp"));
+    }
+
+    #[test]
+    fn resolve_combines_both() {
+        let d = DataDirs::parse(Some("/x/data"), b"/");
+        let mut buf = [0u8; 64];
+        assert_eq!(d.resolve(b"/x/data/sub", b"../f", &mut buf), Some(9));
+        assert_eq!(&buf[..9], b"/x/data/f");
+        assert_eq!(d.resolve(b"/x/data", b"../data2/f", &mut buf), None);
+        assert_eq!(d.resolve(b"/x", b"data/f", &mut buf), Some(9));
+    }
+}
