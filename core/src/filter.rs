@@ -126,6 +126,22 @@ pub fn normalize_into(base: &[u8], path: &[u8], out: &mut [u8]) -> Option<usize>
     push_components(path, out, len)
 }
 
+/// Appends the (relative or absolute: leading `/` is ignored) path `p` to `out[..len]`, an
+/// already absolute and normalised path such as a `getcwd` result, normalising as it goes.
+/// Returns the new length; `None` when `out[..len]` is not absolute or `out` is too small.
+/// This lets a caller build the base in the output buffer itself (one buffer, no copy).
+pub fn append_normalized(out: &mut [u8], len: usize, p: &[u8]) -> Option<usize> {
+    if len == 0 || len > out.len() || out[0] != b'/' {
+        return None;
+    }
+    // A base with a trailing `/` (only `/` itself, if normalised) must not give `//x`.
+    let mut len = len;
+    while len > 1 && out[len - 1] == b'/' {
+        len -= 1;
+    }
+    push_components(p, out, len)
+}
+
 /// Appends the components of `p` to the normalised path `out[..len]` (which starts with `/`).
 fn push_components(p: &[u8], out: &mut [u8], mut len: usize) -> Option<usize> {
     for comp in p.split(|&b| b == b'/') {
@@ -184,6 +200,24 @@ mod tests {
         // dot-names are names, not `.`/`..`
         assert_eq!(norm("/a", "...").as_deref(), Some("/a/..."));
         assert_eq!(norm("/a", ".hidden/..x").as_deref(), Some("/a/.hidden/..x"));
+    }
+
+    #[test]
+    fn append_onto_a_base_in_the_buffer() {
+        let mut buf = [0u8; 64];
+        buf[..6].copy_from_slice(b"/x/dat");
+        assert_eq!(append_normalized(&mut buf, 6, b"../data/f"), Some(9));
+        assert_eq!(&buf[..9], b"/x/data/f");
+        buf[..1].copy_from_slice(b"/");
+        assert_eq!(append_normalized(&mut buf, 1, b"a"), Some(2));
+        assert_eq!(&buf[..2], b"/a");
+        buf[..3].copy_from_slice(b"/a/");
+        assert_eq!(append_normalized(&mut buf, 3, b"b"), Some(4));
+        assert_eq!(&buf[..4], b"/a/b");
+        buf[..3].copy_from_slice(b"rel");
+        assert_eq!(append_normalized(&mut buf, 3, b"b"), None);
+        assert_eq!(append_normalized(&mut buf, 0, b"b"), None);
+        assert_eq!(append_normalized(&mut buf, 65, b"b"), None);
     }
 
     #[test]

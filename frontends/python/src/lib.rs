@@ -1,1 +1,855 @@
+//! `dftracer.dftracer`: the reference's native module (same functions and signatures, so
+//! pydftracer runs unchanged on top of it) plus the native hot paths of `dftracer.python`:
+//! [`Wrapped`] (the decorator's wrapper) and [`Region`] (the `dft_fn` context manager).
+//!
+//! This crate only converts Python values and calls `dftracer_core`; the policy lives in core.
+//! Tracing starts lazily on the first event when `DFTRACER_ENABLE` says so (so spawned
+//! workers that only import annotated code are traced), and an explicit `initialize(path)`
+//! after that still decides the file name (core `retarget`).
+#![allow(unsafe_code)] // pyo3's generated code; this file itself has no unsafe block.
 
+use dftracer_core::{Arg, AppValue, Config, Layer, Origin, Value};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// Most args collected from Python per event (core keeps 32 and counts the rest).
+const MAX_PY_ARGS: usize = 40;
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+/// `initialize()` was called explicitly (a second one is ignored, like the reference).
+static EXPLICIT: AtomicBool = AtomicBool::new(false);
+static ORIG_EXIT: GILOnceCell<PyObject> = GILOnceCell::new();
+
+fn config() -> &'static Config {
+    CONFIG.get_or_init(Config::from_env)
+}
+
+/// True when events should be recorded, starting the tracer from the environment on first
+/// use. One load when running.
+#[inline]
+fn active() -> bool {
+    dftracer_core::is_enabled() || start_from_env()
+}
+
+#[cold]
+fn start_from_env() -> bool {
+    if dftracer_core::is_finalized() || !config().enable {
+        return false;
+    }
+    match dftracer_core::init(config().clone(), Origin::App, None) {
+        Ok(()) => true,
+        Err(dftracer_core::Error::AlreadyInitialized) => dftracer_core::is_enabled(),
+        Err(e) => {
+            report_once(&e);
+            false
+        }
+    }
+}
+
+fn report_once(e: &dftracer_core::Error) {
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    if !REPORTED.swap(true, Ordering::Relaxed) {
+        dftracer_core::sys::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+    }
+}
+
+// ------------------------------------------------------------------ argument conversion
+
+/// A Python value converted for the core, borrowing Python strings where possible.
+enum PyVal<'py> {
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Bool(bool),
+    Str(Bound<'py, PyString>),
+    Owned(String),
+}
+
+impl PyVal<'_> {
+    fn value(&self) -> Value<'_> {
+        match self {
+            PyVal::Int(i) => Value::Int(*i),
+            PyVal::UInt(u) => Value::UInt(*u),
+            PyVal::Float(f) => Value::Float(*f),
+            PyVal::Bool(b) => Value::Bool(*b),
+            PyVal::Str(s) => Value::Str(str_bytes(s)),
+            PyVal::Owned(s) => Value::Str(s.as_bytes()),
+        }
+    }
+}
+
+/// UTF-8 of a Python str without copying; strings with lone surrogates fall back to "".
+/// (They are rare; the encoder would replace them anyway.)
+fn str_bytes<'a>(s: &'a Bound<'_, PyString>) -> &'a [u8] {
+    s.to_str().map(str::as_bytes).unwrap_or(b"")
+}
+
+fn text<'py>(s: &Bound<'py, PyAny>) -> Cow<'static, str> {
+    match s.str() {
+        Ok(v) => Cow::Owned(v.to_string_lossy().into_owned()),
+        Err(_) => Cow::Borrowed("<unprintable>"),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Int,
+    Str,
+    Float,
+}
+
+impl Kind {
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Int => "an int",
+            Kind::Str => "a str",
+            Kind::Float => "a float",
+        }
+    }
+}
+
+fn int_val<'py>(v: &Bound<'py, PyAny>, arg: &str, key: &str) -> PyResult<PyVal<'py>> {
+    if let Ok(i) = v.extract::<i64>() {
+        return Ok(PyVal::Int(i));
+    }
+    if let Ok(u) = v.extract::<u64>() {
+        return Ok(PyVal::UInt(u));
+    }
+    Err(PyValueError::new_err(format!(
+        "log_event(): {arg}[{key:?}] = {} does not fit in 64 bits",
+        text(v)
+    )))
+}
+
+/// Converts one value of `int_args`/`string_args`/`float_args` (bare, or a `(tag, value)`
+/// tuple as the reference takes).
+fn convert<'py>(v: &Bound<'py, PyAny>, kind: Kind, arg: &str, key: &str) -> PyResult<PyVal<'py>> {
+    let v = match v.downcast::<PyTuple>() {
+        Ok(t) if t.len() == 2 => t.get_item(1)?,
+        Ok(_) => {
+            return Err(PyTypeError::new_err(format!(
+                "log_event(): {arg}[{key:?}] must be {} or a (tag, value) pair, not a tuple of {}",
+                kind.what(),
+                v.len().unwrap_or(0)
+            )))
+        }
+        Err(_) => v.clone(),
+    };
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "log_event(): {arg}[{key:?}] must be {} (or a (tag, value) pair), not {}",
+            kind.what(),
+            v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    };
+    if v.is_instance_of::<PyBool>() {
+        return match kind {
+            Kind::Int => Ok(PyVal::Bool(v.extract::<bool>()?)),
+            _ => Err(bad()),
+        };
+    }
+    if v.is_instance_of::<PyInt>() {
+        return match kind {
+            Kind::Int => int_val(&v, arg, key),
+            // An int where a float is expected is still a number.
+            Kind::Float => Ok(PyVal::Float(v.extract::<f64>()?)),
+            Kind::Str => Err(bad()),
+        };
+    }
+    if v.is_instance_of::<PyFloat>() {
+        return match kind {
+            Kind::Float => Ok(PyVal::Float(v.extract::<f64>()?)),
+            _ => Err(bad()),
+        };
+    }
+    if let Ok(s) = v.downcast::<PyString>() {
+        return match kind {
+            Kind::Str => Ok(PyVal::Str(s.clone())),
+            _ => Err(bad()),
+        };
+    }
+    Err(bad())
+}
+
+type Collected<'py> = heapless::Vec<(Bound<'py, PyString>, PyVal<'py>), MAX_PY_ARGS>;
+
+fn collect<'py>(
+    out: &mut Collected<'py>,
+    map: Option<&Bound<'py, PyAny>>,
+    kind: Kind,
+    arg: &str,
+) -> PyResult<()> {
+    let Some(map) = map else { return Ok(()) };
+    if map.is_none() {
+        return Ok(());
+    }
+    let items = if let Ok(d) = map.downcast::<PyDict>() {
+        d.items()
+    } else if map.hasattr("items")? {
+        map.call_method0("items")?.extract()?
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "log_event(): {arg} must be a mapping of str to values, not {}",
+            map.get_type().name()?
+        )));
+    };
+    for item in items.iter() {
+        let (k, v): (Bound<PyAny>, Bound<PyAny>) = item.extract()?;
+        let key = k.downcast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "log_event(): keys of {arg} must be str, not {}",
+                k.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+        })?;
+        let val = convert(&v, kind, arg, &key.to_string_lossy())?;
+        // Same key in two maps: the later map wins (reference order int, string, float).
+        if let Some(slot) = out.iter_mut().find(|(k2, _)| k2.to_str().ok() == key.to_str().ok()) {
+            slot.1 = val;
+        } else if out.push((key.clone(), val)).is_err() {
+            // Over MAX_PY_ARGS: the core reports dropped args; keep the first ones.
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn record(name: &[u8], cat: &[u8], ts: u64, dur: u64, vals: &Collected) {
+    let mut args: heapless::Vec<Arg, MAX_PY_ARGS> = heapless::Vec::new();
+    for (k, v) in vals {
+        let _ = args.push(Arg {
+            key: str_bytes(k),
+            value: v.value(),
+        });
+    }
+    dftracer_core::complete(Layer::Python, name, cat, ts, dur, &args);
+}
+
+fn time_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "log_event(): {what} must be an int, not {}",
+            v.get_type().name()?
+        )));
+    }
+    v.extract::<u64>().map_err(|_| {
+        PyValueError::new_err(format!(
+            "log_event(): {what} must be a non-negative 64-bit int, got {}",
+            text(v)
+        ))
+    })
+}
+
+fn name_arg<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a Bound<'a, PyString>> {
+    v.downcast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "log_event(): {what} must be a str, not {}",
+            v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    })
+}
+
+// ------------------------------------------------------------------ reference API
+
+/// Starts tracing. `log_file` is a path whose extension is stripped to make the prefix;
+/// `data_dirs` is joined to `DFTRACER_DATA_DIR`; `process_id` is accepted and ignored (the
+/// trace always holds the real pid).
+#[pyfunction]
+#[pyo3(signature = (log_file=None, data_dirs=None, process_id=None))]
+fn initialize(
+    log_file: Option<&Bound<'_, PyAny>>,
+    data_dirs: Option<&Bound<'_, PyAny>>,
+    process_id: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let _ = process_id;
+    let opt_str = |v: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<Option<String>> {
+        match v {
+            None => Ok(None),
+            Some(v) if v.is_none() => Ok(None),
+            Some(v) => {
+                if let Ok(s) = v.downcast::<PyString>() {
+                    return Ok(Some(s.to_string_lossy().into_owned()));
+                }
+                // os.PathLike
+                if let Ok(p) = v.call_method0("__fspath__") {
+                    if let Ok(s) = p.downcast::<PyString>() {
+                        return Ok(Some(s.to_string_lossy().into_owned()));
+                    }
+                }
+                Err(PyTypeError::new_err(format!(
+                    "initialize(): {what} must be a str or path, not {}",
+                    v.get_type().name()?
+                )))
+            }
+        }
+    };
+    let log_file = opt_str(log_file, "log_file")?;
+    let data_dirs = opt_str(data_dirs, "data_dirs")?;
+    let mut cfg = config().clone();
+    if !cfg.enable || dftracer_core::is_finalized() {
+        return Ok(());
+    }
+    if let Some(d) = data_dirs.filter(|d| !d.is_empty()) {
+        cfg.data_dirs = Some(match cfg.data_dirs.take() {
+            Some(env) => format!("{d}:{env}"),
+            None => d,
+        });
+    }
+    if EXPLICIT.swap(true, Ordering::AcqRel) {
+        return Ok(()); // a second initialize() is ignored, as in the reference
+    }
+    if dftracer_core::is_running() {
+        // Started implicitly by an earlier event: the explicit path still names the file.
+        if let Some(path) = log_file {
+            if let Err(e) = dftracer_core::retarget(&path) {
+                dftracer_core::sys::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+            }
+        }
+        return Ok(());
+    }
+    match dftracer_core::init(cfg, Origin::App, log_file.as_deref()) {
+        Ok(()) | Err(dftracer_core::Error::AlreadyInitialized) => {}
+        Err(dftracer_core::Error::Disabled) | Err(dftracer_core::Error::Finalized) => {}
+        Err(e) => report_once(&e),
+    }
+    Ok(())
+}
+
+/// Current time in the configured unit; 0 when tracing is off.
+#[pyfunction]
+fn get_time() -> u64 {
+    if active() {
+        dftracer_core::now()
+    } else {
+        0
+    }
+}
+
+/// The value of a configuration key (`ENABLE`, `LOG_FILE`, ...); `""` for unknown keys.
+#[pyfunction]
+fn get_config(key: &str) -> String {
+    match dftracer_core::config() {
+        Some(c) => c.get(key),
+        None => config().get(key),
+    }
+}
+
+/// Kept for compatibility: returns 0.
+#[pyfunction]
+fn enter_event() -> u64 {
+    0
+}
+
+/// Kept for compatibility: does nothing.
+#[pyfunction]
+fn exit_event() {}
+
+/// Records a complete event (type PYTHON). Args may be `(tag, value)` pairs or bare values.
+#[pyfunction]
+#[pyo3(signature = (name, cat, start_time, duration, int_args=None, string_args=None, float_args=None))]
+fn log_event(
+    name: &Bound<'_, PyAny>,
+    cat: &Bound<'_, PyAny>,
+    start_time: &Bound<'_, PyAny>,
+    duration: &Bound<'_, PyAny>,
+    int_args: Option<&Bound<'_, PyAny>>,
+    string_args: Option<&Bound<'_, PyAny>>,
+    float_args: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    // Validate first, whether or not tracing is on: bad input is an error either way.
+    let name = name_arg(name, "name")?;
+    let cat = name_arg(cat, "cat")?;
+    let ts = time_arg(start_time, "start_time")?;
+    let dur = time_arg(duration, "duration")?;
+    let mut vals: Collected = heapless::Vec::new();
+    collect(&mut vals, int_args, Kind::Int, "int_args")?;
+    collect(&mut vals, string_args, Kind::Str, "string_args")?;
+    collect(&mut vals, float_args, Kind::Float, "float_args")?;
+    if active() {
+        record(str_bytes(name), str_bytes(cat), ts, dur, &vals);
+    }
+    Ok(())
+}
+
+/// Writes a `CM` metadata record `{name: key, value: value}`.
+#[pyfunction]
+fn log_metadata_event(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    let key = key.downcast::<PyString>().map_err(|_| {
+        PyTypeError::new_err("log_metadata_event(): key must be a str")
+    })?;
+    let value = text(value);
+    if active() {
+        dftracer_core::metadata(Layer::Python, b"CM", str_bytes(key), value.as_bytes());
+    }
+    Ok(())
+}
+
+#[pyfunction]
+fn set_app_metadata_int(key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    let v: i64 = value.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "set_app_metadata_int(): value must be a 64-bit int, not {}",
+            text(value)
+        ))
+    })?;
+    if active() {
+        dftracer_core::set_app_metadata(key, AppValue::Int(v));
+    }
+    Ok(())
+}
+
+#[pyfunction]
+fn set_app_metadata_string(key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    if active() {
+        dftracer_core::set_app_metadata(key, AppValue::Str(text(value).into_owned()));
+    }
+    Ok(())
+}
+
+/// Adds `name` to the `used` map of the `end` record.
+#[pyfunction]
+fn mark_used(name: &str) {
+    if active() {
+        dftracer_core::mark_used(name);
+    }
+}
+
+/// Writes `end`, flushes and closes the trace. Idempotent; later events are ignored.
+#[pyfunction]
+fn finalize(py: Python<'_>) {
+    py.allow_threads(dftracer_core::finalize);
+}
+
+// ------------------------------------------------------------------ extras for dftracer.python
+
+/// Where this process's trace is (or will be); None when tracing is off.
+#[pyfunction]
+fn trace_path() -> Option<String> {
+    dftracer_core::trace_path()
+}
+
+/// `{events, bytes, dropped, lost, path}` of this process.
+#[pyfunction]
+fn stats(py: Python<'_>) -> PyResult<PyObject> {
+    let s = dftracer_core::stats();
+    let d = PyDict::new(py);
+    d.set_item("events", s.events)?;
+    d.set_item("bytes", s.bytes)?;
+    d.set_item("dropped", s.dropped)?;
+    d.set_item("lost", s.lost)?;
+    d.set_item("path", s.path)?;
+    Ok(d.into_any().unbind())
+}
+
+/// Writes what was recorded so far (tests, checkpoints).
+#[pyfunction]
+fn flush(py: Python<'_>) {
+    py.allow_threads(dftracer_core::flush);
+}
+
+/// True when tracing is (or would be, on first use) on in this process.
+#[pyfunction]
+fn is_enabled() -> bool {
+    dftracer_core::is_enabled() || (config().enable && !dftracer_core::is_finalized())
+}
+
+/// Replacement of `os._exit`: finishes the trace first (multiprocessing fork workers leave
+/// through `os._exit`), then exits.
+#[pyfunction]
+fn _exit(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<()> {
+    py.allow_threads(dftracer_core::finalize);
+    match ORIG_EXIT.get(py) {
+        Some(orig) => orig.call1(py, (code,)).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
+fn install_exit_hook(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let os = py.import("os")?;
+    let current = os.getattr("_exit")?;
+    // Idempotent: never wrap our own wrapper (module re-import, pydftracer on top).
+    if current.getattr("__module__").ok().and_then(|v| v.extract::<String>().ok())
+        == Some("dftracer.dftracer".into())
+    {
+        return Ok(());
+    }
+    let _ = ORIG_EXIT.set(py, current.unbind());
+    os.setattr("_exit", m.getattr("_exit")?)?;
+    Ok(())
+}
+
+// ------------------------------------------------------------------ decorator wrapper
+
+/// What a wrapper records of each call: parameter name and its positional index.
+struct Capture {
+    name: Py<PyString>,
+    index: Option<usize>,
+}
+
+/// The callable `dft_fn.log` returns for a plain function: calls the function, records one
+/// event (also when it raises), and binds like a function when used as a method.
+#[pyclass(dict, module = "dftracer.dftracer", name = "_Wrapped")]
+struct Wrapped {
+    func: PyObject,
+    name: String,
+    cat: String,
+    capture: Vec<Capture>,
+    /// The first parameter is `self`: also record `self.<capture name>` attributes.
+    self_attrs: bool,
+    /// Values given to the `dft_fn` (epoch=..., step=...): recorded unless the call passes
+    /// its own.
+    base: Vec<(Py<PyString>, PyObject)>,
+}
+
+fn py_val<'py>(v: &Bound<'py, PyAny>) -> PyVal<'py> {
+    if v.is_instance_of::<PyBool>() {
+        return PyVal::Bool(v.extract().unwrap_or(false));
+    }
+    if v.is_instance_of::<PyInt>() {
+        if let Ok(i) = v.extract::<i64>() {
+            return PyVal::Int(i);
+        }
+        if let Ok(u) = v.extract::<u64>() {
+            return PyVal::UInt(u);
+        }
+    }
+    if v.is_instance_of::<PyFloat>() {
+        return PyVal::Float(v.extract().unwrap_or(f64::NAN));
+    }
+    if let Ok(s) = v.downcast::<PyString>() {
+        return PyVal::Str(s.clone());
+    }
+    PyVal::Owned(text(v).into_owned())
+}
+
+impl Wrapped {
+    fn gather<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        out: &mut Collected<'py>,
+    ) {
+        for c in &self.capture {
+            let name = c.name.bind(py);
+            let mut found = kwargs.and_then(|k| k.get_item(name).ok().flatten());
+            if found.is_none() {
+                if let Some(i) = c.index {
+                    found = args.get_item(i).ok();
+                }
+            }
+            if found.is_none() && self.self_attrs {
+                if let Ok(obj) = args.get_item(0) {
+                    found = obj.getattr(name).ok();
+                }
+            }
+            if found.is_none() {
+                found = self
+                    .base
+                    .iter()
+                    .find(|(k, _)| k.bind(py).to_str().ok() == name.to_str().ok())
+                    .map(|(_, v)| v.bind(py).clone());
+            }
+            if let Some(v) = found {
+                if v.is_none() {
+                    continue;
+                }
+                let _ = out.push((name.clone(), py_val(&v)));
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl Wrapped {
+    #[new]
+    #[pyo3(signature = (func, name, cat, capture=Vec::new(), self_attrs=false, base=Vec::new()))]
+    fn new(
+        func: PyObject,
+        name: String,
+        cat: String,
+        capture: Vec<(Py<PyString>, Option<usize>)>,
+        self_attrs: bool,
+        base: Vec<(Py<PyString>, PyObject)>,
+    ) -> Self {
+        Wrapped {
+            func,
+            name,
+            cat,
+            capture: capture
+                .into_iter()
+                .map(|(name, index)| Capture { name, index })
+                .collect(),
+            self_attrs,
+            base,
+        }
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<PyObject> {
+        let func = self.func.bind(py);
+        if !active() {
+            return func.call(args, kwargs).map(Bound::unbind);
+        }
+        let t0 = dftracer_core::now();
+        let result = func.call(args, kwargs);
+        let t1 = dftracer_core::now();
+        let mut vals: Collected = heapless::Vec::new();
+        if !self.capture.is_empty() {
+            self.gather(py, args, kwargs, &mut vals);
+        }
+        record(
+            self.name.as_bytes(),
+            self.cat.as_bytes(),
+            t0,
+            t1.saturating_sub(t0),
+            &vals,
+        );
+        result.map(Bound::unbind)
+    }
+
+    /// Binds like a function: `obj.method` gives a bound method.
+    fn __get__(
+        slf: Bound<'_, Self>,
+        obj: Option<Bound<'_, PyAny>>,
+        _objtype: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<PyObject> {
+        let py = slf.py();
+        match obj {
+            Some(o) if !o.is_none() => {
+                let method_type = py.import("types")?.getattr("MethodType")?;
+                Ok(method_type.call1((slf, o))?.unbind())
+            }
+            _ => Ok(slf.into_any().unbind()),
+        }
+    }
+
+    /// The wrapped function.
+    #[getter(__func__)]
+    fn func(&self, py: Python<'_>) -> PyObject {
+        self.func.clone_ref(py)
+    }
+}
+
+// ------------------------------------------------------------------ context manager
+
+/// The native part of `dft_fn`: a named region with a start time and args; `flush()`
+/// records it. Subclassed by `dftracer.python.dft_fn`.
+#[pyclass(subclass, dict, module = "dftracer.dftracer", name = "_Region")]
+struct Region {
+    #[pyo3(get)]
+    cat: String,
+    #[pyo3(get, set)]
+    name: String,
+    t1: u64,
+    flushed: bool,
+    enable: bool,
+    /// epoch, step, image_idx, image_size and update(args=...) values, in order.
+    args: Vec<(Py<PyString>, PyObject)>,
+}
+
+fn caller_name(py: Python<'_>) -> String {
+    // The innermost Python frame is the caller of dft_fn(...) (native code has no frame);
+    // for a subclass constructed from Python, __init__ frames do not exist either.
+    py.import("sys")
+        .and_then(|s| s.call_method1("_getframe", (0,)))
+        .and_then(|f| f.getattr("f_code"))
+        .and_then(|c| c.getattr("co_name"))
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| "<module>".into())
+}
+
+impl Region {
+    fn set_arg(&mut self, py: Python<'_>, key: &str, value: PyObject) {
+        if value.is_none(py) {
+            return;
+        }
+        match self
+            .args
+            .iter_mut()
+            .find(|(k, _)| k.bind(py).to_str().ok() == Some(key))
+        {
+            Some(slot) => slot.1 = value,
+            None => self.args.push((PyString::new(py, key).unbind(), value)),
+        }
+    }
+}
+
+#[pymethods]
+impl Region {
+    #[new]
+    #[pyo3(signature = (cat, name=None, epoch=None, step=None, image_idx=None, image_size=None, enable=true, *_args, **_kwargs))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        cat: &Bound<'_, PyAny>,
+        name: Option<&Bound<'_, PyAny>>,
+        epoch: Option<PyObject>,
+        step: Option<PyObject>,
+        image_idx: Option<PyObject>,
+        image_size: Option<PyObject>,
+        enable: bool,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let cat = cat
+            .downcast::<PyString>()
+            .map_err(|_| PyTypeError::new_err("dft_fn(): cat must be a str"))?
+            .to_string_lossy()
+            .into_owned();
+        let name = match name {
+            Some(n) if !n.is_none() => n
+                .downcast::<PyString>()
+                .map_err(|_| PyTypeError::new_err("dft_fn(): name must be a str"))?
+                .to_string_lossy()
+                .into_owned(),
+            _ if active() => caller_name(py),
+            _ => String::new(),
+        };
+        let mut r = Region {
+            cat,
+            name,
+            t1: dftracer_core::now(),
+            flushed: false,
+            enable,
+            args: Vec::new(),
+        };
+        for (k, v) in [
+            ("epoch", epoch),
+            ("step", step),
+            ("image_idx", image_idx),
+            ("image_size", image_size),
+        ] {
+            if let Some(v) = v {
+                r.set_arg(py, k, v);
+            }
+        }
+        Ok(r)
+    }
+
+    /// Starts the region now.
+    fn reset(&mut self) {
+        self.t1 = dftracer_core::now();
+        self.flushed = false;
+    }
+
+    /// Records the region from its start until now.
+    fn flush(&mut self, py: Python<'_>) {
+        self.flushed = true;
+        if !self.enable || !active() {
+            return;
+        }
+        let t2 = dftracer_core::now();
+        let mut vals: Collected = heapless::Vec::new();
+        for (k, v) in &self.args {
+            let _ = vals.push((k.bind(py).clone(), py_val(v.bind(py))));
+        }
+        record(
+            self.name.as_bytes(),
+            self.cat.as_bytes(),
+            self.t1,
+            t2.saturating_sub(self.t1),
+            &vals,
+        );
+    }
+
+    fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {
+        slf.reset();
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&mut self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> bool {
+        if !self.flushed {
+            self.flush(py);
+        }
+        false
+    }
+
+    /// Sets args recorded by the next `flush()`; `args` may hold any values.
+    #[pyo3(signature = (epoch=None, step=None, image_idx=None, image_size=None, args=None))]
+    fn update(
+        &mut self,
+        py: Python<'_>,
+        epoch: Option<PyObject>,
+        step: Option<PyObject>,
+        image_idx: Option<PyObject>,
+        image_size: Option<PyObject>,
+        args: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        for (k, v) in [
+            ("epoch", epoch),
+            ("step", step),
+            ("image_idx", image_idx),
+            ("image_size", image_size),
+        ] {
+            if let Some(v) = v {
+                self.set_arg(py, k, v);
+            }
+        }
+        if let Some(a) = args {
+            for (k, v) in a.iter() {
+                let key = k.str()?.to_string_lossy().into_owned();
+                self.set_arg(py, &key, v.unbind());
+            }
+        }
+        Ok(())
+    }
+
+    /// The args `update()` and the constructor set, as a dict.
+    #[getter]
+    fn _args(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let d = PyDict::new(py);
+        for (k, v) in &self.args {
+            d.set_item(k, v)?;
+        }
+        Ok(d.into_any().unbind())
+    }
+
+    #[getter]
+    fn _enabled(&self) -> bool {
+        self.enable
+    }
+
+    /// Writes a `CM` record `{name: key, value: str(value)}`.
+    fn log_metadata(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        log_metadata_event(key, value)
+    }
+}
+
+#[pymodule]
+fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(initialize, m)?)?;
+    m.add_function(wrap_pyfunction!(get_time, m)?)?;
+    m.add_function(wrap_pyfunction!(get_config, m)?)?;
+    m.add_function(wrap_pyfunction!(enter_event, m)?)?;
+    m.add_function(wrap_pyfunction!(exit_event, m)?)?;
+    m.add_function(wrap_pyfunction!(log_event, m)?)?;
+    m.add_function(wrap_pyfunction!(log_metadata_event, m)?)?;
+    m.add_function(wrap_pyfunction!(set_app_metadata_int, m)?)?;
+    m.add_function(wrap_pyfunction!(set_app_metadata_string, m)?)?;
+    m.add_function(wrap_pyfunction!(mark_used, m)?)?;
+    m.add_function(wrap_pyfunction!(finalize, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_path, m)?)?;
+    m.add_function(wrap_pyfunction!(stats, m)?)?;
+    m.add_function(wrap_pyfunction!(flush, m)?)?;
+    m.add_function(wrap_pyfunction!(is_enabled, m)?)?;
+    m.add_function(wrap_pyfunction!(_exit, m)?)?;
+    m.add_class::<Wrapped>()?;
+    m.add_class::<Region>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    if config().enable {
+        install_exit_hook(m)?;
+    }
+    Ok(())
+}
