@@ -1,0 +1,759 @@
+//! POSIX file calls: open family, fd I/O, dup family, fcntl, mmap, and path calls.
+//! Each `unsafe` here forwards the caller's own arguments, unchanged, to the real libc function
+//! of the same C signature: the caller's C contract is exactly the real function's.
+#![allow(clippy::undocumented_unsafe_blocks)]
+
+use libc::{
+    c_char, c_int, c_uint, c_ulong, c_void, iovec, mode_t, off64_t, off_t, size_t, ssize_t,
+};
+
+use dftracer_core::{Arg, Value};
+
+use super::{missing, traced_fd, traced_path, PATH_MAX, POSIX};
+use crate::{enter, guarded, now, on_fd, on_path, posix_on, real, record, SavedErrno, FDS};
+
+type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
+type OpenAtFn = unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int;
+
+fn needs_mode(flags: c_int) -> bool {
+    flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE
+}
+
+/// The common part of every call that returns a new fd for a path: time it, resolve the path,
+/// remember the fd when the file is traced (and forget stale state when it is not).
+#[inline]
+unsafe fn open_common(
+    name: &'static [u8],
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+    call: impl Fn() -> c_int,
+) -> c_int {
+    if !posix_on() {
+        return call();
+    }
+    let Some(busy) = enter() else {
+        let fd = call();
+        if fd >= 0 {
+            // The tracer's own file, or a nested open: never traced, and a stale entry for
+            // this fd number must not make it look traced.
+            FDS.set(fd, None);
+        }
+        return fd;
+    };
+    let t0 = now();
+    let fd = call();
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        let mut buf = [0u8; PATH_MAX];
+        // SAFETY: the program passed `path` to open, which takes a C string.
+        match unsafe { traced_path(dirfd, path, &mut buf) } {
+            Some(p) => {
+                if fd >= 0 {
+                    FDS.set(fd, Some(crate::table::intern(p)));
+                }
+                let fhash = Arg::new("fhash", Value::Path(p));
+                let (fl, fdv, ret) = (
+                    Arg::int("flags", flags as i64),
+                    Arg::int("fd", fd as i64),
+                    Arg::int("ret", fd as i64),
+                );
+                if needs_mode(flags) {
+                    record(
+                        POSIX,
+                        name,
+                        t0,
+                        t1,
+                        &[fl, Arg::int("mode", mode as i64), fdv, ret, fhash],
+                    );
+                } else {
+                    record(POSIX, name, t0, t1, &[fl, fdv, ret, fhash]);
+                }
+            }
+            None => {
+                if fd >= 0 {
+                    FDS.set(fd, None);
+                }
+            }
+        }
+    });
+    drop(busy);
+    fd
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    let Some(real) = real!(open: OpenFn) else {
+        return missing(-1);
+    };
+    open_common(b"open", libc::AT_FDCWD, path, flags, mode, || {
+        real(path, flags, mode)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    let Some(real) = real!(open64: OpenFn) else {
+        return missing(-1);
+    };
+    open_common(b"open64", libc::AT_FDCWD, path, flags, mode, || {
+        real(path, flags, mode)
+    })
+}
+
+/// `_FORTIFY_SOURCE` builds call these when `flags` is not a constant and no mode is given.
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    let Some(real) = real!(__open_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int) else {
+        return missing(-1);
+    };
+    open_common(b"open", libc::AT_FDCWD, path, flags, 0, || {
+        real(path, flags)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    let Some(real) = real!(__open64_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int) else {
+        return missing(-1);
+    };
+    open_common(b"open64", libc::AT_FDCWD, path, flags, 0, || {
+        real(path, flags)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    let Some(real) = real!(openat: OpenAtFn) else {
+        return missing(-1);
+    };
+    open_common(b"openat", dirfd, path, flags, mode, || {
+        real(dirfd, path, flags, mode)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    let Some(real) = real!(openat64: OpenAtFn) else {
+        return missing(-1);
+    };
+    open_common(b"openat64", dirfd, path, flags, mode, || {
+        real(dirfd, path, flags, mode)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    let Some(real) = real!(__openat_2: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int)
+    else {
+        return missing(-1);
+    };
+    open_common(b"openat", dirfd, path, flags, 0, || {
+        real(dirfd, path, flags)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    let Some(real) =
+        real!(__openat64_2: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int)
+    else {
+        return missing(-1);
+    };
+    open_common(b"openat64", dirfd, path, flags, 0, || {
+        real(dirfd, path, flags)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
+    let Some(real) = real!(creat: unsafe extern "C" fn(*const c_char, mode_t) -> c_int) else {
+        return missing(-1);
+    };
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+    open_common(b"creat", libc::AT_FDCWD, path, flags, mode, || {
+        real(path, mode)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
+    let Some(real) = real!(creat64: unsafe extern "C" fn(*const c_char, mode_t) -> c_int) else {
+        return missing(-1);
+    };
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+    open_common(b"creat64", libc::AT_FDCWD, path, flags, mode, || {
+        real(path, mode)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    let Some(real) = real!(close: unsafe extern "C" fn(c_int) -> c_int) else {
+        return missing(-1);
+    };
+    if !posix_on() {
+        return real(fd);
+    }
+    // Forget the fd before closing it: once closed, another thread may get the same number.
+    let Some(file) = FDS.take(fd) else {
+        return real(fd);
+    };
+    let Some(busy) = enter() else { return real(fd) };
+    let t0 = now();
+    let ret = real(fd);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        record(
+            POSIX,
+            b"close",
+            t0,
+            t1,
+            &[
+                Arg::int("fd", fd as i64),
+                Arg::int("ret", ret as i64),
+                Arg::new("fhash", Value::Path(&file.path)),
+            ],
+        )
+    });
+    drop(busy);
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let Some(real) = real!(close_range: unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int)
+    else {
+        return missing(-1);
+    };
+    let ret = real(first, last, flags);
+    if ret == 0 && flags & (libc::CLOSE_RANGE_CLOEXEC as c_int) == 0 && posix_on() {
+        FDS.clear_range(first, last);
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(lowfd: c_int) {
+    let Some(real) = real!(closefrom: unsafe extern "C" fn(c_int)) else {
+        return;
+    };
+    real(lowfd);
+    if posix_on() {
+        FDS.clear_range(lowfd.max(0) as u32, u32::MAX);
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
+    let Some(real) = real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t)
+    else {
+        return missing(-1);
+    };
+    on_fd!(b"read", fd, real(fd, buf, count), |ret| [
+        Arg::new("count", Value::UInt(count as u64)),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    count: size_t,
+    buflen: size_t,
+) -> ssize_t {
+    let Some(real) =
+        real!(__read_chk: unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t) -> ssize_t)
+    else {
+        return missing(-1);
+    };
+    on_fd!(b"read", fd, real(fd, buf, count, buflen), |ret| [
+        Arg::new("count", Value::UInt(count as u64)),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
+    let Some(real) = real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t)
+    else {
+        return missing(-1);
+    };
+    on_fd!(b"write", fd, real(fd, buf, count), |ret| [
+        Arg::new("count", Value::UInt(count as u64)),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+macro_rules! pio {
+    ($sym:ident, $name:literal, $buf:ty, $off:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
+            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, $buf, size_t, $off) -> ssize_t) else {
+                return missing(-1);
+            };
+            on_fd!($name, fd, real(fd, buf, count, offset), |ret| [
+                Arg::new("count", Value::UInt(count as u64)),
+                Arg::int("offset", offset as i64),
+                Arg::int("ret", ret as i64)
+            ])
+        }
+    };
+}
+
+pio!(pread, b"pread", *mut c_void, off_t);
+pio!(pread64, b"pread64", *mut c_void, off64_t);
+pio!(pwrite, b"pwrite", *const c_void, off_t);
+pio!(pwrite64, b"pwrite64", *const c_void, off64_t);
+
+macro_rules! pio_chk {
+    ($sym:ident, $name:literal, $off:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fd: c_int, buf: *mut c_void, count: size_t, offset: $off, buflen: size_t) -> ssize_t {
+            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *mut c_void, size_t, $off, size_t) -> ssize_t) else {
+                return missing(-1);
+            };
+            on_fd!($name, fd, real(fd, buf, count, offset, buflen), |ret| [
+                Arg::new("count", Value::UInt(count as u64)),
+                Arg::int("offset", offset as i64),
+                Arg::int("ret", ret as i64)
+            ])
+        }
+    };
+}
+
+pio_chk!(__pread_chk, b"pread", off_t);
+pio_chk!(__pread64_chk, b"pread64", off64_t);
+
+/// Total bytes described by `iov[..cnt]`.
+unsafe fn iov_bytes(iov: *const iovec, cnt: c_int) -> u64 {
+    if iov.is_null() || cnt <= 0 {
+        return 0;
+    }
+    // SAFETY: the program passed `cnt` iovecs at `iov` to the real call, which read them.
+    unsafe { std::slice::from_raw_parts(iov, cnt as usize) }
+        .iter()
+        .map(|v| v.iov_len as u64)
+        .sum()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    let Some(real) = real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)
+    else {
+        return missing(-1);
+    };
+    on_fd!(b"readv", fd, real(fd, iov, cnt), |ret| [
+        Arg::new("count", Value::UInt(iov_bytes(iov, cnt))),
+        Arg::int("iovcnt", cnt as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    let Some(real) = real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)
+    else {
+        return missing(-1);
+    };
+    on_fd!(b"writev", fd, real(fd, iov, cnt), |ret| [
+        Arg::new("count", Value::UInt(iov_bytes(iov, cnt))),
+        Arg::int("iovcnt", cnt as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+macro_rules! piov {
+    ($sym:ident, $name:literal, $off:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fd: c_int, iov: *const iovec, cnt: c_int, offset: $off) -> ssize_t {
+            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *const iovec, c_int, $off) -> ssize_t) else {
+                return missing(-1);
+            };
+            on_fd!($name, fd, real(fd, iov, cnt, offset), |ret| [
+                Arg::new("count", Value::UInt(iov_bytes(iov, cnt))),
+                Arg::int("iovcnt", cnt as i64),
+                Arg::int("offset", offset as i64),
+                Arg::int("ret", ret as i64)
+            ])
+        }
+    };
+}
+
+piov!(preadv, b"preadv", off_t);
+piov!(preadv64, b"preadv64", off64_t);
+piov!(pwritev, b"pwritev", off_t);
+piov!(pwritev64, b"pwritev64", off64_t);
+
+#[no_mangle]
+pub unsafe extern "C" fn lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t {
+    let Some(real) = real!(lseek: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t) else {
+        return missing(-1);
+    };
+    on_fd!(b"lseek", fd, real(fd, offset, whence), |ret| [
+        Arg::int("offset", offset as i64),
+        Arg::int("whence", whence as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lseek64(fd: c_int, offset: off64_t, whence: c_int) -> off64_t {
+    let Some(real) = real!(lseek64: unsafe extern "C" fn(c_int, off64_t, c_int) -> off64_t) else {
+        return missing(-1);
+    };
+    on_fd!(b"lseek64", fd, real(fd, offset, whence), |ret| [
+        Arg::int("offset", offset as i64),
+        Arg::int("whence", whence as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    let Some(real) = real!(fsync: unsafe extern "C" fn(c_int) -> c_int) else {
+        return missing(-1);
+    };
+    on_fd!(b"fsync", fd, real(fd), |ret| [Arg::int("ret", ret as i64)])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    let Some(real) = real!(fdatasync: unsafe extern "C" fn(c_int) -> c_int) else {
+        return missing(-1);
+    };
+    on_fd!(b"fdatasync", fd, real(fd), |ret| [Arg::int(
+        "ret", ret as i64
+    )])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ftruncate(fd: c_int, length: off_t) -> c_int {
+    let Some(real) = real!(ftruncate: unsafe extern "C" fn(c_int, off_t) -> c_int) else {
+        return missing(-1);
+    };
+    on_fd!(b"ftruncate", fd, real(fd, length), |ret| [
+        Arg::int("length", length as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ftruncate64(fd: c_int, length: off64_t) -> c_int {
+    let Some(real) = real!(ftruncate64: unsafe extern "C" fn(c_int, off64_t) -> c_int) else {
+        return missing(-1);
+    };
+    on_fd!(b"ftruncate64", fd, real(fd, length), |ret| [
+        Arg::int("length", length as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+/// After a successful dup-like call: `newfd` now refers to whatever `oldfd` referred to.
+#[inline]
+fn follow(oldfd: c_int, newfd: c_int) {
+    if newfd >= 0 && newfd != oldfd && posix_on() {
+        FDS.set(newfd, FDS.path(oldfd));
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    let Some(real) = real!(dup: unsafe extern "C" fn(c_int) -> c_int) else {
+        return missing(-1);
+    };
+    let ret = on_fd!(b"dup", fd, real(fd), |ret| [Arg::int("ret", ret as i64)]);
+    follow(fd, ret);
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(oldfd: c_int, newfd: c_int) -> c_int {
+    let Some(real) = real!(dup2: unsafe extern "C" fn(c_int, c_int) -> c_int) else {
+        return missing(-1);
+    };
+    let ret = on_fd!(b"dup2", oldfd, real(oldfd, newfd), |ret| [Arg::int(
+        "ret", ret as i64
+    )]);
+    follow(oldfd, ret);
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(oldfd: c_int, newfd: c_int, flags: c_int) -> c_int {
+    let Some(real) = real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) else {
+        return missing(-1);
+    };
+    let ret = on_fd!(b"dup3", oldfd, real(oldfd, newfd, flags), |ret| [
+        Arg::int("flags", flags as i64),
+        Arg::int("ret", ret as i64)
+    ]);
+    follow(oldfd, ret);
+    ret
+}
+
+type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
+
+#[inline]
+unsafe fn fcntl_common(
+    name: &'static [u8],
+    real: FcntlFn,
+    fd: c_int,
+    cmd: c_int,
+    arg: c_ulong,
+) -> c_int {
+    let ret = on_fd!(name, fd, real(fd, cmd, arg), |ret| [
+        Arg::int("cmd", cmd as i64),
+        Arg::int("ret", ret as i64)
+    ]);
+    if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+        follow(fd, ret);
+    }
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    let Some(real) = real!(fcntl: FcntlFn) else {
+        return missing(-1);
+    };
+    fcntl_common(b"fcntl", real, fd, cmd, arg)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    let Some(real) = real!(fcntl64: FcntlFn) else {
+        return missing(-1);
+    };
+    fcntl_common(b"fcntl64", real, fd, cmd, arg)
+}
+
+macro_rules! mmap_hook {
+    ($sym:ident, $name:literal, $off:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(
+            addr: *mut c_void,
+            len: size_t,
+            prot: c_int,
+            flags: c_int,
+            fd: c_int,
+            offset: $off,
+        ) -> *mut c_void {
+            let Some(real) = real!($sym: unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, $off) -> *mut c_void) else {
+                return missing(libc::MAP_FAILED);
+            };
+            if fd < 0 || traced_fd(fd).is_none() {
+                return real(addr, len, prot, flags, fd, offset);
+            }
+            on_fd!($name, fd, real(addr, len, prot, flags, fd, offset), |ret| [
+                Arg::new("length", Value::UInt(len as u64)),
+                Arg::int("offset", offset as i64),
+                Arg::int("prot", prot as i64),
+                Arg::int("flags", flags as i64),
+                Arg::int("ret", if ret == libc::MAP_FAILED { -1 } else { 0 })
+            ])
+        }
+    };
+}
+
+mmap_hook!(mmap, b"mmap", off_t);
+mmap_hook!(mmap64, b"mmap64", off64_t);
+
+#[no_mangle]
+pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
+    let Some(real) = real!(access: unsafe extern "C" fn(*const c_char, c_int) -> c_int) else {
+        return missing(-1);
+    };
+    on_path!(b"access", libc::AT_FDCWD, path, real(path, mode), |ret| [
+        Arg::int("mode", mode as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn faccessat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: c_int,
+    flags: c_int,
+) -> c_int {
+    let Some(real) =
+        real!(faccessat: unsafe extern "C" fn(c_int, *const c_char, c_int, c_int) -> c_int)
+    else {
+        return missing(-1);
+    };
+    on_path!(
+        b"faccessat",
+        dirfd,
+        path,
+        real(dirfd, path, mode, flags),
+        |ret| [
+            Arg::int("mode", mode as i64),
+            Arg::int("flags", flags as i64),
+            Arg::int("ret", ret as i64)
+        ]
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    let Some(real) = real!(unlink: unsafe extern "C" fn(*const c_char) -> c_int) else {
+        return missing(-1);
+    };
+    on_path!(b"unlink", libc::AT_FDCWD, path, real(path), |ret| [
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    let Some(real) = real!(unlinkat: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int)
+    else {
+        return missing(-1);
+    };
+    on_path!(b"unlinkat", dirfd, path, real(dirfd, path, flags), |ret| [
+        Arg::int("flags", flags as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
+    let Some(real) = real!(mkdir: unsafe extern "C" fn(*const c_char, mode_t) -> c_int) else {
+        return missing(-1);
+    };
+    on_path!(b"mkdir", libc::AT_FDCWD, path, real(path, mode), |ret| [
+        Arg::int("mode", mode as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
+    let Some(real) = real!(mkdirat: unsafe extern "C" fn(c_int, *const c_char, mode_t) -> c_int)
+    else {
+        return missing(-1);
+    };
+    on_path!(b"mkdirat", dirfd, path, real(dirfd, path, mode), |ret| [
+        Arg::int("mode", mode as i64),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
+    let Some(real) = real!(rmdir: unsafe extern "C" fn(*const c_char) -> c_int) else {
+        return missing(-1);
+    };
+    on_path!(b"rmdir", libc::AT_FDCWD, path, real(path), |ret| [
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
+    let Some(real) = real!(opendir: unsafe extern "C" fn(*const c_char) -> *mut libc::DIR) else {
+        return missing(std::ptr::null_mut());
+    };
+    on_path!(b"opendir", libc::AT_FDCWD, path, real(path), |ret| [
+        Arg::int("ret", if ret.is_null() { -1 } else { 0 })
+    ])
+}
+
+/// rename-like calls: traced when either path is traced; `fhash` is the old path,
+/// `newpath_hash` the new one (reference §6.2).
+#[inline]
+unsafe fn rename_common(
+    name: &'static [u8],
+    olddirfd: c_int,
+    old: *const c_char,
+    newdirfd: c_int,
+    new: *const c_char,
+    call: impl Fn() -> c_int,
+) -> c_int {
+    let Some(busy) = (if posix_on() { enter() } else { None }) else {
+        return call();
+    };
+    let t0 = now();
+    let ret = call();
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        let mut a = [0u8; PATH_MAX];
+        let mut b = [0u8; PATH_MAX];
+        // SAFETY: both are C strings the program passed to rename.
+        let (pa, pb) = unsafe {
+            (
+                traced_path(olddirfd, old, &mut a),
+                traced_path(newdirfd, new, &mut b),
+            )
+        };
+        if pa.is_none() && pb.is_none() {
+            return;
+        }
+        // An untraced side is still named (absolute, normalised) so the event is complete.
+        let mut a2 = [0u8; PATH_MAX];
+        let mut b2 = [0u8; PATH_MAX];
+        let pa = pa
+            .or_else(|| unsafe { super::resolve_path(olddirfd, old, &mut a2) })
+            .unwrap_or(b"");
+        let pb = pb
+            .or_else(|| unsafe { super::resolve_path(newdirfd, new, &mut b2) })
+            .unwrap_or(b"");
+        record(
+            POSIX,
+            name,
+            t0,
+            t1,
+            &[
+                Arg::int("ret", ret as i64),
+                Arg::new("newpath_hash", Value::Path(pb)),
+                Arg::new("fhash", Value::Path(pa)),
+            ],
+        );
+    });
+    drop(busy);
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+    let Some(real) = real!(rename: unsafe extern "C" fn(*const c_char, *const c_char) -> c_int)
+    else {
+        return missing(-1);
+    };
+    rename_common(b"rename", libc::AT_FDCWD, old, libc::AT_FDCWD, new, || {
+        real(old, new)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn renameat(
+    olddirfd: c_int,
+    old: *const c_char,
+    newdirfd: c_int,
+    new: *const c_char,
+) -> c_int {
+    let Some(real) =
+        real!(renameat: unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char) -> c_int)
+    else {
+        return missing(-1);
+    };
+    rename_common(b"renameat", olddirfd, old, newdirfd, new, || {
+        real(olddirfd, old, newdirfd, new)
+    })
+}

@@ -1,0 +1,282 @@
+//! Stdio streams: `fopen`/`fdopen` decide whether a `FILE*` is traced; `fclose`, `fread`,
+//! `fwrite`, `fseek`, `ftell`, `fgets`, `fputs`, `fflush` (and their 64-bit, `o` and
+//! `_FORTIFY_SOURCE` variants) record only for traced streams. Streams glibc opens for itself
+//! use its internal `open`, so a stream's I/O is never also recorded as POSIX events.
+//! Each `unsafe` forwards the caller's arguments unchanged to the real function of the same
+//! C signature.
+#![allow(clippy::undocumented_unsafe_blocks)]
+
+use libc::{c_char, c_int, c_long, c_void, off64_t, off_t, size_t, FILE};
+
+use dftracer_core::{Arg, Value};
+
+use super::{c_bytes, missing, traced_file, traced_path, PATH_MAX, STDIO};
+use crate::table::intern;
+use crate::{
+    enter, guarded, now, on_file, posix_on, real, record, stdio_on, SavedErrno, FDS, FILES,
+};
+
+type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
+
+unsafe fn fopen_common(
+    name: &'static [u8],
+    real: FopenFn,
+    path: *const c_char,
+    mode: *const c_char,
+) -> *mut FILE {
+    if !stdio_on() {
+        return real(path, mode);
+    }
+    let Some(busy) = enter() else {
+        return real(path, mode);
+    };
+    let t0 = now();
+    let fp = real(path, mode);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        let mut buf = [0u8; PATH_MAX];
+        if let Some(p) = traced_path(libc::AT_FDCWD, path, &mut buf) {
+            let fd = if fp.is_null() { -1 } else { libc::fileno(fp) };
+            if !fp.is_null() {
+                FILES.insert(fd, fp as usize, intern(p));
+            }
+            let m = c_bytes(mode).unwrap_or(b"");
+            record(
+                STDIO,
+                name,
+                t0,
+                t1,
+                &[
+                    Arg::new("mode", Value::Str(m)),
+                    Arg::int("fd", fd as i64),
+                    Arg::new("fhash", Value::Path(p)),
+                ],
+            );
+        }
+    });
+    drop(busy);
+    fp
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
+    let Some(real) = real!(fopen: FopenFn) else {
+        return missing(std::ptr::null_mut());
+    };
+    fopen_common(b"fopen", real, path, mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE {
+    let Some(real) = real!(fopen64: FopenFn) else {
+        return missing(std::ptr::null_mut());
+    };
+    fopen_common(b"fopen64", real, path, mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
+    let Some(real) = real!(fdopen: unsafe extern "C" fn(c_int, *const c_char) -> *mut FILE) else {
+        return missing(std::ptr::null_mut());
+    };
+    if !stdio_on() {
+        return real(fd, mode);
+    }
+    let Some(file) = FDS.path(fd) else {
+        return real(fd, mode);
+    };
+    let Some(busy) = enter() else {
+        return real(fd, mode);
+    };
+    let t0 = now();
+    let fp = real(fd, mode);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        if !fp.is_null() {
+            FILES.insert(fd, fp as usize, file);
+        }
+        let m = c_bytes(mode).unwrap_or(b"");
+        record(
+            STDIO,
+            b"fdopen",
+            t0,
+            t1,
+            &[
+                Arg::new("mode", Value::Str(m)),
+                Arg::int("fd", fd as i64),
+                Arg::new("fhash", Value::Path(&file.path)),
+            ],
+        );
+    });
+    drop(busy);
+    fp
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
+    let Some(real) = real!(fclose: unsafe extern "C" fn(*mut FILE) -> c_int) else {
+        return missing(libc::EOF);
+    };
+    if !fp.is_null() && posix_on() {
+        // fclose closes the fd without going through `close`: forget it (fdopen'd fds).
+        FDS.set(libc::fileno(fp), None);
+    }
+    let Some((file, fd)) = traced_file(fp) else {
+        return real(fp);
+    };
+    // Forget the stream before it is freed: its address and fd may be reused at once.
+    FILES.remove(fd, fp as usize);
+    let Some(busy) = enter() else { return real(fp) };
+    let t0 = now();
+    let ret = real(fp);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        record(
+            STDIO,
+            b"fclose",
+            t0,
+            t1,
+            &[
+                Arg::int("ret", ret as i64),
+                Arg::new("fhash", Value::Path(&file.path)),
+            ],
+        )
+    });
+    drop(busy);
+    ret
+}
+
+macro_rules! rw {
+    ($sym:ident, $name:literal, $ptr:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(ptr: $ptr, size: size_t, n: size_t, fp: *mut FILE) -> size_t {
+            let Some(real) = real!($sym: unsafe extern "C" fn($ptr, size_t, size_t, *mut FILE) -> size_t) else {
+                return missing(0);
+            };
+            on_file!($name, fp, real(ptr, size, n, fp), |ret| [
+                Arg::new("size", Value::UInt(size as u64)),
+                Arg::new("count", Value::UInt(n as u64)),
+                Arg::new("ret", Value::UInt(ret as u64))
+            ])
+        }
+    };
+}
+
+rw!(fread, b"fread", *mut c_void);
+rw!(fwrite, b"fwrite", *const c_void);
+
+#[no_mangle]
+pub unsafe extern "C" fn __fread_chk(
+    ptr: *mut c_void,
+    ptrlen: size_t,
+    size: size_t,
+    n: size_t,
+    fp: *mut FILE,
+) -> size_t {
+    let Some(real) = real!(__fread_chk: unsafe extern "C" fn(*mut c_void, size_t, size_t, size_t, *mut FILE) -> size_t)
+    else {
+        return missing(0);
+    };
+    on_file!(b"fread", fp, real(ptr, ptrlen, size, n, fp), |ret| [
+        Arg::new("size", Value::UInt(size as u64)),
+        Arg::new("count", Value::UInt(n as u64)),
+        Arg::new("ret", Value::UInt(ret as u64))
+    ])
+}
+
+macro_rules! seek {
+    ($sym:ident, $off:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fp: *mut FILE, offset: $off, whence: c_int) -> c_int {
+            let Some(real) = real!($sym: unsafe extern "C" fn(*mut FILE, $off, c_int) -> c_int) else {
+                return missing(-1);
+            };
+            on_file!(stringify!($sym).as_bytes(), fp, real(fp, offset, whence), |ret| [
+                Arg::int("offset", offset as i64),
+                Arg::int("whence", whence as i64),
+                Arg::int("ret", ret as i64)
+            ])
+        }
+    };
+}
+
+seek!(fseek, c_long);
+seek!(fseeko, off_t);
+seek!(fseeko64, off64_t);
+
+macro_rules! tell {
+    ($sym:ident, $off:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fp: *mut FILE) -> $off {
+            let Some(real) = real!($sym: unsafe extern "C" fn(*mut FILE) -> $off) else { return missing(-1) };
+            on_file!(stringify!($sym).as_bytes(), fp, real(fp), |ret| [Arg::int("ret", ret as i64)])
+        }
+    };
+}
+
+tell!(ftell, c_long);
+tell!(ftello, off_t);
+tell!(ftello64, off64_t);
+
+/// Bytes `fgets` stored (-1 for NULL: EOF or error).
+unsafe fn got(ret: *mut c_char) -> i64 {
+    match c_bytes(ret) {
+        Some(b) => b.len() as i64,
+        None => -1,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fgets(s: *mut c_char, n: c_int, fp: *mut FILE) -> *mut c_char {
+    let Some(real) =
+        real!(fgets: unsafe extern "C" fn(*mut c_char, c_int, *mut FILE) -> *mut c_char)
+    else {
+        return missing(std::ptr::null_mut());
+    };
+    on_file!(b"fgets", fp, real(s, n, fp), |ret| [
+        Arg::int("count", n as i64),
+        Arg::int("ret", got(ret))
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fgets_chk(
+    s: *mut c_char,
+    size: size_t,
+    n: c_int,
+    fp: *mut FILE,
+) -> *mut c_char {
+    let Some(real) = real!(__fgets_chk: unsafe extern "C" fn(*mut c_char, size_t, c_int, *mut FILE) -> *mut c_char)
+    else {
+        return missing(std::ptr::null_mut());
+    };
+    on_file!(b"fgets", fp, real(s, size, n, fp), |ret| [
+        Arg::int("count", n as i64),
+        Arg::int("ret", got(ret))
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fputs(s: *const c_char, fp: *mut FILE) -> c_int {
+    let Some(real) = real!(fputs: unsafe extern "C" fn(*const c_char, *mut FILE) -> c_int) else {
+        return missing(libc::EOF);
+    };
+    on_file!(b"fputs", fp, real(s, fp), |ret| [
+        Arg::new(
+            "count",
+            Value::UInt(c_bytes(s).map_or(0, |b| b.len() as u64))
+        ),
+        Arg::int("ret", ret as i64)
+    ])
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fflush(fp: *mut FILE) -> c_int {
+    let Some(real) = real!(fflush: unsafe extern "C" fn(*mut FILE) -> c_int) else {
+        return missing(libc::EOF);
+    };
+    on_file!(b"fflush", fp, real(fp), |ret| [Arg::int("ret", ret as i64)])
+}
