@@ -1,0 +1,209 @@
+//! The service's only libc calls: signal mask and wait, `kill`, pipes, and the detach
+//! (fork, setsid, fork, redirect, exec). Everything else uses std.
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// The signals that stop the service gracefully.
+pub const STOP_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+/// A set of blocked signals that the sampling loop waits on with `sigtimedwait`.
+pub struct SignalWait {
+    set: libc::sigset_t,
+}
+
+impl SignalWait {
+    /// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread (threads started later,
+    /// such as the core's writer, inherit the mask), so that they are only ever consumed by
+    /// [`SignalWait::wait`]: no handler, no async-signal-safety concerns.
+    pub fn block() -> SignalWait {
+        // SAFETY: the set is initialised by sigemptyset before use; pthread_sigmask only
+        // reads it.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in STOP_SIGNALS {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            SignalWait { set }
+        }
+    }
+
+    /// Sleeps up to `timeout`, returning a stop signal if one arrived.
+    pub fn wait(&self, timeout: Duration) -> Option<i32> {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: valid set and timespec; a null siginfo pointer is allowed.
+        let rc = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) };
+        // EAGAIN (timeout) and EINTR (another signal) both mean "no stop signal".
+        (rc > 0).then_some(rc)
+    }
+}
+
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGKILL => "SIGKILL",
+        _ => "signal",
+    }
+}
+
+/// `kill(pid, sig)`.
+pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    if pid <= 0 {
+        // Never 0 or -1: those address process groups or everyone.
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: plain syscall on a positive pid.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A close-on-exec pipe: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Waits until `fd` is readable (data or EOF) for at most `timeout`.
+pub fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut p, 1, ms) };
+        if rc > 0 {
+            return true;
+        }
+        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return false;
+        }
+    }
+}
+
+/// Everything the detached child needs, prepared before `fork` so that the child only makes
+/// async-signal-safe calls (the caller may be a multi-threaded test process).
+pub struct Detach {
+    pub exe: CString,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    /// Already opened (truncated) by the caller, so open errors surface before detaching.
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// The write end of the readiness pipe; stays open across exec.
+    pub ready: OwnedFd,
+}
+
+/// Double-forks: the child calls `setsid` and forks again; the grandchild points 0 at
+/// /dev/null and 1/2 at the state files, moves to `/` (so that it holds no mount busy), and
+/// execs `exe`. Returns once the intermediate child has exited.
+pub fn detach(d: Detach) -> io::Result<()> {
+    let mut argv: Vec<*const libc::c_char> = d.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = d.envp.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let devnull: &CStr = c"/dev/null";
+    let root: &CStr = c"/";
+    let (out, err, ready) = (
+        d.stdout.as_raw_fd(),
+        d.stderr.as_raw_fd(),
+        d.ready.as_raw_fd(),
+    );
+    // SAFETY: fork; the child below only calls async-signal-safe functions (setsid, fork,
+    // open, dup2, fcntl, chdir, execve, write, _exit) on data prepared above, and never
+    // returns into Rust code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: see above; every pointer is valid for the duration of these calls.
+        unsafe {
+            libc::setsid();
+            let second = libc::fork();
+            if second != 0 {
+                libc::_exit(if second < 0 { 1 } else { 0 });
+            }
+            let null = libc::open(devnull.as_ptr(), libc::O_RDWR);
+            if null >= 0 {
+                libc::dup2(null, 0);
+            }
+            libc::dup2(out, 1);
+            libc::dup2(err, 2);
+            // The readiness pipe must survive exec; its fd number is in argv.
+            let flags = libc::fcntl(ready, libc::F_GETFD);
+            libc::fcntl(ready, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            libc::chdir(root.as_ptr());
+            libc::execve(d.exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            let msg = b"error cannot exec the service binary\n";
+            libc::write(ready, msg.as_ptr().cast(), msg.len());
+            libc::_exit(127);
+        }
+    }
+    let mut status = 0;
+    loop {
+        // SAFETY: waiting for our own child.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    drop(d.ready);
+    Ok(())
+}
+
+/// Makes sure descriptors 0, 1 and 2 are open (on /dev/null if they were closed), so that
+/// files opened later never take those numbers and get clobbered by the detach's `dup2`s.
+pub fn ensure_std_fds() {
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only queries the descriptor; open is given a valid C string. A
+        // descriptor opened here is deliberately leaked: it *is* the process's fd 0/1/2.
+        unsafe {
+            if libc::fcntl(fd, libc::F_GETFD) == -1 {
+                libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            }
+        }
+    }
+}
+
+/// Takes ownership of an inherited descriptor (the readiness pipe), if it is open, and marks
+/// it close-on-exec.
+pub fn adopt_fd(fd: i32) -> Option<std::fs::File> {
+    if fd < 3 {
+        return None;
+    }
+    // SAFETY: F_GETFD/F_SETFD only act on the descriptor number; from_raw_fd takes ownership
+    // of a descriptor that nothing else in this process uses (it was passed to us by `start`
+    // for exactly this purpose and is adopted at most once, at startup).
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags == -1 {
+            return None;
+        }
+        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+        Some(std::fs::File::from_raw_fd(fd))
+    }
+}
