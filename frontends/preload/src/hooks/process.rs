@@ -32,6 +32,20 @@ unsafe fn before_exec(name: &'static [u8], path: *const c_char, argv: *const *co
     let Some(busy) = enter() else { return };
     let _errno = SavedErrno::new();
     guarded(|| {
+        // Recorded under the same DATA_DIR rule as every other path: a program under a data
+        // dir, or any program when every file is traced (a PATH-searched bare name counts as
+        // traced only then). Otherwise every shell in a pipeline would leave a file.
+        let mut buf = [0u8; super::PATH_MAX];
+        let name_bytes = c_bytes(path).unwrap_or(b"");
+        let traced = if name_bytes.contains(&b'/') {
+            super::traced_path(libc::AT_FDCWD, path, &mut buf).is_some()
+        } else {
+            crate::filter() == Some(&dftracer_core::filter::DataDirs::All)
+        };
+        if !traced {
+            dftracer_core::flush();
+            return;
+        }
         let mut argc = 0i64;
         if !argv.is_null() {
             while !(*argv.add(argc as usize)).is_null() {

@@ -1,0 +1,1086 @@
+//! End-to-end tests of `libdftracer_preload.so`: small C programs (and `python3 -c`) are
+//! compiled at test time with `gcc`, run with `LD_PRELOAD` set to the library cargo built for
+//! this test run, and the real trace files they wrote are read back with a real gzip decoder
+//! (flate2's `MultiGzDecoder`, every member) and a real JSON parser (every line).
+//!
+//! `cargo test -p dftracer-preload` builds the cdylib before running these tests (it is the
+//! package's library target); the path is derived from this test binary's own location, so a
+//! custom `CARGO_TARGET_DIR` works too. Each test uses its own scratch directory, so tests run
+//! in parallel.
+
+use serde_json::Value as J;
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+// ---------------------------------------------------------------- harness
+
+/// The preload library of this build. Cargo does not build a cdylib-only package's library
+/// for its integration tests, so the first caller builds it (same target dir and profile as
+/// this test binary; cargo's own up-to-date check makes that a no-op when nothing changed).
+fn lib() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            // target/<profile>/deps/<test-binary> -> target/<profile>/libdftracer_preload.so
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+            let target_dir = profile_dir.parent().unwrap();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "-p", "dftracer-preload", "--target-dir"])
+                .arg(target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().unwrap() == "release" {
+                cmd.arg("--release");
+            }
+            let out = cmd.output().expect("cargo build -p dftracer-preload");
+            assert!(
+                out.status.success(),
+                "building the preload library failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let so = profile_dir.join("libdftracer_preload.so");
+            assert!(so.exists(), "{} missing after cargo build", so.display());
+            so
+        })
+        .clone()
+}
+
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "dft-preload-{}-{}-{}",
+            name,
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["o", "data", "data2", "other"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        Scratch { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    fn s(&self, rel: &str) -> String {
+        self.path(rel).to_string_lossy().into_owned()
+    }
+
+    /// Compiles C source `src` into an executable named `name`.
+    fn compile(&self, name: &str, src: &str) -> PathBuf {
+        let c = self.path(&format!("{name}.c"));
+        std::fs::write(&c, src).unwrap();
+        let exe = self.path(name);
+        let out = Command::new("gcc")
+            .args(["-O1", "-fno-builtin", "-pthread", "-o"])
+            .arg(&exe)
+            .arg(&c)
+            .output()
+            .expect("gcc");
+        assert!(
+            out.status.success(),
+            "gcc failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    }
+
+    /// A command under the preload with tracing on, writing traces to `o/`.
+    fn cmd(&self, exe: impl AsRef<std::ffi::OsStr>, data_dir: Option<&str>) -> Command {
+        let mut c = Command::new(exe);
+        c.current_dir(&self.dir)
+            .env("LD_PRELOAD", lib())
+            .env("DFTRACER_ENABLE", "1")
+            .env("DFTRACER_INIT", "PRELOAD")
+            .env("DFTRACER_LOG_FILE", self.path("o/trace"))
+            .env_remove("DFTRACER_CONFIGURATION")
+            .env_remove("DFTRACER_DATA_DIR")
+            .env_remove("DFTRACER_INC_METADATA")
+            .stdin(Stdio::null());
+        if let Some(d) = data_dir {
+            c.env("DFTRACER_DATA_DIR", d);
+        }
+        c
+    }
+
+    fn traces(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.path("o"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The only trace file, parsed.
+    fn only_trace(&self) -> Trace {
+        let t = self.traces();
+        assert_eq!(t.len(), 1, "expected one trace file, got {t:?}");
+        Trace::read(&t[0])
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+struct Trace {
+    path: PathBuf,
+    lines: Vec<J>,
+}
+
+impl Trace {
+    /// Every line of a trace file, each parsed as JSON (a bad line fails the test).
+    fn read(path: &Path) -> Trace {
+        let raw = std::fs::read(path).unwrap();
+        let mut text = Vec::new();
+        if path.to_string_lossy().ends_with(".gz") {
+            flate2::read::MultiGzDecoder::new(&raw[..])
+                .read_to_end(&mut text)
+                .unwrap();
+        } else {
+            text = raw;
+        }
+        assert!(
+            text.ends_with(b"\n"),
+            "{}: last line unterminated",
+            path.display()
+        );
+        let lines = text
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                serde_json::from_slice(l).unwrap_or_else(|e| {
+                    panic!("bad JSON line {:?}: {e}", String::from_utf8_lossy(l))
+                })
+            })
+            .collect();
+        Trace {
+            path: path.to_path_buf(),
+            lines,
+        }
+    }
+
+    /// LIBC_IO events (type 3), in file order.
+    fn io(&self) -> Vec<&J> {
+        self.lines
+            .iter()
+            .filter(|l| l["ph"] == 1 && l["type"] == 3)
+            .collect()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.io()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// FH records: hash -> path.
+    fn files(&self) -> HashMap<String, String> {
+        self.lines
+            .iter()
+            .filter(|l| l["name"] == "FH" && l["ph"] == 4)
+            .map(|l| {
+                (
+                    l["args"]["value"].as_str().unwrap().to_string(),
+                    l["args"]["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// The path behind an event's `fhash`.
+    fn file_of(&self, ev: &J) -> String {
+        let h = ev["args"]["fhash"].as_str().expect("fhash");
+        self.files()
+            .get(h)
+            .cloned()
+            .unwrap_or_else(|| panic!("no FH for {h}"))
+    }
+
+    fn has_end(&self) -> bool {
+        self.lines
+            .iter()
+            .any(|l| l["name"] == "end" && l["cat"] == "dftracer")
+    }
+}
+
+const PRELUDE: &str = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "CHECK failed line %d: %s (errno %d)\n", __LINE__, #c, errno); exit(90); } } while (0)
+"#;
+
+fn prog(body: &str) -> String {
+    format!("{PRELUDE}\n{body}")
+}
+
+// ---------------------------------------------------------------- every call
+
+const ALL_CALLS: &str = r#"
+int main(int argc, char **argv) {
+    const char *d = argv[1];
+    char f[512], g[512], buf[8192];
+    memset(buf, 'a', sizeof buf);
+    snprintf(f, sizeof f, "%s/f.bin", d);
+    snprintf(g, sizeof g, "%s/g.bin", d);
+    int fd = open(f, O_CREAT | O_WRONLY | O_TRUNC, 0644);          CHECK(fd >= 0);
+    CHECK(write(fd, buf, 4096) == 4096);
+    CHECK(pwrite(fd, buf, 100, 8192) == 100);
+    CHECK(pwrite64(fd, buf, 10, 9000) == 10);
+    struct iovec iov[2] = {{buf, 10}, {buf, 20}};
+    CHECK(writev(fd, iov, 2) == 30);
+    CHECK(pwritev(fd, iov, 2, 100) == 30);
+    CHECK(lseek(fd, 0, SEEK_SET) == 0);
+    CHECK(lseek64(fd, 5, SEEK_SET) == 5);
+    CHECK(fsync(fd) == 0);
+    CHECK(fdatasync(fd) == 0);
+    CHECK(ftruncate(fd, 10000) == 0);
+    CHECK(close(fd) == 0);
+    fd = open64(f, O_RDONLY);                                          CHECK(fd >= 0);
+    CHECK(read(fd, buf, 1000) == 1000);
+    CHECK(pread(fd, buf, 10, 5) == 10);
+    CHECK(pread64(fd, buf, 11, 6) == 11);
+    CHECK(readv(fd, iov, 2) == 30);
+    CHECK(preadv(fd, iov, 2, 7) == 30);
+    struct stat st;
+    CHECK(fstat(fd, &st) == 0 && st.st_size == 10000);
+    void *m = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);        CHECK(m != MAP_FAILED);
+    munmap(m, 4096);
+    int fd2 = dup(fd);                                                 CHECK(fd2 >= 0);
+    CHECK(dup2(fd, 100) == 100);
+    CHECK(dup3(fd, 101, O_CLOEXEC) == 101);
+    int fd3 = fcntl(fd, F_DUPFD, 200);                                 CHECK(fd3 >= 200);
+    CHECK((fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY);
+    CHECK(close(fd) == 0);
+    CHECK(pread(fd3, buf, 3, 0) == 3);     /* the dup'ed fd still names the file */
+    CHECK(close(fd2) == 0 && close(100) == 0 && close(101) == 0 && close(fd3) == 0);
+    CHECK(stat(f, &st) == 0);
+    CHECK(lstat(f, &st) == 0);
+    CHECK(fstatat(AT_FDCWD, f, &st, 0) == 0);
+    struct statx sx;
+    CHECK(statx(AT_FDCWD, f, 0, STATX_SIZE, &sx) == 0);
+    CHECK(access(f, R_OK) == 0);
+    fd = openat(AT_FDCWD, f, O_RDONLY);                                CHECK(fd >= 0);
+    CHECK(read(fd, buf, 7) == 7);
+    CHECK(close(fd) == 0);
+    int dfd = open(d, O_RDONLY | O_DIRECTORY);                         CHECK(dfd >= 0);
+    fd = openat(dfd, "f.bin", O_RDONLY);                               CHECK(fd >= 0);
+    CHECK(close(fd) == 0);
+    CHECK(close(dfd) == 0);
+    fd = creat(g, 0600);                                               CHECK(fd >= 0);
+    CHECK(close(fd) == 0);
+    FILE *F = fopen(f, "r+");                                          CHECK(F);
+    CHECK(fread(buf, 1, 50, F) == 50);
+    CHECK(fseek(F, 10, SEEK_SET) == 0);
+    CHECK(ftell(F) == 10);
+    CHECK(fgets(buf, 20, F) != NULL);
+    CHECK(fwrite(buf, 2, 3, F) == 3);
+    CHECK(fputs("hello", F) >= 0);
+    CHECK(fflush(F) == 0);
+    CHECK(fclose(F) == 0);
+    fd = open(f, O_RDONLY);                                            CHECK(fd >= 0);
+    F = fdopen(fd, "r");                                               CHECK(F);
+    CHECK(fread(buf, 1, 5, F) == 5);
+    CHECK(fclose(F) == 0);
+    char h[600];
+    snprintf(h, sizeof h, "%s/sub", d);
+    CHECK(mkdir(h, 0755) == 0);
+    DIR *D = opendir(h);                                               CHECK(D);
+    closedir(D);
+    CHECK(rmdir(h) == 0);
+    CHECK(rename(g, h) == 0);
+    CHECK(unlink(h) == 0);
+    puts("done");
+    return 0;
+}
+"#;
+
+#[test]
+fn every_interposed_call_records_the_right_event() {
+    let s = Scratch::new("all");
+    let exe = s.compile("all", &prog(ALL_CALLS));
+    let out = ok(s
+        .cmd(&exe, Some(&s.s("data")))
+        .arg(s.path("data"))
+        .output()
+        .unwrap());
+    assert_eq!(out, "done\n", "the program's stdout is untouched");
+    let t = s.only_trace();
+    let names = t.names();
+    let expected = [
+        "open",
+        "write",
+        "pwrite",
+        "pwrite64",
+        "writev",
+        "pwritev",
+        "lseek",
+        "lseek64",
+        "fsync",
+        "fdatasync",
+        "ftruncate",
+        "close",
+        "open64",
+        "read",
+        "pread",
+        "pread64",
+        "readv",
+        "preadv",
+        "fstat",
+        "mmap",
+        "dup",
+        "dup2",
+        "dup3",
+        "fcntl",
+        "fcntl",
+        "close",
+        "pread",
+        "close",
+        "close",
+        "close",
+        "close",
+        "stat",
+        "lstat",
+        "fstatat",
+        "statx",
+        "access",
+        "openat",
+        "read",
+        "close",
+        "open",
+        "openat",
+        "close",
+        "close",
+        "creat",
+        "close",
+        "fopen",
+        "fread",
+        "fseek",
+        "ftell",
+        "fgets",
+        "fwrite",
+        "fputs",
+        "fflush",
+        "fclose",
+        "open",
+        "fdopen",
+        "fread",
+        "fclose",
+        "mkdir",
+        "opendir",
+        "rmdir",
+        "rename",
+        "unlink",
+    ];
+    assert_eq!(names, expected, "event sequence");
+    let ev = t.io();
+    let f = s.s("data/f.bin");
+    let arg = |i: usize, k: &str| ev[i]["args"][k].clone();
+    // open: flags, mode (O_CREAT), fd, ret, fhash
+    assert_eq!(
+        arg(0, "flags"),
+        libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC
+    );
+    assert_eq!(arg(0, "mode"), 0o644);
+    let fd = arg(0, "fd").as_i64().unwrap();
+    assert!(fd >= 3);
+    assert_eq!(arg(0, "ret"), fd);
+    let keys: Vec<&String> = ev[0]["args"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["hhash", "flags", "mode", "fd", "ret", "fhash"],
+        "args in order"
+    );
+    // write: fd, count, ret
+    assert_eq!(
+        (arg(1, "fd"), arg(1, "count"), arg(1, "ret")),
+        (fd.into(), 4096.into(), 4096.into())
+    );
+    assert_eq!(
+        (arg(2, "count"), arg(2, "offset"), arg(2, "ret")),
+        (100.into(), 8192.into(), 100.into())
+    );
+    assert_eq!(
+        (arg(4, "count"), arg(4, "iovcnt"), arg(4, "ret")),
+        (30.into(), 2.into(), 30.into())
+    );
+    assert_eq!(arg(5, "offset"), 100);
+    assert_eq!(
+        (arg(6, "offset"), arg(6, "whence"), arg(6, "ret")),
+        (0.into(), 0.into(), 0.into())
+    );
+    assert_eq!((arg(7, "offset"), arg(7, "ret")), (5.into(), 5.into()));
+    assert_eq!(
+        (arg(10, "length"), arg(10, "ret")),
+        (10000.into(), 0.into())
+    );
+    assert_eq!(arg(12, "flags"), libc::O_RDONLY);
+    assert!(
+        ev[12]["args"].get("mode").is_none(),
+        "no mode without O_CREAT"
+    );
+    assert_eq!(
+        (arg(13, "count"), arg(13, "ret")),
+        (1000.into(), 1000.into())
+    );
+    assert_eq!(
+        (arg(14, "count"), arg(14, "offset"), arg(14, "ret")),
+        (10.into(), 5.into(), 10.into())
+    );
+    assert_eq!(arg(19, "length"), 4096);
+    // dup family: the event is on the old fd, ret is the new one
+    assert_eq!(arg(21, "ret"), 100);
+    assert_eq!(arg(22, "ret"), 101);
+    assert!(arg(23, "ret").as_i64().unwrap() >= 200);
+    assert_eq!(arg(23, "cmd"), libc::F_DUPFD);
+    assert_eq!(arg(24, "cmd"), libc::F_GETFL);
+    // the read through the F_DUPFD copy after the original was closed
+    assert_eq!(arg(26, "fd"), arg(23, "ret"));
+    // openat(AT_FDCWD) then read/close on its fd
+    assert_eq!(arg(37, "fd"), arg(36, "fd"));
+    // openat with a real dirfd resolves against the directory
+    assert_eq!(t.file_of(ev[39]), s.s("data"));
+    assert_eq!(t.file_of(ev[40]), f);
+    // stdio
+    assert_eq!(arg(45, "mode"), "r+");
+    assert_eq!(
+        (arg(46, "size"), arg(46, "count"), arg(46, "ret")),
+        (1.into(), 50.into(), 50.into())
+    );
+    assert_eq!((arg(47, "offset"), arg(47, "ret")), (10.into(), 0.into()));
+    assert_eq!(arg(48, "ret"), 10);
+    assert_eq!(arg(49, "count"), 20);
+    assert_eq!(arg(50, "ret"), 3);
+    assert_eq!(arg(51, "count"), 5);
+    assert_eq!(arg(55, "mode"), "r");
+    // path calls
+    assert_eq!(arg(58, "mode"), 0o755);
+    assert_eq!(t.file_of(ev[58]), s.s("data/sub"));
+    assert_eq!(t.file_of(ev[61]), s.s("data/g.bin"));
+    let newh = arg(61, "newpath_hash");
+    assert_eq!(t.files()[newh.as_str().unwrap()], s.s("data/sub"));
+    // every event carries a resolvable fhash naming a file under data/, and sane times
+    for e in &ev {
+        assert!(t.file_of(e).starts_with(&s.s("data")), "{e}");
+        assert_eq!(
+            e["cat"],
+            if [
+                "fopen", "fread", "fseek", "ftell", "fgets", "fwrite", "fputs", "fflush", "fclose",
+                "fdopen"
+            ]
+            .contains(&e["name"].as_str().unwrap())
+            {
+                "STDIO"
+            } else {
+                "POSIX"
+            }
+        );
+        assert!(e["ts"].as_u64().unwrap() > 0 && e["dur"].is_u64());
+        assert_eq!(e["pid"], e["tid"]);
+    }
+    assert!(t.has_end());
+}
+
+// ---------------------------------------------------------------- DATA_DIR
+
+const IO_IN: &str = r#"
+int main(int argc, char **argv) {
+    char buf[4096], f[600];
+    for (int i = 1; i < argc; i++) {
+        snprintf(f, sizeof f, "%s/x.bin", argv[i]);
+        int fd = open(f, O_CREAT | O_RDWR | O_TRUNC, 0644);   CHECK(fd >= 0);
+        CHECK(write(fd, "abcdef", 6) == 6);
+        CHECK(pread(fd, buf, 3, 1) == 3);
+        CHECK(close(fd) == 0);
+        fd = openat(AT_FDCWD, f, O_RDONLY);                   CHECK(fd >= 0);
+        CHECK(read(fd, buf, 6) == 6);
+        CHECK(close(fd) == 0);
+        FILE *F = fopen(f, "r");                              CHECK(F);
+        CHECK(fread(buf, 1, 6, F) == 6);
+        CHECK(fclose(F) == 0);
+        struct stat st;
+        CHECK(stat(f, &st) == 0);
+    }
+    FILE *p = fopen("/proc/self/status", "r");                CHECK(p);
+    CHECK(fread(buf, 1, 100, p) > 0);
+    fclose(p);
+    int z = open("/dev/zero", O_RDONLY);                      CHECK(z >= 0);
+    CHECK(read(z, buf, 10) == 10);
+    close(z);
+    return 0;
+}
+"#;
+
+const IO_IN_EVENTS: [&str; 11] = [
+    "open", "write", "pread", "close", "openat", "read", "close", "fopen", "fread", "fclose",
+    "stat",
+];
+
+#[test]
+fn files_outside_data_dir_and_sibling_prefixes_are_not_traced() {
+    let s = Scratch::new("outside");
+    let exe = s.compile("io", &prog(IO_IN));
+    ok(s.cmd(&exe, Some(&s.s("data")))
+        .args([s.path("other"), s.path("data2"), s.path("data")])
+        .output()
+        .unwrap());
+    let t = s.only_trace();
+    assert_eq!(
+        t.names(),
+        IO_IN_EVENTS,
+        "only the data/ file, never data2/ other/ /proc /dev"
+    );
+    let paths: Vec<String> = t.files().into_values().collect();
+    for p in &paths {
+        assert!(
+            !p.contains("data2")
+                && !p.contains("other")
+                && !p.starts_with("/proc")
+                && !p.starts_with("/dev"),
+            "{p}"
+        );
+    }
+    for e in t.io() {
+        assert_eq!(t.file_of(e), s.s("data/x.bin"));
+    }
+}
+
+#[test]
+fn relative_paths_inside_data_dir_are_traced_normalised() {
+    let s = Scratch::new("relative");
+    let exe = s.compile("io", &prog(IO_IN));
+    std::fs::create_dir_all(s.path("data/sub")).unwrap();
+    // DATA_DIR itself given with a trailing slash and a `.` component.
+    let dd = format!("{}/./", s.s("data"));
+    ok(s.cmd(&exe, Some(&dd))
+        .args(["data/sub/../sub", "./other", "data2"])
+        .output()
+        .unwrap());
+    let t = s.only_trace();
+    assert_eq!(t.names(), IO_IN_EVENTS);
+    for e in t.io() {
+        assert_eq!(t.file_of(e), s.s("data/sub/x.bin"));
+    }
+}
+
+#[test]
+fn several_data_dirs_and_all() {
+    let s = Scratch::new("dirs");
+    let exe = s.compile("io", &prog(IO_IN));
+    let two = format!("{}:{}", s.s("data"), s.s("other"));
+    ok(s.cmd(&exe, Some(&two))
+        .args([s.path("data"), s.path("data2"), s.path("other")])
+        .output()
+        .unwrap());
+    let t = s.only_trace();
+    assert_eq!(t.names().len(), 2 * IO_IN_EVENTS.len());
+    std::fs::remove_file(&t.path).unwrap();
+    // `all` (and unset, our documented default) trace every file except /proc, /sys, /dev.
+    for dd in [Some("all"), None] {
+        ok(s.cmd(&exe, dd).args([s.path("data2")]).output().unwrap());
+        let t = s.only_trace();
+        let data2: Vec<&J> = t
+            .io()
+            .into_iter()
+            .filter(|e| t.file_of(e) == s.s("data2/x.bin"))
+            .collect();
+        assert_eq!(data2.len(), IO_IN_EVENTS.len(), "{dd:?}");
+        for p in t.files().values() {
+            assert!(
+                !p.starts_with("/proc") && !p.starts_with("/dev") && !p.ends_with(".pfw.gz"),
+                "{p}"
+            );
+        }
+        std::fs::remove_file(&t.path).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------- errno and returns
+
+const ERRNO: &str = r#"
+int main(int argc, char **argv) {
+    char buf[16], f[600];
+    snprintf(f, sizeof f, "%s/missing/nope", argv[1]);
+    errno = 0;
+    int fd = open(f, O_RDONLY);
+    CHECK(fd == -1 && errno == ENOENT);
+    snprintf(f, sizeof f, "%s/exists", argv[1]);
+    fd = open(f, O_CREAT | O_WRONLY, 0600); CHECK(fd >= 0); close(fd);
+    errno = 0;
+    CHECK(open(f, O_CREAT | O_EXCL | O_WRONLY, 0600) == -1 && errno == EEXIST);
+    errno = 0;
+    CHECK(read(12345, buf, 1) == -1 && errno == EBADF);
+    errno = 0;
+    CHECK(pread(-1, buf, 1, 0) == -1 && errno == EBADF);
+    errno = 0;
+    CHECK(close(54321) == -1 && errno == EBADF);
+    fd = open(f, O_RDONLY); CHECK(fd >= 0);
+    errno = 0;
+    CHECK(write(fd, "x", 1) == -1 && errno == EBADF);   /* traced fd, failing call */
+    errno = 0;
+    CHECK(lseek(fd, -10, SEEK_SET) == -1 && errno == EINVAL);
+    errno = 777;                                       /* success leaves errno alone */
+    CHECK(read(fd, buf, 1) == 0 && errno == 777);
+    close(fd);
+    errno = 0;
+    CHECK(fopen(argv[1], "r+") == NULL && errno == EISDIR);
+    errno = 0;
+    struct stat st;
+    CHECK(stat(f, &st) == 0);
+    CHECK(unlink(f) == 0 && unlink(f) == -1 && errno == ENOENT);
+    puts("errno ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn errno_and_return_values_are_preserved() {
+    let s = Scratch::new("errno");
+    let exe = s.compile("errno", &prog(ERRNO));
+    let out = ok(s
+        .cmd(&exe, Some(&s.s("data")))
+        .arg(s.path("data"))
+        .output()
+        .unwrap());
+    assert_eq!(out, "errno ok\n");
+    let t = s.only_trace();
+    let ev = t.io();
+    assert_eq!(ev[0]["name"], "open");
+    assert_eq!(
+        ev[0]["args"]["ret"], -1,
+        "a failing open is recorded with ret -1"
+    );
+    let w = ev.iter().find(|e| e["name"] == "write").unwrap();
+    assert_eq!(w["args"]["ret"], -1);
+    let l = ev.iter().find(|e| e["name"] == "lseek").unwrap();
+    assert_eq!(l["args"]["ret"], -1);
+    // the same program without the preload behaves the same
+    let plain = Command::new(&exe).arg(s.path("data")).output().unwrap();
+    assert_eq!(ok(plain), "errno ok\n");
+}
+
+// ---------------------------------------------------------------- exec
+
+const EXEC: &str = r#"
+int main(int argc, char **argv) {
+    char f[600];
+    snprintf(f, sizeof f, "%s/before-exec", argv[2]);
+    int fd = open(f, O_CREAT | O_WRONLY, 0600); CHECK(fd >= 0);
+    CHECK(write(fd, "x", 1) == 1);
+    close(fd);
+    fflush(stdout);
+    if (!strcmp(argv[1], "execl"))
+        execl("/bin/echo", "echo", "ARG_OK_execl", "two words", "", "4", "5", "6", "7", "8", "9", "10", (char *)NULL);
+    else if (!strcmp(argv[1], "execlp"))
+        execlp("echo", "echo", "ARG_OK_execlp", "a", (char *)NULL);
+    else if (!strcmp(argv[1], "execle")) {
+        char *env[] = {"ONLY=yes", NULL};
+        execle("/usr/bin/env", "env", (char *)NULL, env);
+    } else if (!strcmp(argv[1], "execv")) {
+        char *av[] = {"echo", "ARG_OK_execv", NULL};
+        execv("/bin/echo", av);
+    } else if (!strcmp(argv[1], "execvp")) {
+        char *av[] = {"echo", "ARG_OK_execvp", NULL};
+        execvp("echo", av);
+    } else if (!strcmp(argv[1], "bad")) {
+        errno = 0;
+        int r = execl("/nonexistent/prog", "prog", "a", (char *)NULL);
+        printf("ret %d errno %d\n", r, errno);
+        return 0;
+    }
+    perror("exec");
+    return 1;
+}
+"#;
+
+#[test]
+fn exec_children_get_exactly_their_arguments() {
+    let s = Scratch::new("exec");
+    let exe = s.compile("exec", &prog(EXEC));
+    let cases = [
+        ("execl", "ARG_OK_execl two words  4 5 6 7 8 9 10\n"),
+        ("execlp", "ARG_OK_execlp a\n"),
+        ("execle", "ONLY=yes\n"),
+        ("execv", "ARG_OK_execv\n"),
+        ("execvp", "ARG_OK_execvp\n"),
+        ("bad", "ret -1 errno 2\n"),
+    ];
+    for (how, want) in cases {
+        let out = ok(s
+            .cmd(&exe, Some(&s.s("data")))
+            .args([how, &s.s("data")])
+            .output()
+            .unwrap());
+        assert_eq!(out, want, "{how}");
+        // The parent's events were flushed before the image was replaced.
+        let t = s.only_trace();
+        assert_eq!(
+            t.names(),
+            ["open", "write", "close"],
+            "{how}: programs outside DATA_DIR make no exec event"
+        );
+        std::fs::remove_file(&t.path).unwrap();
+    }
+    // With every file traced, the exec itself is an event naming the program.
+    let out = ok(s
+        .cmd(&exe, Some("all"))
+        .args(["execl", &s.s("data")])
+        .output()
+        .unwrap());
+    assert_eq!(out, "ARG_OK_execl two words  4 5 6 7 8 9 10\n");
+    let t = s.only_trace();
+    let ex = t
+        .io()
+        .into_iter()
+        .find(|e| e["name"] == "execl")
+        .expect("execl event");
+    assert_eq!(ex["args"]["argc"], 11);
+    assert_eq!(t.file_of(ex), "/bin/echo");
+}
+
+// ---------------------------------------------------------------- fork, threads, exit paths
+
+const FORK: &str = r#"
+int main(int argc, char **argv) {
+    char f[600], buf[64];
+    snprintf(f, sizeof f, "%s/shared.bin", argv[1]);
+    int fd = open(f, O_CREAT | O_RDWR | O_TRUNC, 0644); CHECK(fd >= 0);
+    CHECK(write(fd, "0123456789", 10) == 10);
+    for (int k = 0; k < 2; k++) {
+        pid_t p = fork();
+        CHECK(p >= 0);
+        if (p == 0) {
+            for (int i = 0; i < 5 + k; i++) CHECK(pread(fd, buf, 4, i) == 4);  /* inherited fd */
+            char g[600];
+            snprintf(g, sizeof g, "%s/child%d", argv[1], k);
+            int c = open(g, O_CREAT | O_WRONLY, 0644); CHECK(c >= 0); close(c);
+            if (k == 0) exit(0); else _exit(0);
+        }
+        int st; CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    CHECK(pread(fd, buf, 2, 0) == 2);
+    close(fd);
+    return 0;
+}
+"#;
+
+#[test]
+fn fork_children_write_their_own_self_contained_files() {
+    let s = Scratch::new("fork");
+    let exe = s.compile("fork", &prog(FORK));
+    ok(s.cmd(&exe, Some(&s.s("data")))
+        .arg(s.path("data"))
+        .output()
+        .unwrap());
+    let files = s.traces();
+    assert_eq!(files.len(), 3, "{files:?}");
+    let name = |p: &PathBuf| p.file_name().unwrap().to_string_lossy().into_owned();
+    let forks: Vec<&PathBuf> = files.iter().filter(|p| name(p).contains("-fork")).collect();
+    assert_eq!(forks.len(), 2, "{files:?}");
+    let mut pids = std::collections::HashSet::new();
+    let mut preads = vec![];
+    for p in &forks {
+        let t = Trace::read(p);
+        // self-contained: its own HH, FH (for every fhash it uses), start and end
+        assert!(t.lines.iter().any(|l| l["name"] == "HH"));
+        assert!(t.lines.iter().any(|l| l["name"] == "start"));
+        assert!(t.has_end(), "{}: child exit finalizes", p.display());
+        for e in t.io() {
+            t.file_of(e);
+            pids.insert(e["pid"].as_u64().unwrap());
+        }
+        let n = t.names().iter().filter(|n| *n == "pread").count();
+        preads.push(n);
+        assert!(t.names().contains(&"open".to_string()));
+    }
+    preads.sort();
+    assert_eq!(preads, [5, 6], "each child's inherited fd is still traced");
+    assert_eq!(pids.len(), 2);
+    let parent = files.iter().find(|p| name(p).contains("-preload")).unwrap();
+    let t = Trace::read(parent);
+    assert_eq!(
+        t.names(),
+        ["open", "write", "pread", "close"],
+        "children's events are not in the parent"
+    );
+}
+
+const THREADS: &str = r#"
+static int fd;
+static void *work(void *arg) {
+    char buf[64];
+    for (int i = 0; i < 100000; i++) if (pread(fd, buf, 8, i % 100) != 8) abort();
+    return NULL;
+}
+int main(int argc, char **argv) {
+    char f[600];
+    snprintf(f, sizeof f, "%s/t.bin", argv[1]);
+    fd = open(f, O_CREAT | O_RDWR | O_TRUNC, 0644); CHECK(fd >= 0);
+    char z[256] = {0};
+    CHECK(write(fd, z, sizeof z) == sizeof z);
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, work, NULL);
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    close(fd);
+    return 0;
+}
+"#;
+
+#[test]
+fn eight_threads_times_100k_preads_exact_count() {
+    let s = Scratch::new("threads");
+    let exe = s.compile("threads", &prog(THREADS));
+    ok(s.cmd(&exe, Some(&s.s("data")))
+        .arg(s.path("data"))
+        .env("DFTRACER_INC_METADATA", "0")
+        .output()
+        .unwrap());
+    let t = s.only_trace();
+    let mut per_tid: HashMap<u64, usize> = HashMap::new();
+    let mut n = 0;
+    for e in t.io() {
+        if e["name"] == "pread" {
+            n += 1;
+            *per_tid.entry(e["tid"].as_u64().unwrap()).or_default() += 1;
+        }
+    }
+    assert_eq!(n, 800_000);
+    assert_eq!(per_tid.len(), 8);
+    assert!(per_tid.values().all(|&c| c == 100_000), "{per_tid:?}");
+    let end = t.lines.iter().find(|l| l["name"] == "end").unwrap();
+    assert!(end.get("args").is_none() || end["args"]["dropped"] == 0);
+}
+
+const EXIT: &str = r#"
+int main(int argc, char **argv) {
+    char f[600], buf[8];
+    snprintf(f, sizeof f, "%s/e.bin", argv[1]);
+    int fd = open(f, O_CREAT | O_RDWR, 0644); CHECK(fd >= 0);
+    CHECK(write(fd, "abc", 3) == 3);
+    CHECK(pread(fd, buf, 3, 0) == 3);
+    if (!strcmp(argv[2], "_exit")) _exit(3);
+    if (!strcmp(argv[2], "_Exit")) _Exit(4);
+    if (!strcmp(argv[2], "wait")) {
+        puts("ready"); fflush(stdout);
+        for (;;) pause();
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn underscore_exit_flushes_and_keeps_the_status() {
+    let s = Scratch::new("exit");
+    let exe = s.compile("exit", &prog(EXIT));
+    for (how, code) in [("_exit", 3), ("_Exit", 4)] {
+        let out = s
+            .cmd(&exe, Some(&s.s("data")))
+            .args([&s.s("data"), how])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code));
+        let t = s.only_trace();
+        assert_eq!(t.names(), ["open", "write", "pread"], "{how}");
+        assert!(t.has_end(), "{how} finalizes");
+        std::fs::remove_file(&t.path).unwrap();
+    }
+}
+
+#[test]
+fn sigkill_after_a_flush_interval_leaves_a_readable_file() {
+    use std::io::BufRead;
+    let s = Scratch::new("kill");
+    let exe = s.compile("exit", &prog(EXIT));
+    let mut child = s
+        .cmd(&exe, Some(&s.s("data")))
+        .args([&s.s("data"), "wait"])
+        .env("DFTRACER_FLUSH_INTERVAL_MS", "200")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    std::thread::sleep(Duration::from_millis(700));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t = s.only_trace();
+    assert_eq!(t.names(), ["open", "write", "pread"]);
+    assert!(
+        !t.has_end(),
+        "killed: no end record, but every written member is whole"
+    );
+}
+
+#[test]
+fn tracing_off_makes_no_file_and_changes_nothing() {
+    let s = Scratch::new("off");
+    let exe = s.compile("errno", &prog(ERRNO));
+    for (enable, init) in [("0", "PRELOAD"), ("1", "FUNCTION"), ("1", "NONE")] {
+        let out = s
+            .cmd(&exe, Some(&s.s("data")))
+            .arg(s.path("data"))
+            .env("DFTRACER_ENABLE", enable)
+            .env("DFTRACER_INIT", init)
+            .output()
+            .unwrap();
+        assert_eq!(ok(out), "errno ok\n");
+        assert!(
+            s.traces().is_empty(),
+            "ENABLE={enable} INIT={init}: no file"
+        );
+    }
+    // Tracing on but nothing under DATA_DIR touched: still no (empty) file.
+    let out = s
+        .cmd(&exe, Some(&s.s("other")))
+        .arg(s.path("data"))
+        .output()
+        .unwrap();
+    assert_eq!(ok(out), "errno ok\n");
+    assert!(s.traces().is_empty(), "no event, no file");
+}
+
+// ---------------------------------------------------------------- fds beyond 1024
+
+const HIGH_FD: &str = r#"
+int main(int argc, char **argv) {
+    struct rlimit rl = {8192, 8192};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) { puts("skip"); return 0; }
+    char f[600], buf[8];
+    snprintf(f, sizeof f, "%s/h.bin", argv[1]);
+    int fd = open(f, O_CREAT | O_RDWR, 0644); CHECK(fd >= 0);
+    CHECK(write(fd, "abcdefgh", 8) == 8);
+    CHECK(dup2(fd, 5000) == 5000);
+    CHECK(dup2(fd, 1024 + fd) == 1024 + fd);   /* would alias fd in a 1024-slot table */
+    close(fd);
+    CHECK(pread(5000, buf, 4, 0) == 4);
+    close(5000);
+    int o = open(argv[2], O_RDONLY);  CHECK(o >= 0);  /* untraced file */
+    CHECK(dup2(o, 1024 + fd) == 1024 + fd);           /* replaces the traced copy */
+    CHECK(read(1024 + fd, buf, 1) >= 0);
+    puts("ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn fds_beyond_1024_are_tracked_without_aliasing() {
+    let s = Scratch::new("highfd");
+    let exe = s.compile("highfd", &prog(HIGH_FD));
+    std::fs::write(s.path("other/o.txt"), "x").unwrap();
+    let out = ok(s
+        .cmd(&exe, Some(&s.s("data")))
+        .args([s.s("data"), s.s("other/o.txt")])
+        .output()
+        .unwrap());
+    if out == "skip\n" {
+        return;
+    }
+    let t = s.only_trace();
+    assert_eq!(
+        t.names(),
+        ["open", "write", "dup2", "dup2", "close", "pread", "close"]
+    );
+    assert_eq!(t.io()[5]["args"]["fd"], 5000);
+}
+
+// ---------------------------------------------------------------- python
+
+#[test]
+fn python_reads_under_the_preload() {
+    let s = Scratch::new("python");
+    std::fs::write(s.path("data/sample.txt"), "hello dataset\n".repeat(100)).unwrap();
+    let script = r#"
+import os, sys
+d = sys.argv[1]
+with open(os.path.join(d, "sample.txt"), "rb") as f:
+    n = len(f.read())
+os.stat(os.path.join(d, "sample.txt"))
+with open(os.path.join(d, "out.txt"), "w") as f:
+    f.write("x" * 10)
+print(n, sorted(os.listdir(d)))
+"#;
+    // The real interpreter, not a launcher script (pyenv shims are shell scripts).
+    let exe = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = ok(exe).trim().to_string();
+    let out = ok(s
+        .cmd(&python, Some(&s.s("data")))
+        .args(["-c", script, &s.s("data")])
+        .output()
+        .unwrap());
+    assert_eq!(out, "1400 ['out.txt', 'sample.txt']\n");
+    let t = s.only_trace();
+    let ev = t.io();
+    let reads: Vec<&&J> = ev
+        .iter()
+        .filter(|e| e["name"] == "read" && t.file_of(e) == s.s("data/sample.txt"))
+        .collect();
+    assert!(!reads.is_empty(), "{:?}", t.names());
+    let total: i64 = reads
+        .iter()
+        .map(|e| e["args"]["ret"].as_i64().unwrap())
+        .sum();
+    assert_eq!(total, 1400, "every byte read is accounted for");
+    assert!(ev
+        .iter()
+        .any(|e| e["name"] == "write" && t.file_of(e) == s.s("data/out.txt")));
+    assert!(ev.iter().any(|e| e["name"] == "opendir"));
+    assert!(ev
+        .iter()
+        .any(|e| e["name"].as_str().unwrap().starts_with("open")
+            && e["args"]["ret"].as_i64().unwrap() >= 0));
+    for p in t.files().values() {
+        assert!(
+            p.starts_with(&s.s("data")) || Path::new(p) == s.dir,
+            "only data files: {p}"
+        );
+    }
+}
