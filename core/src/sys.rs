@@ -277,6 +277,38 @@ pub fn install_if_default(sig: i32, handler: extern "C" fn(i32)) -> bool {
     }
 }
 
+/// Blocks SIGTERM, SIGINT and SIGHUP on this thread until dropped (they stay pending).
+pub struct SignalBlock(libc::sigset_t);
+
+impl SignalBlock {
+    pub fn new() -> SignalBlock {
+        // SAFETY: sigsets are initialised by sigemptyset before use; the old mask is saved.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            SignalBlock(old)
+        }
+    }
+}
+
+impl Default for SignalBlock {
+    fn default() -> Self {
+        SignalBlock::new()
+    }
+}
+
+impl Drop for SignalBlock {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved in new(), on the same thread.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
 /// Async-signal-safe sleep.
 pub fn sleep_ms(ms: u64) {
     let ts = libc::timespec {

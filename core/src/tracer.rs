@@ -46,6 +46,8 @@ const PHASE_DONE: u8 = 3;
 /// Time unit for `now()` without touching SHARED.
 static UNIT: AtomicU8 = AtomicU8::new(1);
 static HOOKS: Once = Once::new();
+/// Set when `finish` completed: the trace file is whole.
+static FINISHED: AtomicBool = AtomicBool::new(false);
 
 /// A value of `end.args.app`.
 #[derive(Clone, Debug, PartialEq)]
@@ -662,6 +664,7 @@ impl Shared {
             ));
         }
         w.closed = w.sink.take().map(|s| (s.path, s.bytes));
+        FINISHED.store(true, Ordering::Release);
     }
 
     fn stats(&self) -> Stats {
@@ -833,6 +836,9 @@ pub fn finalize() {
     }
     STATE.fetch_and(!1, Ordering::AcqRel);
     let Some(sh) = shared() else { return };
+    // A TERM/INT/HUP arriving now (a pool's terminate() racing a worker's own exit) stays
+    // pending on this thread until the file is whole; then it acts as usual.
+    let _mask = sys::SignalBlock::new();
     sh.stop.store(true, Ordering::Release);
     sh.wake.post();
     if let Some(t) = sh.writer_thread.lock().take() {
@@ -864,6 +870,14 @@ extern "C" fn on_signal(sig: i32) {
                 }
                 sys::sleep_ms(10);
             }
+        } else if PHASE.load(Ordering::Acquire) == PHASE_DONE {
+            // Another thread is finalizing (with these signals blocked there): let it finish.
+            for _ in 0..500 {
+                if FINISHED.load(Ordering::Acquire) {
+                    break;
+                }
+                sys::sleep_ms(10);
+            }
         }
     }
     sys::set_errno(saved);
@@ -880,6 +894,7 @@ unsafe extern "C" fn after_fork_child() {
         return;
     }
     let tid = sys::gettid();
+    FINISHED.store(false, Ordering::Release);
     let sh: &'static Shared = Box::leak(Box::new(Shared::new(
         old.cfg.clone(),
         Origin::Fork,

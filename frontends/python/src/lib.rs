@@ -480,6 +480,10 @@ fn install_exit_hook(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     let _ = ORIG_EXIT.set(py, current.unbind());
     os.setattr("_exit", m.getattr("_exit")?)?;
+    // Python-level atexit too: a KeyboardInterrupt exit re-kills the process with SIGINT
+    // after interpreter finalization, before C atexit handlers would run.
+    py.import("atexit")?
+        .call_method1("register", (m.getattr("finalize")?,))?;
     Ok(())
 }
 
@@ -634,6 +638,12 @@ impl Wrapped {
         }
     }
 
+    /// Pickled by reference, like the function it wraps (multiprocessing sends tasks this
+    /// way): the module-level name that `functools.update_wrapper` copied.
+    fn __reduce__(slf: &Bound<'_, Self>) -> PyResult<PyObject> {
+        Ok(slf.getattr("__qualname__")?.unbind())
+    }
+
     /// The wrapped function.
     #[getter(__func__)]
     fn func(&self, py: Python<'_>) -> PyObject {
@@ -719,7 +729,7 @@ impl Region {
         let mut r = Region {
             cat,
             name,
-            t1: dftracer_core::now(),
+            t1: if active() { dftracer_core::now() } else { 0 },
             flushed: false,
             enable,
             args: Vec::new(),
@@ -739,7 +749,11 @@ impl Region {
 
     /// Starts the region now.
     fn reset(&mut self) {
-        self.t1 = dftracer_core::now();
+        self.t1 = if self.enable && active() {
+            dftracer_core::now()
+        } else {
+            0
+        };
         self.flushed = false;
     }
 

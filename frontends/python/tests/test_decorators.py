@@ -1,0 +1,139 @@
+"""Decorators record what was passed, on every kind of callable (issue: Python frontend)."""
+
+
+def test_passed_args_not_defaults_and_no_leak(run):
+    r = run(
+        """
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=-1)
+        df = dft_fn("C")
+        @df.log
+        def work(x, epoch=1, step=2): return x
+        @df.log
+        def other(y): return y
+        work(0, epoch=5, step=9)
+        work(1)
+        work(2, 7, 8)
+        other(3)
+        log.finalize()
+        """
+    )
+    ev = r.events()
+    assert [e["name"] for e in ev] == ["work", "work", "work", "other"]
+    strip = lambda a: {k: v for k, v in a.items() if k != "hhash"}
+    assert strip(ev[0]["args"]) == {"epoch": 5, "step": 9}
+    assert strip(ev[1]["args"]) == {}, "defaults are not recorded as if passed"
+    assert strip(ev[2]["args"]) == {"epoch": 7, "step": 8}
+    assert strip(ev[3]["args"]) == {}, "no args leak between functions"
+    assert all(e["cat"] == "C" and e["type"] == 6 for e in ev)
+
+
+def test_every_kind_of_callable(run):
+    r = run(
+        """
+        import asyncio
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log()
+        df = dft_fn("K")
+        class C:
+            @df.log_init
+            def __init__(self, step): self.step = step; self.v = 10
+            @df.log
+            def method(self, epoch): return epoch + self.v
+            @df.log
+            @staticmethod
+            def s_above(a): return a
+            @staticmethod
+            @df.log
+            def s_below(a): return a
+            @df.log
+            @classmethod
+            def c_above(cls, a): return (cls.__name__, a)
+            @classmethod
+            @df.log
+            def c_below(cls, a): return (cls.__name__, a)
+            @df.log
+            @property
+            def p_above(self): return self.v
+            @property
+            @df.log
+            def p_below(self): return self.v + 1
+            @df.log_static
+            def st(a): return a
+        c = C(step=4)
+        assert c.method(2) == 12
+        assert C.s_above(1) == 1 and c.s_below(2) == 2
+        assert C.c_above(3) == ("C", 3) and c.c_below(4) == ("C", 4)
+        assert c.p_above == 10 and c.p_below == 11
+        @df.log
+        def gen(n):
+            for i in range(n): yield i
+        assert list(gen(3)) == [0, 1, 2]
+        @df.log
+        async def coro(x):
+            await asyncio.sleep(0)
+            return x * 2
+        assert asyncio.run(coro(21)) == 42
+        @df.log
+        def boom(): raise ValueError("x")
+        try:
+            boom()
+        except ValueError:
+            pass
+        else:
+            raise SystemExit("exception swallowed")
+        assert c.method.__name__ == "method" and c.method.__wrapped__ is not None
+        log.finalize()
+        """
+    )
+    names = [e["name"] for e in r.events()]
+    for expected in [
+        "C.__init__", "C.method", "C.s_above", "C.s_below", "C.c_above", "C.c_below",
+        "C.p_above", "C.p_below", "gen", "coro", "boom",
+    ]:
+        assert names.count(expected) == 1, (expected, names)
+    m = r.events("C.method")[0]["args"]
+    assert m["epoch"] == 2 and m["step"] == 4, "passed arg plus self attribute"
+
+
+def test_decorated_function_pickles(run):
+    r = run(
+        """
+        import pickle
+        from dftracer.python import dftracer, dft_fn
+        df = dft_fn("P")
+        @df.log
+        def f(x): return x + 1
+        g = pickle.loads(pickle.dumps(f))
+        assert g is f and g(1) == 2
+        """
+    )
+    assert len(r.events("f")) == 1
+
+
+def test_context_manager_iter_update_and_name_default(run):
+    r = run(
+        """
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log()
+        def loader():
+            with dft_fn("io") as d:
+                d.update(epoch=3, args={"path": "/x", "ratio": 0.5})
+        loader()
+        with dft_fn("io", name="read_loop", step=2):
+            pass
+        for i in dft_fn("loop").iter(range(3), name="fetch"):
+            pass
+        m = dft_fn("meta", name="m")
+        m.log_metadata("model", "resnet")
+        log.finalize()
+        """
+    )
+    ev = {e["name"]: e for e in r.events()}
+    assert ev["loader"]["args"]["epoch"] == 3
+    assert ev["loader"]["args"]["path"] == "/x" and ev["loader"]["args"]["ratio"] == 0.5
+    assert ev["read_loop"]["args"]["step"] == 2
+    assert len(r.events("fetch.iter")) == 3 and len(r.events("fetch.yield")) == 3
+    assert [e["args"]["step"] for e in r.events("fetch.iter")] == [1, 2, 3]
+    cm = [x for x in r.records() if x["name"] == "CM" and x["args"]["name"] == "model"]
+    assert cm and cm[0]["args"]["value"] == "resnet" and cm[0]["type"] == 6

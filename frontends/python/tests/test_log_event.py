@@ -1,0 +1,133 @@
+"""The native log_event and friends: values as given, clear errors, no silent loss."""
+
+import pytest
+
+
+def test_tuples_bare_values_and_64_bit_ints(run):
+    r = run(
+        """
+        import dftracer.dftracer as d
+        d.initialize()
+        t = d.get_time()
+        d.log_event("a", "C", t, 10, {"i": (0, 5), "big": 2**40, "neg": -(2**62), "u": 2**64 - 1},
+                    {"s": (0, "he\\"llo\\n"), "bare": "x"}, {"f": (0, 123456789.123), "g": 0.1})
+        d.log_event(name="b", cat="C", start_time=1, duration=2, int_args={"tid": 5, "hhash": 1})
+        d.finalize()
+        """
+    )
+    a, b = r.events("a")[0], r.events("b")[0]
+    assert a["args"]["i"] == 5 and a["args"]["big"] == 2**40 and a["args"]["neg"] == -(2**62)
+    assert a["args"]["u"] == 2**64 - 1
+    assert a["args"]["s"] == 'he"llo\n' and a["args"]["bare"] == "x"
+    assert a["args"]["f"] == 123456789.123 and a["args"]["g"] == 0.1, "full precision floats"
+    assert (b["ts"], b["dur"]) == (1, 2), "simulated-clock timestamps written as given"
+    assert b["args"]["tid"] == 5 and b["args"]["user_hhash"] == 1 and len(b["args"]["hhash"]) == 16
+
+
+BAD = [
+    ('d.log_event(1, "C", 1, 1)', TypeError, "name"),
+    ('d.log_event("n", None, 1, 1)', TypeError, "cat"),
+    ('d.log_event("n", "C", -1, 1)', ValueError, "start_time"),
+    ('d.log_event("n", "C", 1, 1.5)', TypeError, "duration"),
+    ('d.log_event("n", "C", 1, 1, {"a": "s"})', TypeError, "int_args"),
+    ('d.log_event("n", "C", 1, 1, {"a": 2**70})', ValueError, "int_args"),
+    ('d.log_event("n", "C", 1, 1, {}, {"a": 3})', TypeError, "string_args"),
+    ('d.log_event("n", "C", 1, 1, {}, {}, {"a": "x"})', TypeError, "float_args"),
+    ('d.log_event("n", "C", 1, 1, {1: 2})', TypeError, "int_args"),
+    ('d.log_event("n", "C", 1, 1, [1, 2])', TypeError, "int_args"),
+    ('d.log_event("n", "C", 1, 1, {"a": (0, 1, 2)})', TypeError, "int_args"),
+]
+
+
+@pytest.mark.parametrize("call,exc,word", BAD)
+def test_bad_input_names_the_argument(run, call, exc, word):
+    r = run(
+        f"""
+        import dftracer.dftracer as d
+        d.initialize()
+        try:
+            {call}
+        except {exc.__name__} as e:
+            print("ERR", e)
+        else:
+            print("NO ERROR")
+        d.log_event("ok", "C", 1, 1)
+        d.finalize()
+        """
+    )
+    assert "ERR" in r.stdout and word in r.stdout, r.stdout
+    assert len(r.events("ok")) == 1 and len(r.events("n")) == 0
+
+
+def test_events_before_initialize_are_kept_and_path_still_wins(run):
+    r = run(
+        """
+        import os
+        from dftracer.python import dftracer
+        import dftracer.dftracer as d
+        d.log_event("early", "C", 1, 1)
+        dftracer.initialize_log(logfile=os.environ["OUT"] + "/given/run.pfw")
+        d.log_event("late", "C", 2, 1)
+        dftracer.get_instance().finalize()
+        """
+    )
+    files = r.files()
+    assert len(files) == 1 and files[0].parent.name == "given" and files[0].name.startswith("run-"), files
+    assert len(r.events("early")) == 1 and len(r.events("late")) == 1
+
+
+def test_metadata_app_used_and_get_config(run):
+    r = run(
+        """
+        from dftracer.python import dftracer
+        import dftracer.dftracer as d
+        log = dftracer.initialize_log()
+        log.log_metadata_event("k", "v")
+        log.set_app_metadata_int("batch", 32)
+        log.set_app_metadata_string("model", "resnet")
+        log.mark_used("ai")
+        assert d.get_config("ENABLE") == "1"
+        assert d.get_config("TIME_METRIC") == "US"
+        assert d.get_config("NOPE") == ""
+        d.log_event("e", "C", 1, 1)
+        log.finalize()
+        """
+    )
+    end = [x for x in r.records() if x["name"] == "end"][0]["args"]
+    assert end["app"] == {"batch": 32, "model": "resnet"}
+    assert end["used"]["ai"] == 1 and end["used"]["python_function"] == 1 and end["used"]["PYTHON"] == 1
+    assert any(x["name"] == "CM" and x["args"]["name"] == "k" for x in r.records())
+
+
+def test_get_time_is_zero_when_off_and_nothing_is_written(run):
+    r = run(
+        """
+        import dftracer.dftracer as d
+        from dftracer.python import dftracer, dft_fn
+        assert d.get_time() == 0
+        df = dft_fn("C")
+        def f(): return 1
+        assert df.log(f) is f, "decorator returns the function itself when off"
+        with dft_fn("C", name="x"):
+            pass
+        dftracer.initialize_log()
+        d.log_event("e", "C", 1, 1)
+        """,
+        enable=False,
+    )
+    assert r.files() == []
+
+
+@pytest.mark.parametrize("metric,digits", [("NS", 19), ("US", 16), ("MS", 13), ("SEC", 10)])
+def test_time_metric(run, metric, digits):
+    r = run(
+        """
+        from dftracer.python import dft_fn
+        with dft_fn("C", name="x"):
+            pass
+        """,
+        env={"DFTRACER_TIME_METRIC": metric},
+    )
+    assert len(str(r.events("x")[0]["ts"])) == digits
+    cm = [x for x in r.records() if x["name"] == "CM" and x["args"]["name"] == "time_metric"]
+    assert cm[0]["args"]["value"] == metric
