@@ -48,6 +48,8 @@ pub struct Chunked<T: 'static> {
 }
 
 impl<T: Zeroable + 'static> Chunked<T> {
+    // Only ever a `static`: a by-value `Default` would build megabytes on the stack.
+    #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         Chunked {
             top: [const { AtomicPtr::new(ptr::null_mut()) }; TOP],
@@ -118,6 +120,8 @@ impl<T: Zeroable + 'static> Chunked<T> {
 pub struct FdTable(Chunked<AtomicPtr<Interned>>);
 
 impl FdTable {
+    // Only ever a `static`: a by-value `Default` would build megabytes on the stack.
+    #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         FdTable(Chunked::new())
     }
@@ -185,6 +189,8 @@ pub struct FileTable {
 }
 
 impl FileTable {
+    // Only ever a `static`: a by-value `Default` would build megabytes on the stack.
+    #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         FileTable {
             slots: Chunked::new(),

@@ -28,6 +28,8 @@
 #![allow(unsafe_code)]
 #![allow(unsafe_op_in_unsafe_fn)]
 #![allow(clippy::missing_safety_doc, clippy::undocumented_unsafe_blocks)]
+// C integer types (off_t, ssize_t, ...) are i64 on some targets and not on others.
+#![allow(clippy::unnecessary_cast)]
 
 pub mod posix;
 pub mod process;
@@ -231,6 +233,7 @@ macro_rules! on_fd {
 #[macro_export]
 macro_rules! on_path {
     ($name:expr, $dirfd:expr, $path:expr, $call:expr, |$ret:ident| [$($arg:expr),* $(,)?]) => {{
+        let (dirfd, path): (::libc::c_int, *const ::libc::c_char) = ($dirfd, $path);
         match if $crate::posix_on() { $crate::enter() } else { None } {
             None => $call,
             Some(busy) => {
@@ -241,7 +244,7 @@ macro_rules! on_path {
                 $crate::guarded(|| {
                     let mut buf = [0u8; $crate::hooks::PATH_MAX];
                     // SAFETY: the program passed this path to a libc call taking a C string.
-                    if let Some(p) = unsafe { $crate::hooks::traced_path($dirfd, $path, &mut buf) } {
+                    if let Some(p) = unsafe { $crate::hooks::traced_path(dirfd, path, &mut buf) } {
                         $crate::record(
                             $crate::hooks::POSIX,
                             $name,
