@@ -17,8 +17,12 @@ step "fuzz targets: replay seeds + bounded random inputs on stable"
 cargo test --release -q --manifest-path fuzz/Cargo.toml 2>&1 | tail -n 20
 
 step "python frontend: build the wheel, run pytest"
-venv "$ROOT/.venv-test" pytest maturin
-"$ROOT/.venv-test/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$ROOT/frontends/python"
+venv "$ROOT/.venv-test" pytest
+rm -rf "$ROOT/target/wheels"
+"$ROOT/.venv-test/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$ROOT/target/wheels" "$ROOT/frontends/python"
+DFT_WHEEL="$(ls "$ROOT"/target/wheels/*.whl)"
+export DFT_WHEEL
+"$ROOT/.venv-test/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$DFT_WHEEL"
 "$ROOT/.venv-test/bin/python" -m pytest -q frontends/python/tests
 
 step "ecosystem: dftracer-utils 0.0.14 reads our traces"

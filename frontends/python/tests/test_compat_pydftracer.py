@@ -1,0 +1,72 @@
+"""pydftracer 2.0.6 (from PyPI, its own Python layer) runs unchanged on our native module."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = """
+from dftracer.python import dftracer, dft_fn as DFTracerFn
+df = DFTracerFn("train")
+log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=-1)
+@df.log
+def read(path, size): return size
+class Loader:
+    @df.log_init
+    def __init__(self, path): self.path = path
+with DFTracerFn("io", name="read_loop"):
+    for i in range(3): read("p", i)
+Loader("x")
+t = dftracer.get_instance().get_time()
+dftracer.get_instance().log_event(name="advance_job", cat="emu", start_time=t, duration=5,
+    int_args={"job_id": (0, 7)}, string_args={"mhost": (0, "node3")})
+log.finalize()
+"""
+
+
+def _wheel(tmp: Path) -> Path:
+    given = os.environ.get("DFT_WHEEL")
+    if given:
+        return Path(given)
+    out = tmp / "wheel"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(HERE.parent)],
+        check=True,
+    )
+    return next(out.glob("*.whl"))
+
+
+def test_pydftracer_2_0_6_over_our_native_module(tmp_path):
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run(pip + [str(_wheel(tmp_path))], check=True)
+    # pydftracer's own files replace our dftracer/python; its dependency typing_extensions.
+    subprocess.run(pip + ["--no-deps", "pydftracer==2.0.6", "typing_extensions"], check=True)
+    site = subprocess.run(
+        [str(py), "-c", "import dftracer.python, dftracer.dftracer as d; print(dftracer.python.__file__, d.__file__)"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    assert ".so" in site
+    assert (Path(site.split()[0]).parent / "ai_common.py").exists(), "pydftracer's package is the one imported"
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "app.py").write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    env.update(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(out / "trace"))
+    subprocess.run([str(py), str(tmp_path / "app.py")], check=True, env=env, cwd=tmp_path)
+    files = list(out.glob("*.pfw.gz"))
+    assert len(files) == 1, files
+    recs = [json.loads(l) for l in gzip.open(files[0], "rt")]
+    ev = [r for r in recs if r.get("ph") == 1 and r["cat"] != "dftracer"]
+    names = [e["name"] for e in ev]
+    assert names.count("read") == 3 and "read_loop" in names and "Loader.__init__" in names
+    job = [e for e in ev if e["name"] == "advance_job"][0]
+    assert job["args"]["job_id"] == 7 and job["args"]["mhost"] == "node3"
+    end = [r for r in recs if r["name"] == "end"][0]
+    assert end["args"]["used"]["python_function"] == 1

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The main job: builds everything on a fresh machine, starts the node service, runs a traced
+# training-like Python program (annotated functions, spawned DataLoader-style workers, file
+# reads), stops the service, and prints where the traces are with a summary of each.
+source "$(dirname "$0")/env.sh"
+cd "$ROOT"
+OUT="${DFT_DEMO_OUT:-$ROOT/dft-demo}"
+rm -rf "$OUT/traces" "$OUT/service"
+mkdir -p "$OUT/service"
+
+echo "== building (release): core, service, Python wheel"
+cargo build -q --release -p dftracer-service
+venv "$ROOT/.venv-demo" pip
+"$ROOT/.venv-demo/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$ROOT/frontends/python"
+SVC="$ROOT/target/release/dftracer_service"
+
+echo "== starting the node service"
+DFTRACER_ENABLE=1 DFTRACER_LOG_FILE="$OUT/service/node" DFTRACER_TRACE_INTERVAL_MS=250 \
+  "$SVC" start "$OUT/service"
+
+echo "== traced training run"
+DFTRACER_ENABLE=1 "$ROOT/.venv-demo/bin/python" examples/train.py --out "$OUT"
+
+echo "== stopping the service"
+"$SVC" stop "$OUT/service"
+python3 - "$OUT/service" <<'PY'
+import gzip, json, sys, collections, pathlib
+files = sorted(pathlib.Path(sys.argv[1]).glob("*.pfw.gz"))
+for f in files:
+    recs = [json.loads(l) for l in gzip.open(f, "rt")]
+    c = collections.Counter(r["name"] for r in recs if r.get("ph") == 2)
+    cpu = [r["args"] for r in recs if r.get("name") == "cpu"]
+    print(f"service trace: {f}  ({f.stat().st_size} bytes)")
+    print(f"summary: {sum(c.values())} counter samples: " + ", ".join(f"{k}={v}" for k, v in sorted(c.items())[:6]))
+    if cpu:
+        print("last cpu sample: " + ", ".join(f"{k}={v:.1f}" for k, v in cpu[-1].items() if k.endswith("_pct") and v))
+PY
