@@ -110,6 +110,12 @@ pub(crate) fn guarded(f: impl FnOnce()) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
 }
 
+/// Like [`guarded`] for work that produces a value; `default` if it panicked.
+#[inline]
+pub(crate) fn guarded_or<R>(default: R, f: impl FnOnce() -> R) -> R {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(default)
+}
+
 /// Records one LIBC_IO event from `t0` to `t1` (args dropped when metadata is off).
 #[inline]
 pub(crate) fn record(cat: &[u8], name: &[u8], t0: u64, t1: u64, args: &[Arg]) {

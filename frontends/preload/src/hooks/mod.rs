@@ -228,8 +228,27 @@ macro_rules! on_fd {
     }};
 }
 
-/// A path-based POSIX call: always timed when POSIX tracing is on, recorded when the path
-/// (resolved against `dirfd`) is traced.
+/// Resolves `path` against `dirfd` before the real call (lexically: no file-system access
+/// except `getcwd`/`readlink` for relative paths) and returns its length in `buf` when the
+/// file is traced. `errno` is left as it was, so a successful real call after this sees the
+/// program's own value. Untraced paths therefore cost no clock reads.
+///
+/// # Safety
+/// `path` must be NULL or a valid C string.
+#[inline]
+pub unsafe fn pre_resolve(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: &mut [u8; PATH_MAX],
+) -> Option<usize> {
+    let _errno = crate::SavedErrno::new();
+    // SAFETY: forwarded contract.
+    crate::guarded_or(None, || {
+        unsafe { traced_path(dirfd, path, buf) }.map(|p| p.len())
+    })
+}
+
+/// A path-based POSIX call: recorded when the path (resolved against `dirfd`) is traced.
 #[macro_export]
 macro_rules! on_path {
     ($name:expr, $dirfd:expr, $path:expr, $call:expr, |$ret:ident| [$($arg:expr),* $(,)?]) => {{
@@ -237,25 +256,32 @@ macro_rules! on_path {
         match if $crate::posix_on() { $crate::enter() } else { None } {
             None => $call,
             Some(busy) => {
-                let t0 = $crate::now();
-                let $ret = $call;
-                let _errno = $crate::SavedErrno::new();
-                let t1 = $crate::now();
-                $crate::guarded(|| {
-                    let mut buf = [0u8; $crate::hooks::PATH_MAX];
-                    // SAFETY: the program passed this path to a libc call taking a C string.
-                    if let Some(p) = unsafe { $crate::hooks::traced_path(dirfd, path, &mut buf) } {
-                        $crate::record(
-                            $crate::hooks::POSIX,
-                            $name,
-                            t0,
-                            t1,
-                            &[$($arg,)* ::dftracer_core::Arg::new("fhash", ::dftracer_core::Value::Path(p))],
-                        )
+                let mut buf = [0u8; $crate::hooks::PATH_MAX];
+                // SAFETY: the program passed this path to a libc call taking a C string.
+                match unsafe { $crate::hooks::pre_resolve(dirfd, path, &mut buf) } {
+                    None => {
+                        drop(busy);
+                        $call
                     }
-                });
-                drop(busy);
-                $ret
+                    Some(n) => {
+                        let t0 = $crate::now();
+                        let $ret = $call;
+                        let _errno = $crate::SavedErrno::new();
+                        let t1 = $crate::now();
+                        let p = &buf[..n];
+                        $crate::guarded(|| {
+                            $crate::record(
+                                $crate::hooks::POSIX,
+                                $name,
+                                t0,
+                                t1,
+                                &[$($arg,)* ::dftracer_core::Arg::new("fhash", ::dftracer_core::Value::Path(p))],
+                            )
+                        });
+                        drop(busy);
+                        $ret
+                    }
+                }
             }
         }
     }};

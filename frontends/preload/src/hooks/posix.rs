@@ -9,7 +9,7 @@ use libc::{
 
 use dftracer_core::{Arg, Value};
 
-use super::{missing, traced_fd, traced_path, PATH_MAX, POSIX};
+use super::{missing, pre_resolve, traced_fd, traced_path, PATH_MAX, POSIX};
 use crate::{enter, guarded, now, on_fd, on_path, posix_on, real, record, SavedErrno, FDS};
 
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
@@ -42,41 +42,40 @@ unsafe fn open_common(
         }
         return fd;
     };
+    let mut buf = [0u8; PATH_MAX];
+    let Some(n) = pre_resolve(dirfd, path, &mut buf) else {
+        drop(busy);
+        let fd = call();
+        if fd >= 0 {
+            FDS.set(fd, None);
+        }
+        return fd;
+    };
     let t0 = now();
     let fd = call();
     let _errno = SavedErrno::new();
     let t1 = now();
     guarded(|| {
-        let mut buf = [0u8; PATH_MAX];
-        // SAFETY: the program passed `path` to open, which takes a C string.
-        match unsafe { traced_path(dirfd, path, &mut buf) } {
-            Some(p) => {
-                if fd >= 0 {
-                    FDS.set(fd, Some(crate::table::intern(p)));
-                }
-                let fhash = Arg::new("fhash", Value::Path(p));
-                let (fl, fdv, ret) = (
-                    Arg::int("flags", flags as i64),
-                    Arg::int("fd", fd as i64),
-                    Arg::int("ret", fd as i64),
-                );
-                if needs_mode(flags) {
-                    record(
-                        POSIX,
-                        name,
-                        t0,
-                        t1,
-                        &[fl, Arg::int("mode", mode as i64), fdv, ret, fhash],
-                    );
-                } else {
-                    record(POSIX, name, t0, t1, &[fl, fdv, ret, fhash]);
-                }
-            }
-            None => {
-                if fd >= 0 {
-                    FDS.set(fd, None);
-                }
-            }
+        let p = &buf[..n];
+        if fd >= 0 {
+            FDS.set(fd, Some(crate::table::intern(p)));
+        }
+        let fhash = Arg::new("fhash", Value::Path(p));
+        let (fl, fdv, ret) = (
+            Arg::int("flags", flags as i64),
+            Arg::int("fd", fd as i64),
+            Arg::int("ret", fd as i64),
+        );
+        if needs_mode(flags) {
+            record(
+                POSIX,
+                name,
+                t0,
+                t1,
+                &[fl, Arg::int("mode", mode as i64), fdv, ret, fhash],
+            );
+        } else {
+            record(POSIX, name, t0, t1, &[fl, fdv, ret, fhash]);
         }
     });
     drop(busy);

@@ -10,7 +10,7 @@ use libc::{c_char, c_int, c_long, c_void, off64_t, off_t, size_t, FILE};
 
 use dftracer_core::{Arg, Value};
 
-use super::{c_bytes, missing, traced_file, traced_path, PATH_MAX, STDIO};
+use super::{c_bytes, missing, pre_resolve, traced_file, PATH_MAX, STDIO};
 use crate::table::intern;
 use crate::{
     enter, guarded, now, on_file, posix_on, real, record, stdio_on, SavedErrno, FDS, FILES,
@@ -30,30 +30,33 @@ unsafe fn fopen_common(
     let Some(busy) = enter() else {
         return real(path, mode);
     };
+    let mut buf = [0u8; PATH_MAX];
+    let Some(n) = pre_resolve(libc::AT_FDCWD, path, &mut buf) else {
+        drop(busy);
+        return real(path, mode);
+    };
     let t0 = now();
     let fp = real(path, mode);
     let _errno = SavedErrno::new();
     let t1 = now();
     guarded(|| {
-        let mut buf = [0u8; PATH_MAX];
-        if let Some(p) = traced_path(libc::AT_FDCWD, path, &mut buf) {
-            let fd = if fp.is_null() { -1 } else { libc::fileno(fp) };
-            if !fp.is_null() {
-                FILES.insert(fd, fp as usize, intern(p));
-            }
-            let m = c_bytes(mode).unwrap_or(b"");
-            record(
-                STDIO,
-                name,
-                t0,
-                t1,
-                &[
-                    Arg::new("mode", Value::Str(m)),
-                    Arg::int("fd", fd as i64),
-                    Arg::new("fhash", Value::Path(p)),
-                ],
-            );
+        let p = &buf[..n];
+        let fd = if fp.is_null() { -1 } else { libc::fileno(fp) };
+        if !fp.is_null() {
+            FILES.insert(fd, fp as usize, intern(p));
         }
+        let m = c_bytes(mode).unwrap_or(b"");
+        record(
+            STDIO,
+            name,
+            t0,
+            t1,
+            &[
+                Arg::new("mode", Value::Str(m)),
+                Arg::int("fd", fd as i64),
+                Arg::new("fhash", Value::Path(p)),
+            ],
+        );
     });
     drop(busy);
     fp
