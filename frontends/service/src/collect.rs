@@ -33,43 +33,38 @@ impl ProcFile {
         ProcFile { path, file }
     }
 
-    /// Reads the whole file into `buf` (cleared first). False if it cannot be read.
-    fn read(&mut self, buf: &mut Vec<u8>) -> bool {
+    /// Reads the whole file into `buf`; returns the length read, `None` if it cannot be read.
+    fn read(&mut self, buf: &mut Vec<u8>) -> Option<usize> {
         for attempt in 0..2 {
             if self.file.is_none() || attempt == 1 {
                 self.file = File::open(&self.path).ok();
             }
-            let Some(f) = &self.file else { return false };
-            if read_all_at(f, buf).is_ok() {
-                return true;
+            if let Some(n) = self.file.as_ref().and_then(|f| read_all_at(f, buf).ok()) {
+                return Some(n);
             }
         }
-        false
+        None
     }
 }
 
-fn read_all_at(f: &File, buf: &mut Vec<u8>) -> std::io::Result<()> {
-    buf.clear();
-    if buf.capacity() < 4096 {
-        buf.reserve(4096);
+/// Reads `f` from offset 0 to EOF into `buf`, whose length is its usable size: it is zeroed
+/// once and only grows (doubling) for a file larger than any seen before, so a steady-state
+/// read neither allocates nor clears memory. (`/proc` seq files hand out about a page per
+/// `read`, hence the loop.)
+fn read_all_at(f: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    if buf.len() < 4096 {
+        buf.resize(4096, 0);
     }
+    let mut n = 0;
     loop {
-        if buf.len() == buf.capacity() {
-            buf.reserve(buf.capacity());
+        if n == buf.len() {
+            buf.resize(buf.len() * 2, 0);
         }
-        let len = buf.len();
-        let cap = buf.capacity();
-        buf.resize(cap, 0);
-        let n = match f.read_at(&mut buf[len..], len as u64) {
-            Ok(n) => n,
-            Err(e) => {
-                buf.truncate(len);
-                return Err(e);
-            }
-        };
-        buf.truncate(len + n);
-        if n == 0 {
-            return Ok(());
+        match f.read_at(&mut buf[n..], n as u64) {
+            Ok(0) => return Ok(n),
+            Ok(r) => n += r,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }
@@ -173,7 +168,7 @@ impl Sampler {
             loadavg: ProcFile::open(proc_root.join("loadavg")),
             has_sys_block: sys_block.is_dir(),
             sys_block,
-            buf: Vec::with_capacity(16 * 1024),
+            buf: vec![0; 4096],
             cpus: Vec::new(),
             disks: Vec::new(),
             nets: Vec::new(),
@@ -203,21 +198,25 @@ impl Sampler {
         self.last = Some(now);
         let mut buf = std::mem::take(&mut self.buf);
         let mut st = TickStats::default();
-        if self.stat.read(&mut buf) {
-            st.records += self.cpu(&buf, emit);
-            st.records += self.sched(&buf, emit);
+        if let Some(n) = self.stat.read(&mut buf) {
+            st.records += self.cpu(&buf[..n], emit);
+            st.records += self.sched(&buf[..n], emit);
         }
-        if !baseline && self.meminfo.read(&mut buf) {
-            st.records += memory(&buf, emit);
+        if !baseline {
+            if let Some(n) = self.meminfo.read(&mut buf) {
+                st.records += memory(&buf[..n], emit);
+            }
         }
-        if self.diskstats.read(&mut buf) {
-            st.records += self.disks(&buf, elapsed_ms, emit);
+        if let Some(n) = self.diskstats.read(&mut buf) {
+            st.records += self.disks(&buf[..n], elapsed_ms, emit);
         }
-        if self.netdev.read(&mut buf) {
-            st.records += self.nets(&buf, emit);
+        if let Some(n) = self.netdev.read(&mut buf) {
+            st.records += self.nets(&buf[..n], emit);
         }
-        if !baseline && self.loadavg.read(&mut buf) {
-            st.records += load(&buf, emit);
+        if !baseline {
+            if let Some(n) = self.loadavg.read(&mut buf) {
+                st.records += load(&buf[..n], emit);
+            }
         }
         self.buf = buf;
         st
@@ -228,11 +227,11 @@ impl Sampler {
     pub fn instant(&mut self, emit: &mut Emit) -> TickStats {
         let mut buf = std::mem::take(&mut self.buf);
         let mut st = TickStats::default();
-        if self.meminfo.read(&mut buf) {
-            st.records += memory(&buf, emit);
+        if let Some(n) = self.meminfo.read(&mut buf) {
+            st.records += memory(&buf[..n], emit);
         }
-        if self.loadavg.read(&mut buf) {
-            st.records += load(&buf, emit);
+        if let Some(n) = self.loadavg.read(&mut buf) {
+            st.records += load(&buf[..n], emit);
         }
         self.buf = buf;
         st

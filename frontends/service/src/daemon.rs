@@ -498,13 +498,15 @@ fn serve(dir: &str, ready: &mut Ready) -> Result<ExitCode, Error> {
     result
 }
 
-/// Ring bytes for a tick's records until the writer drains them (twice that for slack),
-/// within 64 KiB and the configured size.
+/// Ring bytes for the records of the ticks between two writer drains (about 400 bytes per
+/// record in the ring), at least 32 KiB and at most the configured size. A ring more than half
+/// full wakes the writer early, and a full one is drained by the sampling thread itself, so
+/// this only needs to be about right; a small ring keeps the daemon's RSS small.
 fn ring_size(records_per_tick: usize, cfg: &Config) -> usize {
-    let ticks = (cfg.flush_interval_ms / cfg.trace_interval_ms.max(1)) as usize + 2;
-    let want = records_per_tick.max(8) * 512 * ticks * 2;
+    let ticks = (cfg.flush_interval_ms / cfg.trace_interval_ms.max(1)) as usize + 1;
+    let want = records_per_tick.max(8) * 400 * ticks;
     want.next_power_of_two()
-        .clamp(64 * 1024, cfg.ring_size.max(64 * 1024))
+        .clamp(32 * 1024, cfg.ring_size.max(32 * 1024))
 }
 
 fn sample(
@@ -518,6 +520,14 @@ fn sample(
     cfg.ring_size = ring_size(sampler.records_per_tick(), cfg);
     let prefix = cfg.log_file.clone().unwrap_or_default();
     let interval = Duration::from_millis(cfg.trace_interval_ms);
+    let flush_every = Duration::from_millis(cfg.flush_interval_ms);
+    // Wake-ups, not work, dominate the cost of an idle daemon (a VM's vCPU leaving halt costs
+    // more than reading five /proc files). The sampling thread writes the trace itself right
+    // after a tick, while it is awake anyway; the core's writer thread, which still wakes at
+    // least once a second, gets a timer slack of one interval (it inherits the slack set
+    // here: it starts at the first record), so the kernel fires its timer together with the
+    // next tick instead of on a wake-up of its own.
+    sys::set_timer_slack(interval.as_nanos().min(u64::MAX as u128) as u64);
     dftracer_core::init(cfg.clone(), Origin::Service, None).map_err(|e| Error::LogFile {
         prefix: prefix.clone(),
         reason: e.to_string(),
@@ -536,6 +546,9 @@ fn sample(
             reason: "the trace file could not be created".into(),
         });
     };
+    // The sampling thread's own slack: 1 % of the interval (at most 10 ms), enough for the
+    // kernel to batch our tick with other timers without visibly moving the samples.
+    sys::set_timer_slack((interval.as_nanos() / 100).min(10_000_000) as u64);
     let pid = std::process::id();
     println!(
         "{BIN_NAME} running on {} (PID {pid}) for {}, every {} ms; trace {trace}",
@@ -546,6 +559,7 @@ fn sample(
     ready.send(&format!("ready {pid} {trace}\n"));
 
     let mut next = Instant::now() + interval;
+    let mut last_flush = Instant::now();
     let sig = loop {
         let now = Instant::now();
         if now < next {
@@ -558,6 +572,12 @@ fn sample(
         records += sampler
             .tick(&mut |name, cat, args| dftracer_core::counter(Layer::Psutil, name, cat, ts, args))
             .records;
+        // Write at least every flush interval (a SIGKILL loses at most that much), on this
+        // thread while it is awake; half a tick early rather than a whole tick late.
+        if last_flush.elapsed() + interval / 2 >= flush_every {
+            dftracer_core::flush();
+            last_flush = Instant::now();
+        }
         next += interval;
         let now = Instant::now();
         if next <= now {

@@ -207,3 +207,10 @@ pub fn adopt_fd(fd: i32) -> Option<std::fs::File> {
         Some(std::fs::File::from_raw_fd(fd))
     }
 }
+
+/// Sets the calling thread's timer slack (inherited by threads it creates later): the kernel
+/// may delay this thread's timed wake-ups by up to `ns` to batch them with others.
+pub fn set_timer_slack(ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes one unsigned long and touches no memory of ours.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+}
