@@ -79,6 +79,28 @@ thread_local! {
 /// TLS alive. Dropping it ends the section.
 pub(crate) struct Busy(());
 
+/// Longest normalised path traced; longer ones are passed through untraced.
+pub const PATH_MAX: usize = 4096;
+
+thread_local! {
+    /// Path buffers of this thread's recording section (a 4 KiB stack array would have to be
+    /// zeroed on every call: that memset was most of the cost of an untraced `open`).
+    static SCRATCH: std::cell::UnsafeCell<[[u8; PATH_MAX]; 2]> =
+        const { std::cell::UnsafeCell::new([[0; PATH_MAX]; 2]) };
+}
+
+impl Busy {
+    /// This thread's two path buffers, exclusively borrowed while the section lasts (`None`
+    /// when thread-local storage is already gone).
+    #[allow(unsafe_code)]
+    pub(crate) fn scratch(&mut self) -> Option<&mut [[u8; PATH_MAX]; 2]> {
+        let p = SCRATCH.try_with(|c| c.get()).ok()?;
+        // SAFETY: a `Busy` exists at most once per thread at a time (BUSY flag), and only code
+        // holding it mutably reaches the buffers, so this is the only live reference.
+        Some(unsafe { &mut *p })
+    }
+}
+
 /// Enters a recording section, or `None` when the call must pass straight through.
 #[inline]
 pub(crate) fn enter() -> Option<Busy> {

@@ -43,8 +43,7 @@ use libc::{c_char, c_int};
 use crate::table::Interned;
 use crate::{filter, posix_on, stdio_on, FDS, FILES};
 
-/// Longest normalised path traced; longer ones are passed through untraced.
-pub const PATH_MAX: usize = 4096;
+pub use crate::PATH_MAX;
 
 pub const POSIX: &[u8] = b"POSIX";
 pub const STDIO: &[u8] = b"STDIO";
@@ -255,20 +254,24 @@ macro_rules! on_path {
         let (dirfd, path): (::libc::c_int, *const ::libc::c_char) = ($dirfd, $path);
         match if $crate::posix_on() { $crate::enter() } else { None } {
             None => $call,
-            Some(busy) => {
-                let mut buf = [0u8; $crate::hooks::PATH_MAX];
-                // SAFETY: the program passed this path to a libc call taking a C string.
-                match unsafe { $crate::hooks::pre_resolve(dirfd, path, &mut buf) } {
+            Some(mut busy) => {
+                let resolved = match busy.scratch() {
+                    // SAFETY: the program passed this path to a libc call taking a C string.
+                    Some(bufs) => unsafe { $crate::hooks::pre_resolve(dirfd, path, &mut bufs[0]) }
+                        .map(|n| (bufs, n)),
+                    None => None,
+                };
+                match resolved {
                     None => {
                         drop(busy);
                         $call
                     }
-                    Some(n) => {
+                    Some((bufs, n)) => {
                         let t0 = $crate::now();
                         let $ret = $call;
                         let _errno = $crate::SavedErrno::new();
                         let t1 = $crate::now();
-                        let p = &buf[..n];
+                        let p = &bufs[0][..n];
                         $crate::guarded(|| {
                             $crate::record(
                                 $crate::hooks::POSIX,

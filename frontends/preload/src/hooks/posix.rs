@@ -9,8 +9,10 @@ use libc::{
 
 use dftracer_core::{Arg, Value};
 
-use super::{missing, pre_resolve, traced_fd, traced_path, PATH_MAX, POSIX};
-use crate::{enter, guarded, now, on_fd, on_path, posix_on, real, record, SavedErrno, FDS};
+use super::{missing, pre_resolve, traced_fd, POSIX};
+use crate::{
+    enter, guarded, guarded_or, now, on_fd, on_path, posix_on, real, record, SavedErrno, FDS,
+};
 
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
 type OpenAtFn = unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int;
@@ -33,7 +35,7 @@ unsafe fn open_common(
     if !posix_on() {
         return call();
     }
-    let Some(busy) = enter() else {
+    let Some(mut busy) = enter() else {
         let fd = call();
         if fd >= 0 {
             // The tracer's own file, or a nested open: never traced, and a stale entry for
@@ -42,8 +44,11 @@ unsafe fn open_common(
         }
         return fd;
     };
-    let mut buf = [0u8; PATH_MAX];
-    let Some(n) = pre_resolve(dirfd, path, &mut buf) else {
+    let resolved = match busy.scratch() {
+        Some(bufs) => pre_resolve(dirfd, path, &mut bufs[0]).map(|n| (bufs, n)),
+        None => None,
+    };
+    let Some((bufs, n)) = resolved else {
         drop(busy);
         let fd = call();
         if fd >= 0 {
@@ -56,7 +61,7 @@ unsafe fn open_common(
     let _errno = SavedErrno::new();
     let t1 = now();
     guarded(|| {
-        let p = &buf[..n];
+        let p = &bufs[0][..n];
         if fd >= 0 {
             FDS.set(fd, Some(crate::table::intern(p)));
         }
@@ -684,7 +689,29 @@ unsafe fn rename_common(
     new: *const c_char,
     call: impl Fn() -> c_int,
 ) -> c_int {
-    let Some(busy) = (if posix_on() { enter() } else { None }) else {
+    let Some(mut busy) = (if posix_on() { enter() } else { None }) else {
+        return call();
+    };
+    let Some(filter) = crate::filter() else {
+        drop(busy);
+        return call();
+    };
+    // Both sides resolved before the call (lexically), errno left as the program had it.
+    let saved = SavedErrno::new();
+    let resolved = busy.scratch().and_then(|[a, b]| {
+        guarded_or(None, || {
+            let la = super::resolve_path(olddirfd, old, a).map(|p| (p.len(), filter.traces(p)));
+            let lb = super::resolve_path(newdirfd, new, b).map(|p| (p.len(), filter.traces(p)));
+            match (la, lb) {
+                (Some((_, false)) | None, Some((_, false)) | None) => None,
+                _ => Some((la.map_or(0, |x| x.0), lb.map_or(0, |x| x.0))),
+            }
+        })
+        .map(|lens| (a, b, lens))
+    });
+    drop(saved);
+    let Some((a, b, (na, nb))) = resolved else {
+        drop(busy);
         return call();
     };
     let t0 = now();
@@ -692,27 +719,7 @@ unsafe fn rename_common(
     let _errno = SavedErrno::new();
     let t1 = now();
     guarded(|| {
-        let mut a = [0u8; PATH_MAX];
-        let mut b = [0u8; PATH_MAX];
-        // SAFETY: both are C strings the program passed to rename.
-        let (pa, pb) = unsafe {
-            (
-                traced_path(olddirfd, old, &mut a),
-                traced_path(newdirfd, new, &mut b),
-            )
-        };
-        if pa.is_none() && pb.is_none() {
-            return;
-        }
         // An untraced side is still named (absolute, normalised) so the event is complete.
-        let mut a2 = [0u8; PATH_MAX];
-        let mut b2 = [0u8; PATH_MAX];
-        let pa = pa
-            .or_else(|| unsafe { super::resolve_path(olddirfd, old, &mut a2) })
-            .unwrap_or(b"");
-        let pb = pb
-            .or_else(|| unsafe { super::resolve_path(newdirfd, new, &mut b2) })
-            .unwrap_or(b"");
         record(
             POSIX,
             name,
@@ -720,8 +727,8 @@ unsafe fn rename_common(
             t1,
             &[
                 Arg::int("ret", ret as i64),
-                Arg::new("newpath_hash", Value::Path(pb)),
-                Arg::new("fhash", Value::Path(pa)),
+                Arg::new("newpath_hash", Value::Path(&b[..nb])),
+                Arg::new("fhash", Value::Path(&a[..na])),
             ],
         );
     });

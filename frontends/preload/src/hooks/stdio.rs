@@ -10,7 +10,7 @@ use libc::{c_char, c_int, c_long, c_void, off64_t, off_t, size_t, FILE};
 
 use dftracer_core::{Arg, Value};
 
-use super::{c_bytes, missing, pre_resolve, traced_file, PATH_MAX, STDIO};
+use super::{c_bytes, missing, pre_resolve, traced_file, STDIO};
 use crate::table::intern;
 use crate::{
     enter, guarded, now, on_file, posix_on, real, record, stdio_on, SavedErrno, FDS, FILES,
@@ -27,11 +27,14 @@ unsafe fn fopen_common(
     if !stdio_on() {
         return real(path, mode);
     }
-    let Some(busy) = enter() else {
+    let Some(mut busy) = enter() else {
         return real(path, mode);
     };
-    let mut buf = [0u8; PATH_MAX];
-    let Some(n) = pre_resolve(libc::AT_FDCWD, path, &mut buf) else {
+    let resolved = match busy.scratch() {
+        Some(bufs) => pre_resolve(libc::AT_FDCWD, path, &mut bufs[0]).map(|n| (bufs, n)),
+        None => None,
+    };
+    let Some((bufs, n)) = resolved else {
         drop(busy);
         return real(path, mode);
     };
@@ -40,7 +43,7 @@ unsafe fn fopen_common(
     let _errno = SavedErrno::new();
     let t1 = now();
     guarded(|| {
-        let p = &buf[..n];
+        let p = &bufs[0][..n];
         let fd = if fp.is_null() { -1 } else { libc::fileno(fp) };
         if !fp.is_null() {
             FILES.insert(fd, fp as usize, intern(p));
