@@ -10,6 +10,8 @@ const HEADER: [u8; 10] = [0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0x03];
 
 pub struct GzipWriter {
     comp: Box<CompressorOxide>,
+    /// Deflate output, zeroed only when it grows (never per member).
+    scratch: Vec<u8>,
 }
 
 impl GzipWriter {
@@ -18,6 +20,7 @@ impl GzipWriter {
         let flags = create_comp_flags_from_zip_params(level.min(10) as i32, -15, 0);
         GzipWriter {
             comp: Box::new(CompressorOxide::new(flags)),
+            scratch: Vec::new(),
         }
     }
 
@@ -26,23 +29,20 @@ impl GzipWriter {
         self.comp.reset();
         out.extend_from_slice(&HEADER);
         // Deflate never grows data by more than ~0.1% plus a few bytes per block.
-        out.reserve(input.len() + input.len() / 64 + 64);
+        let bound = input.len() + input.len() / 64 + 1024;
+        if self.scratch.len() < bound {
+            self.scratch.resize(bound, 0);
+        }
         let mut consumed = 0;
         loop {
-            let start = out.len();
-            if out.capacity() - start < 1024 {
-                out.reserve(64 * 1024);
-            }
-            let cap = out.capacity();
-            out.resize(cap, 0);
             let (status, n_in, n_out) = compress(
                 &mut self.comp,
                 &input[consumed..],
-                &mut out[start..],
+                &mut self.scratch,
                 TDEFLFlush::Finish,
             );
             consumed += n_in;
-            out.truncate(start + n_out);
+            out.extend_from_slice(&self.scratch[..n_out]);
             match status {
                 TDEFLStatus::Done => break,
                 TDEFLStatus::Okay => continue,
@@ -53,6 +53,13 @@ impl GzipWriter {
         let crc = crc32fast::hash(input);
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&(input.len() as u32).to_le_bytes());
+    }
+
+    /// Releases the scratch buffer if it grew past `keep` bytes.
+    pub fn trim(&mut self, keep: usize) {
+        if self.scratch.len() > keep {
+            self.scratch = Vec::new();
+        }
     }
 }
 

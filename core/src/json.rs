@@ -23,6 +23,24 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// string.
 pub fn write_str(out: &mut Vec<u8>, bytes: &[u8], orig_len: usize) {
     out.push(b'"');
+    // Fast path: printable ASCII without quote or backslash is copied as is.
+    if bytes
+        .iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.extend_from_slice(bytes);
+    } else {
+        escape_into(out, bytes);
+    }
+    if orig_len > bytes.len() {
+        out.extend_from_slice(b"...[truncated, ");
+        write_u64(out, orig_len as u64);
+        out.extend_from_slice(b" bytes]");
+    }
+    out.push(b'"');
+}
+
+fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
     for chunk in bytes.utf8_chunks() {
         let valid = chunk.valid().as_bytes();
         let mut start = 0;
@@ -53,12 +71,6 @@ pub fn write_str(out: &mut Vec<u8>, bytes: &[u8], orig_len: usize) {
             out.extend_from_slice("\u{fffd}".as_bytes());
         }
     }
-    if orig_len > bytes.len() {
-        out.extend_from_slice(b"...[truncated, ");
-        write_u64(out, orig_len as u64);
-        out.extend_from_slice(b" bytes]");
-    }
-    out.push(b'"');
 }
 
 fn text(out: &mut Vec<u8>, t: &Text) {

@@ -188,30 +188,44 @@ fn collect<'py>(
     if map.is_none() {
         return Ok(());
     }
-    let items = if let Ok(d) = map.downcast::<PyDict>() {
-        d.items()
-    } else if map.hasattr("items")? {
-        map.call_method0("items")?.extract()?
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "log_event(): {arg} must be a mapping of str to values, not {}",
-            map.get_type().name()?
-        )));
-    };
-    for item in items.iter() {
-        let (k, v): (Bound<PyAny>, Bound<PyAny>) = item.extract()?;
-        let key = k.downcast::<PyString>().map_err(|_| {
+    let mut add = |k: Bound<'py, PyAny>, v: Bound<'py, PyAny>| -> PyResult<bool> {
+        let key = k.downcast_into::<PyString>().map_err(|e| {
             PyTypeError::new_err(format!(
                 "log_event(): keys of {arg} must be str, not {}",
-                k.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                e.into_inner()
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
             ))
         })?;
         let val = convert(&v, kind, arg, &key.to_string_lossy())?;
         // Same key in two maps: the later map wins (reference order int, string, float).
-        if let Some(slot) = out.iter_mut().find(|(k2, _)| k2.to_str().ok() == key.to_str().ok()) {
+        let k_str = key.to_str().ok();
+        if let Some(slot) = out.iter_mut().find(|(k2, _)| k2.to_str().ok() == k_str) {
             slot.1 = val;
-        } else if out.push((key.clone(), val)).is_err() {
-            // Over MAX_PY_ARGS: the core reports dropped args; keep the first ones.
+            return Ok(true);
+        }
+        // Over MAX_PY_ARGS: the core reports dropped args; keep the first ones.
+        Ok(out.push((key, val)).is_ok())
+    };
+    if let Ok(d) = map.downcast::<PyDict>() {
+        for (k, v) in d.iter() {
+            if !add(k, v)? {
+                break;
+            }
+        }
+        return Ok(());
+    }
+    if !map.hasattr("items")? {
+        return Err(PyTypeError::new_err(format!(
+            "log_event(): {arg} must be a mapping of str to values, not {}",
+            map.get_type().name()?
+        )));
+    }
+    for item in map.call_method0("items")?.try_iter()? {
+        let (k, v): (Bound<PyAny>, Bound<PyAny>) = item?.extract()?;
+        if !add(k, v)? {
             break;
         }
     }
@@ -498,7 +512,11 @@ struct Capture {
 /// The callable `dft_fn.log` returns for a plain function: calls the function, records one
 /// event (also when it raises), and binds like a function when used as a method.
 #[pyclass(dict, module = "dftracer.dftracer", name = "_Wrapped")]
+#[repr(C)]
 struct Wrapped {
+    /// First field (repr C): the type's `tp_vectorcall_offset` points here, so calls skip
+    /// building an args tuple and kwargs dict (see `enable_vectorcall`).
+    vectorcall: pyo3::ffi::vectorcallfunc,
     func: PyObject,
     name: String,
     cat: String,
@@ -532,23 +550,25 @@ fn py_val<'py>(v: &Bound<'py, PyAny>) -> PyVal<'py> {
 }
 
 impl Wrapped {
+    /// Collects the captured parameters: passed by keyword, else by position, else
+    /// `self.<name>`, else the dft_fn's own value.
     fn gather<'py>(
         &self,
         py: Python<'py>,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
+        positional: &dyn Fn(usize) -> Option<Bound<'py, PyAny>>,
+        keyword: &dyn Fn(&Bound<'py, PyString>) -> Option<Bound<'py, PyAny>>,
         out: &mut Collected<'py>,
     ) {
         for c in &self.capture {
             let name = c.name.bind(py);
-            let mut found = kwargs.and_then(|k| k.get_item(name).ok().flatten());
+            let mut found = keyword(name);
             if found.is_none() {
                 if let Some(i) = c.index {
-                    found = args.get_item(i).ok();
+                    found = positional(i);
                 }
             }
             if found.is_none() && self.self_attrs {
-                if let Ok(obj) = args.get_item(0) {
+                if let Some(obj) = positional(0) {
                     found = obj.getattr(name).ok();
                 }
             }
@@ -567,6 +587,109 @@ impl Wrapped {
             }
         }
     }
+
+    fn finish_call(&self, py: Python<'_>, t0: u64, vals: &Collected) {
+        let t1 = dftracer_core::now();
+        record(
+            self.name.as_bytes(),
+            self.cat.as_bytes(),
+            t0,
+            t1.saturating_sub(t0),
+            vals,
+        );
+        let _ = py;
+    }
+}
+
+/// Offset of `Wrapped::vectorcall` inside a `_Wrapped` object (same for every instance).
+static VC_OFFSET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The vectorcall entry of `_Wrapped`: forwards the caller's argument array unchanged.
+unsafe extern "C" fn wrapped_vectorcall(
+    callable: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    use pyo3::ffi;
+    let off = VC_OFFSET.load(Ordering::Relaxed);
+    // SAFETY: `callable` is a _Wrapped (only its type points tp_vectorcall_offset here) and
+    // the struct starts at `off` (repr(C), first field); its fields are never mutated after
+    // construction, and the GIL is held by our caller.
+    let w: &Wrapped = unsafe { &*((callable as *const u8).add(off) as *const Wrapped) };
+    let func = w.func.as_ptr();
+    if !active() {
+        // SAFETY: forwarding the caller's own (valid) vectorcall arguments.
+        return unsafe { ffi::PyObject_Vectorcall(func, args, nargsf, kwnames) };
+    }
+    let t0 = dftracer_core::now();
+    // SAFETY: as above.
+    let result = unsafe { ffi::PyObject_Vectorcall(func, args, nargsf, kwnames) };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: the GIL is held (we are called from the interpreter).
+        let py = unsafe { Python::assume_gil_acquired() };
+        let mut vals: Collected = heapless::Vec::new();
+        // Keep a pending exception of the call aside while we look at arguments.
+        let saved = if w.capture.is_empty() {
+            None
+        } else {
+            PyErr::take(py)
+        };
+        if !w.capture.is_empty() {
+            // SAFETY: nargsf comes from the caller.
+            let nargs = unsafe { ffi::PyVectorcall_NARGS(nargsf) } as usize;
+            let positional = |i: usize| -> Option<Bound<'_, PyAny>> {
+                // SAFETY: i < nargs indexes the caller's argument array (borrowed refs).
+                (i < nargs).then(|| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) })
+            };
+            let keyword = |name: &Bound<'_, PyString>| -> Option<Bound<'_, PyAny>> {
+                if kwnames.is_null() {
+                    return None;
+                }
+                // SAFETY: kwnames is a tuple of str owned by the caller.
+                let names = unsafe { Bound::from_borrowed_ptr(py, kwnames) };
+                let names = names.downcast::<PyTuple>().ok()?;
+                for (k, n) in names.iter().enumerate() {
+                    if n.is(name) || n.eq(name).unwrap_or(false) {
+                        // SAFETY: keyword values follow the positional ones.
+                        return Some(unsafe { Bound::from_borrowed_ptr(py, *args.add(nargs + k)) });
+                    }
+                }
+                None
+            };
+            w.gather(py, &positional, &keyword, &mut vals);
+        }
+        w.finish_call(py, t0, &vals);
+        drop(vals);
+        if let Some(e) = saved {
+            e.restore(py);
+        }
+    }));
+    let _ = outcome; // recording never affects the call's own result
+    result
+}
+
+/// Makes `_Wrapped` instances vectorcall-able and bind like functions in `obj.meth()` calls.
+fn enable_vectorcall(py: Python<'_>) -> PyResult<()> {
+    use pyo3::ffi;
+    let probe = Py::new(
+        py,
+        Wrapped::new(py.None(), String::new(), String::new(), Vec::new(), false, Vec::new()),
+    )?;
+    let obj = probe.as_ptr() as usize;
+    let field = {
+        let r = probe.borrow(py);
+        &r.vectorcall as *const _ as usize
+    };
+    VC_OFFSET.store(field - obj, Ordering::Relaxed);
+    let tp = probe.bind(py).get_type().as_type_ptr();
+    // SAFETY: our own heap type, before any instance is exposed to Python; both flags only
+    // add fast paths that behave like tp_call / __get__ (which stay in place).
+    unsafe {
+        (*tp).tp_vectorcall_offset = (field - obj) as ffi::Py_ssize_t;
+        (*tp).tp_flags |= ffi::Py_TPFLAGS_HAVE_VECTORCALL | ffi::Py_TPFLAGS_METHOD_DESCRIPTOR;
+    }
+    Ok(())
 }
 
 #[pymethods]
@@ -582,6 +705,7 @@ impl Wrapped {
         base: Vec<(Py<PyString>, PyObject)>,
     ) -> Self {
         Wrapped {
+            vectorcall: wrapped_vectorcall,
             func,
             name,
             cat,
@@ -607,18 +731,13 @@ impl Wrapped {
         }
         let t0 = dftracer_core::now();
         let result = func.call(args, kwargs);
-        let t1 = dftracer_core::now();
         let mut vals: Collected = heapless::Vec::new();
         if !self.capture.is_empty() {
-            self.gather(py, args, kwargs, &mut vals);
+            let positional = |i: usize| args.get_item(i).ok();
+            let keyword = |n: &Bound<'py, PyString>| kwargs.and_then(|k| k.get_item(n).ok().flatten());
+            self.gather(py, &positional, &keyword, &mut vals);
         }
-        record(
-            self.name.as_bytes(),
-            self.cat.as_bytes(),
-            t0,
-            t1.saturating_sub(t0),
-            &vals,
-        );
+        self.finish_call(py, t0, &vals);
         result.map(Bound::unbind)
     }
 
@@ -860,6 +979,7 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(_exit, m)?)?;
     m.add_class::<Wrapped>()?;
+    enable_vectorcall(m.py())?;
     m.add_class::<Region>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     if config().enable {

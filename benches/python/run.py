@@ -1,0 +1,125 @@
+"""Runs bench.py under tracing off, ours and the reference, in alternating rounds; prints a
+table of medians and ratios and writes a JSON record; adds callgrind instructions per call.
+
+    python3 benches/python/run.py --ours VENV_OURS --ref VENV_REF [--rounds 5] [--record F]
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORKLOADS = ["plain_f()", "plain_f(a,b=2)", "deco_f()", "deco_f(a,b=2)", "context_manager", "log_event_3args"]
+
+
+def env_for(enable: bool, out: str) -> dict:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    if enable:
+        e.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1", DFTRACER_LOG_FILE=os.path.join(out, "t"))
+    return e
+
+
+def run_once(py: str, label: str, enable: bool, calls: int) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        r = subprocess.run([py, str(HERE / "bench.py"), label, out, str(calls)], env=env_for(enable, out),
+                           capture_output=True, text=True, check=True)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+CALLGRIND = """
+import os, sys
+from dftracer.python import dftracer, dft_fn
+log = dftracer.initialize_log(logfile=os.path.join(sys.argv[2], "cg.pfw"))
+df = dft_fn("bench")
+@df.log
+def deco0(): return 1
+def plain(): return 1
+f = deco0 if sys.argv[1] == "deco" else plain
+n = int(sys.argv[3])
+for _ in range(n): f()
+log.finalize()
+"""
+
+
+def instructions(py: str, which: str, n: int, enable: bool) -> int:
+    with tempfile.TemporaryDirectory() as out:
+        script = Path(out) / "cg.py"
+        script.write_text(CALLGRIND)
+        cg = Path(out) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", py, str(script), which, out, str(n)],
+                       env=env_for(enable, out), capture_output=True, check=True)
+        for line in cg.read_text().splitlines():
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError("no callgrind summary")
+
+
+def per_call(py: str, which: str, enable: bool) -> float:
+    lo, hi = 2_000, 12_000
+    return (instructions(py, which, hi, enable) - instructions(py, which, lo, enable)) / (hi - lo)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ours", required=True)
+    ap.add_argument("--ref", required=True)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=200_000)
+    ap.add_argument("--record")
+    ap.add_argument("--no-callgrind", action="store_true")
+    a = ap.parse_args()
+    ours_py, ref_py = f"{a.ours}/bin/python", f"{a.ref}/bin/python"
+    configs = [("off", ours_py, False), ("ours", ours_py, True), ("ref", ref_py, True)]
+    samples = {c[0]: {w: [] for w in WORKLOADS} for c in configs}
+    for r in range(a.rounds):
+        for name, py, en in configs:  # alternating rounds: noise hits all three alike
+            res = run_once(py, name, en, a.calls)
+            for w in WORKLOADS:
+                samples[name][w].append(res[w])
+    med = {n: {w: statistics.median(v) for w, v in d.items()} for n, d in samples.items()}
+    rows = []
+    print(f"{'workload':18} {'off ns':>8} {'ours ns':>8} {'ref ns':>9} {'ours+':>7} {'ref+':>9} {'ref+/ours+':>10}")
+    for w in WORKLOADS:
+        base = med["off"]["plain_f()"] if w.startswith("deco_f()") else med["off"]["plain_f(a,b=2)"] if w.startswith("deco_f(a") else med["off"][w]
+        ours_add = med["ours"][w] - base
+        ref_add = med["ref"][w] - base
+        ratio = ref_add / ours_add if ours_add > 0 else float("inf")
+        rows.append(dict(workload=w, off=med["off"][w], ours=med["ours"][w], ref=med["ref"][w],
+                         ours_added=ours_add, ref_added=ref_add, ratio=ratio))
+        print(f"{w:18} {med['off'][w]:8.0f} {med['ours'][w]:8.0f} {med['ref'][w]:9.0f} {ours_add:7.0f} {ref_add:9.0f} {ratio:10.1f}")
+    record = {"machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()},
+              "command": " ".join(sys.argv), "rounds": a.rounds, "calls": a.calls, "median_ns": rows}
+    if not a.no_callgrind:
+        cg = {}
+        for name, py, en in [("off", ours_py, False), ("ours", ours_py, True), ("ref", ref_py, True)]:
+            cg[name] = per_call(py, "deco" if en else "plain", en)
+        cg["ours_added"] = cg["ours"] - cg["off"]
+        cg["ref_added"] = cg["ref"] - cg["off"]
+        print(f"callgrind instructions per decorated f() call: off {cg['off']:.0f}, ours {cg['ours']:.0f} "
+              f"(+{cg['ours_added']:.0f}), ref {cg['ref']:.0f} (+{cg['ref_added']:.0f})")
+        record["callgrind_per_call"] = cg
+    if a.record:
+        Path(a.record).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.record).write_text(json.dumps(record, indent=2) + "\n")
+        print(f"record: {a.record}")
+    return 0
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
