@@ -245,7 +245,11 @@ mod tests {
         let d = DataDirs::parse(Some("/a/:rel/dir/::/b/./c/.."), b"/home/u");
         assert_eq!(
             d,
-            DataDirs::Dirs(vec![b"/a".to_vec(), b"/home/u/rel/dir".to_vec(), b"/b".to_vec()])
+            DataDirs::Dirs(vec![
+                b"/a".to_vec(),
+                b"/home/u/rel/dir".to_vec(),
+                b"/b".to_vec()
+            ])
         );
         assert!(d.traces(b"/home/u/rel/dir/f"));
         assert!(d.traces(b"/b/f"));
@@ -254,7 +258,14 @@ mod tests {
 
     #[test]
     fn all_and_unset_trace_everything_but_the_excluded() {
-        for spec in [None, Some(""), Some("all"), Some("ALL"), Some("/x:all"), Some(" : ")] {
+        for spec in [
+            None,
+            Some(""),
+            Some("all"),
+            Some("ALL"),
+            Some("/x:all"),
+            Some(" : "),
+        ] {
             let d = DataDirs::parse(spec, b"/");
             assert_eq!(d, DataDirs::All, "{spec:?}");
             assert!(d.traces(b"/any/file"));
