@@ -261,7 +261,7 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_LOG_FILE",
         yaml: "tracer.log_file",
         default: "(unset: ./trace)",
-        meaning: "trace file prefix; files are <prefix>-<hash>-<app|preload|fork>.pfw.gz",
+        meaning: "trace file prefix; files are <prefix>-<hash>-<app, preload or fork>.pfw.gz",
         yaml_inverted: false,
         set: |c, raw, _| c.log_file = (!raw.is_empty()).then(|| raw.to_string()),
         get: |c| c.log_file.clone().unwrap_or_default(),
