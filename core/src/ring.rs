@@ -73,7 +73,7 @@ impl Ring {
     /// Must only be called by the ring's single producer.
     #[inline]
     pub fn push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
-        debug_assert!(len % 8 == 0 && len >= 8 && len <= self.capacity() / 2);
+        debug_assert!(len.is_multiple_of(8) && len >= 8 && len <= self.capacity() / 2);
         let cap = self.capacity();
         let mut head = self.head.load(Ordering::Relaxed);
         let tail = self.tail.load(Ordering::Acquire);

@@ -180,15 +180,18 @@ pub fn at_fork_child(child: unsafe extern "C" fn()) {
     unsafe { libc::pthread_atfork(None, None, Some(child)) };
 }
 
-/// Starts a detached-at-will native thread running `f` with TERM/INT/HUP blocked, so a
-/// process signal is never delivered to the writer (the writer is what serves it).
-/// Uses pthread_create directly so that it also works from a fork child.
-pub fn spawn_thread(
+/// Starts a native thread running `f(arg)` with TERM/INT/HUP blocked, so a process signal is
+/// never delivered to the writer (the writer is what serves it). Uses pthread_create directly
+/// so that it also works from a fork child.
+///
+/// # Safety
+/// `arg` must stay valid for as long as `f` uses it.
+pub unsafe fn spawn_thread(
     f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
     arg: *mut libc::c_void,
 ) -> Option<libc::pthread_t> {
     // SAFETY: sigset and attr are initialised before use; the old mask is restored on this
-    // thread; pthread_create gets a static fn and the caller's argument.
+    // thread; pthread_create gets a static fn and the caller's argument (valid: see # Safety).
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();

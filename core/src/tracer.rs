@@ -355,7 +355,10 @@ impl Shared {
 
     fn ensure_writer(&'static self) {
         if !self.writer_started.swap(true, Ordering::AcqRel) {
-            let t = sys::spawn_thread(writer_main, self as *const Shared as *mut libc::c_void);
+            // SAFETY: `self` is a leaked, never-freed Shared: valid for the thread's lifetime.
+            let t = unsafe {
+                sys::spawn_thread(writer_main, self as *const Shared as *mut libc::c_void)
+            };
             *self.writer_thread.lock() = t;
         }
     }
