@@ -37,6 +37,12 @@ REF=$("$VENV/bin/python" -c 'import dftracer, os; print(os.path.join(os.path.dir
 VALIDATE=$VENV/bin/dftracer_validate
 [ -x "$REF" ] || { echo "reference binary not found at $REF" >&2; exit 1; }
 
+# The floor: a C loop reading the same files at the same interval (see floor.c).
+FLOOR=""
+if command -v cc >/dev/null; then
+    cc -O2 -o "$WORK/floor" "$ROOT/benches/service/floor.c" && FLOOR=$WORK/floor
+fi
+
 HZ=$(getconf CLK_TCK)
 SHORT=$(hostname -s)
 
@@ -63,8 +69,11 @@ for interval in $INTERVALS; do
         done
         PID[$impl]=$(cat "$WORK/$impl-$interval/state/dftracer_server_$SHORT.pid")
     done
+    FPID=""
+    if [ -n "$FLOOR" ]; then "$FLOOR" "$interval" & FPID=$!; fi
     declare -A T0=()
     sleep 1
+    [ -n "$FPID" ] && F0=$(cpu_sched_ms "$FPID")
     for impl in ours ref; do T0[$impl]=$(cpu_sched_ms "${PID[$impl]}"); done
     sleep "$((DURATION - 1))"
     declare -A LINE=()
@@ -72,7 +81,12 @@ for interval in $INTERVALS; do
         p=${PID[$impl]}
         LINE[$impl]="$(cpu_ticks_ms "$p") $(cpu_sched_ms "$p") $(rss_kb "$p") $(hwm_kb "$p") $(pss_kb "$p")"
     done
+    [ -n "$FPID" ] && FLINE="$(cpu_ticks_ms "$FPID") $(cpu_sched_ms "$FPID") $(rss_kb "$FPID") $(hwm_kb "$FPID") $(pss_kb "$FPID")"
     sleep 1
+    if [ -n "$FPID" ]; then
+        FLINE="$FLINE $(awk -v a="$F0" -v b="$(cpu_sched_ms "$FPID")" 'BEGIN { printf "%.2f", b - a }')"
+        kill "$FPID"; wait "$FPID" 2>/dev/null || true
+    fi
     for impl in ours ref; do
         T1=$(cpu_sched_ms "${PID[$impl]}")
         LINE[$impl]="${LINE[$impl]} $(awk -v a="${T0[$impl]}" -v b="$T1" 'BEGIN { printf "%.2f", b - a }')"
@@ -93,6 +107,10 @@ for interval in $INTERVALS; do
             "${ticks}ms" "$sched" "$steady" "$rss" "$hwm" "$pss" "$samples" \
             "$(( samples > 0 ? bytes / samples : 0 ))" "$(( records > 0 ? bytes / records : 0 ))" "${v:-n/a}"
     done
+    if [ -n "$FPID" ]; then
+        read -r ticks sched rss hwm pss steady <<<"$FLINE"
+        printf "$FMT" floor "${interval}ms" "${ticks}ms" "$sched" "$steady" "$rss" "$hwm" "$pss" - - - -
+    fi
     unset PID LINE T0
 done
 echo "machine: $(nproc) cpus, $(uname -r), $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), load $(cut -d' ' -f1-3 /proc/loadavg), ${DURATION}s per run"
