@@ -10,7 +10,7 @@ cargo clippy --workspace --all-targets --release -q -- -D warnings
 [ "${1:-}" = lint ] && exit 0
 
 step "rust: unit and integration tests (release: the 8x1M-event test is real)"
-cargo build --release -q -p dftracer-preload -p dftracer-service
+cargo build --release -q -p dftracer-preload -p dftracer-service -p dftracer-examples
 cargo test --workspace --release -q 2>&1 | tail -n 60
 
 step "fuzz targets: replay seeds + bounded random inputs on stable"

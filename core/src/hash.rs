@@ -22,6 +22,40 @@ pub fn hash_str(h: &Hash16) -> &str {
     std::str::from_utf8(h).unwrap_or("0000000000000000")
 }
 
+/// A fast non-cryptographic hasher for the writer's path table (paths are hashed per event;
+/// SipHash's DoS resistance buys nothing here).
+#[derive(Default, Clone, Copy)]
+pub struct FastHasher(u64);
+
+const K: u64 = 0x9e37_79b9_7f4a_7c15;
+
+impl std::hash::Hasher for FastHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let v = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            h = (h.rotate_left(5) ^ v).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            h = (h.rotate_left(5) ^ b as u64).wrapping_mul(K);
+        }
+        self.0 = h;
+    }
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(K);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// `HashMap` builder using [`FastHasher`].
+pub type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
