@@ -125,6 +125,9 @@ pub const KIND_COMPLETE: u8 = 1;
 pub const KIND_COUNTER: u8 = 2;
 pub const KIND_META: u8 = 4;
 
+/// Set on the kind byte when some arg is a [`Value::Path`] (the writer then emits FH records).
+const HAS_PATH: u8 = 0x80;
+
 const TAG_INT: u8 = 1;
 const TAG_UINT: u8 = 2;
 const TAG_FLOAT: u8 = 3;
@@ -282,6 +285,11 @@ impl Cursor<'_> {
     }
     fn header(&mut self, kind: u8, layer: Layer, args: &[Arg]) {
         let dropped = args.len().saturating_sub(MAX_ARGS).min(255) as u8;
+        let has_path = args
+            .iter()
+            .take(MAX_ARGS)
+            .any(|a| matches!(a.value, Value::Path(_)));
+        let kind = if has_path { kind | HAS_PATH } else { kind };
         self.bytes(&[kind, layer as u8, args.len().min(MAX_ARGS) as u8, dropped]);
     }
     fn str(&mut self, s: &[u8], max: usize) {
@@ -359,6 +367,8 @@ pub struct Record<'a> {
     pub value: Text<'a>,
     pub nargs: u8,
     pub args_dropped: u8,
+    /// Some arg is a path.
+    pub has_path: bool,
     args: &'a [u8],
 }
 
@@ -397,7 +407,8 @@ impl<'a> Record<'a> {
     pub fn decode(buf: &'a [u8]) -> Option<Record<'a>> {
         let mut r = Reader { buf, pos: 0 };
         let _len = r.u32()?;
-        let kind = r.u8()?;
+        let raw_kind = r.u8()?;
+        let kind = raw_kind & !HAS_PATH;
         let layer = Layer::from_u8(r.u8()?);
         let nargs = r.u8()?;
         let args_dropped = r.u8()?;
@@ -421,6 +432,7 @@ impl<'a> Record<'a> {
             value,
             nargs,
             args_dropped,
+            has_path: raw_kind & HAS_PATH != 0,
             args: &buf[r.pos..],
         })
     }

@@ -449,7 +449,7 @@ impl Shared {
             self.header(w);
         }
         let ctx = self.ctx();
-        if self.cfg.metadata && rec.kind != KIND_META {
+        if self.cfg.metadata && rec.has_path {
             // FH records precede the first event that names a file.
             for (_, v) in rec.args() {
                 if let ArgValue::Path(t) = v {

@@ -1,0 +1,117 @@
+"""Instruction-count regression check (callgrind counts instructions, not seconds: repeatable on
+a noisy shared machine). Measures, per call, the instructions our tracer adds (all threads:
+the caller's work plus the writer's encoding and compression of that event):
+
+  python_deco_f      a @dft_fn.log-decorated f() vs the plain f() with tracing off
+  preload_pread      a traced pread(4 KiB) under libdftracer_preload.so vs no preload
+  preload_pread_off  the same pread on a file outside DATA_DIR (untraced fd)
+
+Per-call figures are differences between runs of 2,000 and 12,000 calls, so start-up cancels.
+Compared with benches/record/callgrind.json; fails when a figure exceeds the record by more
+than TOLERANCE (20%: thread interleaving under valgrind moves member boundaries a little).
+
+    python3 benches/callgrind_check.py --python .venv-test/bin/python [--update]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / "benches" / "record" / "callgrind.json"
+TOLERANCE = 0.20
+LO, HI = 2_000, 12_000
+
+PY = """
+import os, sys
+from dftracer.python import dftracer, dft_fn
+log = dftracer.initialize_log(logfile=os.path.join(sys.argv[2], "cg.pfw"))
+df = dft_fn("bench")
+@df.log
+def deco(): return 1
+def plain(): return 1
+f = deco if sys.argv[1] == "deco" else plain
+for _ in range(int(sys.argv[3])): f()
+log.finalize()
+"""
+
+
+def callgrind(cmd, env) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "cg.out"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd],
+                       env=env, check=True, capture_output=True)
+        for line in out.read_text().splitlines():
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError("no callgrind total")
+
+
+def clean_env(**extra) -> dict:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_") and k != "LD_PRELOAD"}
+    e.update(extra)
+    return e
+
+
+def per_call(make_cmd, env) -> float:
+    return (callgrind(make_cmd(HI), env) - callgrind(make_cmd(LO), env)) / (HI - LO)
+
+
+def measure(python: str) -> dict:
+    res = {}
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        script = d / "cg.py"
+        script.write_text(PY)
+        on = clean_env(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(d / "t"))
+        plain = per_call(lambda n: [python, str(script), "plain", str(d), str(n)], clean_env())
+        deco = per_call(lambda n: [python, str(script), "deco", str(d), str(n)], on)
+        res["python_deco_f"] = deco - plain
+
+        so = ROOT / "target" / "release" / "libdftracer_preload.so"
+        bench = d / "bench"
+        subprocess.run(["gcc", "-O2", "-o", str(bench), str(ROOT / "benches" / "preload" / "bench.c")], check=True)
+        (d / "data").mkdir()
+        (d / "other").mkdir()
+        for sub in ("data", "other"):
+            (d / sub / "f.bin").write_bytes(os.urandom(1 << 20))
+        base = per_call(lambda n: [str(bench), "pread", str(d / "data" / "f.bin"), str(n)], clean_env())
+        pre = dict(LD_PRELOAD=str(so), DFTRACER_ENABLE="1", DFTRACER_INIT="PRELOAD",
+                   DFTRACER_DATA_DIR=str(d / "data"), DFTRACER_LOG_FILE=str(d / "p"))
+        traced = per_call(lambda n: [str(bench), "pread", str(d / "data" / "f.bin"), str(n)], clean_env(**pre))
+        untraced = per_call(lambda n: [str(bench), "pread", str(d / "other" / "f.bin"), str(n)], clean_env(**pre))
+        res["preload_pread"] = traced - base
+        res["preload_pread_off"] = untraced - base
+    return {k: round(v, 1) for k, v in res.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--update", action="store_true")
+    a = ap.parse_args()
+    got = measure(a.python)
+    if a.update or not RECORD.exists():
+        RECORD.parent.mkdir(parents=True, exist_ok=True)
+        RECORD.write_text(json.dumps({"instructions_added_per_call": got,
+                                      "command": "python3 benches/callgrind_check.py --update",
+                                      "tolerance": TOLERANCE}, indent=2) + "\n")
+        print(f"callgrind record written: {got}")
+        return 0
+    rec = json.loads(RECORD.read_text())["instructions_added_per_call"]
+    passed = failed = 0
+    for k, v in got.items():
+        limit = rec[k] * (1 + TOLERANCE) + 10  # +10: absolute slack for near-zero figures
+        ok = v <= limit
+        print(f"{'ok  ' if ok else 'FAIL'} {k}: {v} instructions/call (record {rec[k]}, limit {limit:.0f})")
+        passed, failed = passed + ok, failed + (not ok)
+    print(f"callgrind: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
