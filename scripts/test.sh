@@ -25,5 +25,9 @@ export DFT_WHEEL
 "$ROOT/.venv-test/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$DFT_WHEEL"
 "$ROOT/.venv-test/bin/python" -m pytest -q frontends/python/tests
 
+step "instruction counts (callgrind) vs benches/record/callgrind.json"
+command -v valgrind >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
+python3 benches/callgrind_check.py --python "$ROOT/.venv-test/bin/python"
+
 step "ecosystem: dftracer-utils 0.0.14 reads our traces"
 bash tests/ecosystem.sh
