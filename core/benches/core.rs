@@ -7,12 +7,12 @@
 //! `finalize`. See `README.md` beside this file for what each figure means.
 
 use criterion::{Criterion, Throughput};
-use std::hint::black_box;
 use dftracer_core::event::{Pending, Record};
 use dftracer_core::gzip::GzipWriter;
 use dftracer_core::hash::hash16;
 use dftracer_core::json::{self, Ctx};
 use dftracer_core::{Arg, Config, Layer, Origin, Value};
+use std::hint::black_box;
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -45,7 +45,9 @@ fn disabled(c: &mut Criterion) {
     assert!(!dftracer_core::is_enabled(), "must run before init");
     let mut g = c.benchmark_group("disabled");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("is_enabled", |b| b.iter(|| black_box(dftracer_core::is_enabled())));
+    g.bench_function("is_enabled", |b| {
+        b.iter(|| black_box(dftracer_core::is_enabled()))
+    });
     let args = args4();
     g.bench_function("complete_4args", |b| {
         let mut i = 0u64;
@@ -82,7 +84,10 @@ fn encode(c: &mut Criterion) {
     let fname_hash = hash16(b"/data/train/file_0001.npz");
     let mut g = c.benchmark_group("encode");
     g.throughput(Throughput::Elements(1));
-    for (label, args) in [("complete_0args", &[][..]), ("complete_4args", &args4()[..])] {
+    for (label, args) in [
+        ("complete_0args", &[][..]),
+        ("complete_4args", &args4()[..]),
+    ] {
         let buf = one_record(args);
         let rec = Record::decode(&buf).unwrap();
         let mut out = Vec::with_capacity(1 << 20);
@@ -131,7 +136,7 @@ fn typical_json() -> Vec<u8> {
             Arg::new("fname", Value::Path(b"/data/train/file_0001.npz")),
             Arg::new("size", Value::UInt(4096 * (i % 17))),
             Arg::int("offset", (i * 65536) as i64),
-            Arg::str("mode", if i % 3 == 0 { "rb" } else { "wb" }),
+            Arg::str("mode", ["rb", "wb", "wb"][(i % 3) as usize]),
         ];
         let p = Pending::Complete {
             layer: Layer::LibcIo,
@@ -144,7 +149,9 @@ fn typical_json() -> Vec<u8> {
         let mut buf = vec![0u8; p.len()];
         p.write(&mut buf);
         let rec = Record::decode(&buf).unwrap();
-        json::complete(&mut out, &ctx, i, 6427 + (i % 4) as u32, &rec, &mut |_| fname_hash);
+        json::complete(&mut out, &ctx, i, 6427 + (i % 4) as u32, &rec, &mut |_| {
+            fname_hash
+        });
     }
     out.truncate(1 << 20);
     out
@@ -212,7 +219,14 @@ fn record(c: &mut Criterion) {
                 for _ in 0..k {
                     let start = dftracer_core::now();
                     let end = dftracer_core::now();
-                    dftracer_core::complete(Layer::CppApp, b"read", b"POSIX", start, end - start, &args);
+                    dftracer_core::complete(
+                        Layer::CppApp,
+                        b"read",
+                        b"POSIX",
+                        start,
+                        end - start,
+                        &args,
+                    );
                 }
                 total += t.elapsed();
                 left -= k;
@@ -309,14 +323,18 @@ fn threads(c: &mut Criterion) -> [(usize, f64, f64); 2] {
     for (slot, pool) in rates.iter().zip(&pools) {
         let n = slot.0 as u64;
         // One criterion iteration = one event, shared out between the threads.
-        g.bench_function(format!("{n}_threads"), |b| b.iter_custom(|iters| pool.run_burst(iters.div_ceil(n))));
+        g.bench_function(format!("{n}_threads"), |b| {
+            b.iter_custom(|iters| pool.run_burst(iters.div_ceil(n)))
+        });
     }
     g.finish();
     let mut g = c.benchmark_group("record_threads_sustained_4args");
     g.throughput(Throughput::Elements(1));
     for (slot, pool) in rates.iter().zip(&pools) {
         let n = slot.0 as u64;
-        g.bench_function(format!("{n}_threads"), |b| b.iter_custom(|iters| pool.run(iters.div_ceil(n))));
+        g.bench_function(format!("{n}_threads"), |b| {
+            b.iter_custom(|iters| pool.run(iters.div_ceil(n)))
+        });
     }
     g.finish();
     // Fixed-size runs for the printed ratios (best of 3, the machine is shared).
@@ -389,7 +407,9 @@ fn main() {
 
     record(&mut c);
     let rates = threads(&mut c);
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     for (label, pick) in [("burst", 1), ("sustained", 2)] {
         let r = |i: usize| if pick == 1 { rates[i].1 } else { rates[i].2 };
         println!(
@@ -399,7 +419,10 @@ fn main() {
             r(1) / r(0),
         );
     }
-    let n = std::env::var("STALL_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000_000);
+    let n = std::env::var("STALL_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000_000);
     stalls(n);
 
     dftracer_core::finalize();

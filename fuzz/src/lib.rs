@@ -101,7 +101,10 @@ pub fn expected_text(s: &[u8], max: usize) -> String {
 pub fn parse_line(line: &[u8]) -> J {
     let text = match std::str::from_utf8(line) {
         Ok(t) => t,
-        Err(e) => panic!("line is not UTF-8 ({e}): {:?}", String::from_utf8_lossy(line)),
+        Err(e) => panic!(
+            "line is not UTF-8 ({e}): {:?}",
+            String::from_utf8_lossy(line)
+        ),
     };
     if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
         panic!("line is not JSON ({e}): {text}");
@@ -111,9 +114,17 @@ pub fn parse_line(line: &[u8]) -> J {
 
 /// Splits encoder output into lines: it must end in `\n` and hold exactly `n` lines.
 fn lines(out: &[u8], n: usize) -> Vec<&[u8]> {
-    assert!(out.last() == Some(&b'\n'), "output does not end in a newline");
+    assert!(
+        out.last() == Some(&b'\n'),
+        "output does not end in a newline"
+    );
     let ls: Vec<&[u8]> = out[..out.len() - 1].split(|&b| b == b'\n').collect();
-    assert_eq!(ls.len(), n, "a raw newline inside a line: {:?}", String::from_utf8_lossy(out));
+    assert_eq!(
+        ls.len(),
+        n,
+        "a raw newline inside a line: {:?}",
+        String::from_utf8_lossy(out)
+    );
     ls
 }
 
@@ -154,7 +165,11 @@ impl OwnedEvent {
         let dur = if kind == 0 { inp.u64() } else { 0 };
         let name = inp.blob(budget);
         let cat = inp.blob(budget);
-        let value = if kind == 2 { inp.blob(budget) } else { Vec::new() };
+        let value = if kind == 2 {
+            inp.blob(budget)
+        } else {
+            Vec::new()
+        };
         let mut args = Vec::new();
         if kind != 2 {
             let n = inp.u8() % (MAX_ARGS as u8 + 9);
@@ -217,7 +232,11 @@ fn expect_args(got: &J, ev: &OwnedEvent) {
         panic!("args is not an object: {got:?}")
     };
     let mut it = entries.iter();
-    assert_eq!(it.next(), Some(&("hhash".to_string(), J::S(HHASH.into()))), "hhash first");
+    assert_eq!(
+        it.next(),
+        Some(&("hhash".to_string(), J::S(HHASH.into()))),
+        "hhash first"
+    );
     for (k, v) in ev.args.iter().take(MAX_ARGS) {
         let (gk, gv) = it.next().expect("an arg is missing");
         let want_key = if k == b"hhash" {
@@ -291,7 +310,10 @@ fn check_event(ev: &OwnedEvent, metadata: bool, id: u64, tid: u32, pid: u32, all
     assert!(len % 8 == 0 && len <= MAX_RECORD, "record length {len}");
     let mut buf = vec![0u8; len];
     p.write(&mut buf);
-    assert_eq!(u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize, len);
+    assert_eq!(
+        u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize,
+        len
+    );
     let rec = Record::decode(&buf).expect("a written record decodes");
     let kind = [KIND_COMPLETE, KIND_COUNTER, KIND_META][ev.kind as usize];
     assert_eq!((rec.kind, rec.layer), (kind, ev.layer));
@@ -301,7 +323,10 @@ fn check_event(ev: &OwnedEvent, metadata: bool, id: u64, tid: u32, pid: u32, all
     if ev.kind != 2 {
         assert_eq!(rec.ts, ev.ts);
         assert_eq!(rec.nargs as usize, ev.args.len().min(MAX_ARGS));
-        assert_eq!(rec.args_dropped as usize, ev.args.len().saturating_sub(MAX_ARGS).min(255));
+        assert_eq!(
+            rec.args_dropped as usize,
+            ev.args.len().saturating_sub(MAX_ARGS).min(255)
+        );
         assert_eq!(rec.args().count(), ev.args.len().min(MAX_ARGS));
     }
     if ev.kind == 0 {
@@ -318,7 +343,15 @@ fn check_event(ev: &OwnedEvent, metadata: bool, id: u64, tid: u32, pid: u32, all
     match ev.kind {
         0 => json::complete(&mut out, &ctx, id, tid, &rec, &mut hash_of),
         1 => json::counter(&mut out, &ctx, tid, &rec, &mut hash_of),
-        _ => json::meta(&mut out, &ctx, tid, ev.layer as u8, &rec.name, &rec.cat, &rec.value),
+        _ => json::meta(
+            &mut out,
+            &ctx,
+            tid,
+            ev.layer as u8,
+            &rec.name,
+            &rec.cat,
+            &rec.value,
+        ),
     }
     let line = lines(&out, 1)[0];
     let J::O(obj) = parse_line(line) else {
@@ -383,13 +416,22 @@ pub fn json_encoder(data: &[u8]) {
     let flags = inp.u8();
     let metadata = flags & 1 == 0;
     let pid = inp.u16() as u32 * 7919;
-    let mut budget = 1 << 20;
+    // 64 KiB of expanded strings per input: enough to cross MAX_STR many times, small
+    // enough to keep libFuzzer fast.
+    let mut budget = 64 << 10;
     let mut all = Vec::new();
     let mut n = 0;
     while !inp.is_empty() && n < 16 {
         let ev = OwnedEvent::read(&mut inp, &mut budget);
         n += 1;
-        check_event(&ev, metadata, n as u64, (flags as u32) << 20 | n, pid, &mut all);
+        check_event(
+            &ev,
+            metadata,
+            n as u64,
+            (flags as u32) << 20 | n,
+            pid,
+            &mut all,
+        );
     }
     if n > 0 {
         // The lines of one buffer stay separate lines.
@@ -403,7 +445,10 @@ pub fn json_encoder(data: &[u8]) {
     let mut out = Vec::new();
     json::write_str(&mut out, data, orig);
     let want = if orig > data.len() {
-        format!("{}...[truncated, {orig} bytes]", String::from_utf8_lossy(data))
+        format!(
+            "{}...[truncated, {orig} bytes]",
+            String::from_utf8_lossy(data)
+        )
     } else {
         String::from_utf8_lossy(data).into_owned()
     };
@@ -422,7 +467,10 @@ pub fn json_encoder(data: &[u8]) {
     };
     let want = J::O(vec![
         ("hhash".into(), J::S(HHASH.into())),
-        ("name".into(), J::S(String::from_utf8_lossy(event::clip(data, MAX_STR)).into())),
+        (
+            "name".into(),
+            J::S(String::from_utf8_lossy(event::clip(data, MAX_STR)).into()),
+        ),
         ("value".into(), J::S(String::from_utf8_lossy(data).into())),
     ]);
     assert_eq!(field(&obj, 6, "args"), &want, "meta_str args");
@@ -493,7 +541,11 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= b as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -527,27 +579,28 @@ pub fn ring_model(data: &[u8]) {
     let mut model: VecDeque<(u64, usize)> = VecDeque::new();
     let mut seq = 0u64;
     let slots = cap / 16; // lengths 8..=cap/2 in steps of 8
-    let mut push = |len: usize, head: &mut usize, tail: usize, model: &mut VecDeque<(u64, usize)>| {
-        let idx = *head % cap;
-        let to_end = cap - idx;
-        let need = if len <= to_end { len } else { to_end + len };
-        let fits = *head - tail + need <= cap;
-        let s = seq;
-        let mut called = false;
-        let ok = ring.push(len, |buf| {
-            assert_eq!(buf.len(), len, "slot length");
-            called = true;
-            fill_record(buf, s);
-        });
-        assert_eq!(ok, fits, "push({len}) at head {head} tail {tail} cap {cap}");
-        assert_eq!(called, ok, "fill called iff the push succeeded");
-        if ok {
-            *head += need;
-            model.push_back((s, len));
-            seq += 1;
-        }
-        ok
-    };
+    let mut push =
+        |len: usize, head: &mut usize, tail: usize, model: &mut VecDeque<(u64, usize)>| {
+            let idx = *head % cap;
+            let to_end = cap - idx;
+            let need = if len <= to_end { len } else { to_end + len };
+            let fits = *head - tail + need <= cap;
+            let s = seq;
+            let mut called = false;
+            let ok = ring.push(len, |buf| {
+                assert_eq!(buf.len(), len, "slot length");
+                called = true;
+                fill_record(buf, s);
+            });
+            assert_eq!(ok, fits, "push({len}) at head {head} tail {tail} cap {cap}");
+            assert_eq!(called, ok, "fill called iff the push succeeded");
+            if ok {
+                *head += need;
+                model.push_back((s, len));
+                seq += 1;
+            }
+            ok
+        };
     let mut ops = 0;
     while !inp.is_empty() && ops < 4096 {
         ops += 1;
@@ -589,9 +642,33 @@ pub fn ring_model(data: &[u8]) {
 
 /// Values worth trying for any knob (the fuzzer mutates from these too).
 const VALUES: &[&str] = &[
-    "", "0", "1", "yes", "no", "ON", "off", "True", "y", "2", "-1", " 42 ", "300", "256",
-    "18446744073709551615", "18446744073709551616", "4294967296", "NS", "us", "SEC", "PRELOAD",
-    "function", "SELECTIVE", "/tmp/x", "all", "1e3", "0x10",
+    "",
+    "0",
+    "1",
+    "yes",
+    "no",
+    "ON",
+    "off",
+    "True",
+    "y",
+    "2",
+    "-1",
+    " 42 ",
+    "300",
+    "256",
+    "18446744073709551615",
+    "18446744073709551616",
+    "4294967296",
+    "NS",
+    "us",
+    "SEC",
+    "PRELOAD",
+    "function",
+    "SELECTIVE",
+    "/tmp/x",
+    "all",
+    "1e3",
+    "0x10",
 ];
 
 /// The boolean knobs (their getters answer "0"/"1" in the variable's sense).
@@ -663,7 +740,10 @@ pub fn config(data: &[u8]) {
         p
     });
     if let Some(p) = &file {
-        env.insert("DFTRACER_CONFIGURATION".into(), p.to_string_lossy().into_owned());
+        env.insert(
+            "DFTRACER_CONFIGURATION".into(),
+            p.to_string_lossy().into_owned(),
+        );
     }
     let getenv = |k: &str| env.get(k).cloned();
     let (cfg, _warnings, error) = config::resolve(getenv);
@@ -689,7 +769,11 @@ pub fn config(data: &[u8]) {
         let v = cfg.get(knob.env);
         let short = &knob.env["DFTRACER_".len()..];
         assert_eq!(cfg.get(short), v, "get({short})");
-        assert_eq!(cfg.get(&short.to_ascii_lowercase()), v, "get(lowercase {short})");
+        assert_eq!(
+            cfg.get(&short.to_ascii_lowercase()),
+            v,
+            "get(lowercase {short})"
+        );
         from_getters.insert(knob.env.to_string(), v);
     }
     let _ = cfg.get(&String::from_utf8_lossy(data));
@@ -698,7 +782,10 @@ pub fn config(data: &[u8]) {
     // A config is reproduced by feeding its own getters back as the environment.
     let (back, w, e) = config::resolve(|k| from_getters.get(k).cloned());
     assert!(e.is_none());
-    assert_eq!(back, cfg, "getters do not reproduce the config (warnings {w:?})");
+    assert_eq!(
+        back, cfg,
+        "getters do not reproduce the config (warnings {w:?})"
+    );
 
     // Accepted env values win over YAML.
     for knob in KNOBS {
@@ -715,7 +802,12 @@ pub fn config(data: &[u8]) {
         if let Ok(v) = raw.trim().parse::<u64>() {
             match knob.env {
                 "DFTRACER_COMPRESSION_LEVEL" if !ignored("compression_level_wrap") => {
-                    assert_eq!(cfg.compression_level as u64, v.min(10), "{}={raw:?}", knob.env)
+                    assert_eq!(
+                        cfg.compression_level as u64,
+                        v.min(10),
+                        "{}={raw:?}",
+                        knob.env
+                    )
                 }
                 "DFTRACER_RING_SIZE" => {
                     let want = (v.min(MAX_RING_SIZE as u64) as usize)
@@ -753,7 +845,15 @@ pub fn record_decode(data: &[u8]) {
     match rec.kind {
         KIND_COMPLETE => json::complete(&mut out, &ctx, 1, 2, &rec, &mut hash_of),
         KIND_COUNTER => json::counter(&mut out, &ctx, 2, &rec, &mut hash_of),
-        KIND_META => json::meta(&mut out, &ctx, 2, rec.layer as u8, &rec.name, &rec.cat, &rec.value),
+        KIND_META => json::meta(
+            &mut out,
+            &ctx,
+            2,
+            rec.layer as u8,
+            &rec.name,
+            &rec.cat,
+            &rec.value,
+        ),
         k => panic!("decode accepted kind {k}"),
     }
     parse_line(lines(&out, 1)[0]);

@@ -58,14 +58,35 @@ fn kind_byte(kind: u8, layer: Layer) -> u8 {
 }
 
 impl Builder {
-    pub fn complete(self, layer: Layer, ts: u64, dur: u64, name: Builder, cat: Builder, nargs: u8) -> Self {
-        self.u8(kind_byte(0, layer)).u64(ts).u64(dur).bytes(&name.0).bytes(&cat.0).u8(nargs)
+    pub fn complete(
+        self,
+        layer: Layer,
+        ts: u64,
+        dur: u64,
+        name: Builder,
+        cat: Builder,
+        nargs: u8,
+    ) -> Self {
+        self.u8(kind_byte(0, layer))
+            .u64(ts)
+            .u64(dur)
+            .bytes(&name.0)
+            .bytes(&cat.0)
+            .u8(nargs)
     }
     pub fn counter(self, layer: Layer, ts: u64, name: Builder, cat: Builder, nargs: u8) -> Self {
-        self.u8(kind_byte(1, layer)).u64(ts).bytes(&name.0).bytes(&cat.0).u8(nargs)
+        self.u8(kind_byte(1, layer))
+            .u64(ts)
+            .bytes(&name.0)
+            .bytes(&cat.0)
+            .u8(nargs)
     }
     pub fn meta(self, layer: Layer, name: &[u8], key: &[u8], value: &[u8]) -> Self {
-        self.u8(kind_byte(2, layer)).u64(0).blob(name).blob(key).blob(value)
+        self.u8(kind_byte(2, layer))
+            .u64(0)
+            .blob(name)
+            .blob(key)
+            .blob(value)
     }
     /// An arg: key (as a built blob) then a tagged value.
     pub fn arg_int(self, key: &[u8], v: i64) -> Self {
@@ -94,33 +115,69 @@ fn b(s: &[u8]) -> Builder {
 
 fn json_encoder() -> Vec<(&'static str, Vec<u8>)> {
     let typical = enc_header(true, 6427)
-        .complete(Layer::Python, 1_795_988_293_894_894, 12, b(b"read"), b(b"POSIX"), 5)
+        .complete(
+            Layer::Python,
+            1_795_988_293_894_894,
+            12,
+            b(b"read"),
+            b(b"POSIX"),
+            5,
+        )
         .arg_path(b"fname", b(b"/data/train/file_0001.npz"))
         .arg_uint(b"size", 65536)
         .arg_int(b"ret", -1)
         .arg_float(b"ratio", 0.25)
         .arg_bool(b"cached", true)
-        .counter(Layer::Psutil, 1_795_988_293_894_900, b(b"cpu"), b(b"sys"), 2)
+        .counter(
+            Layer::Psutil,
+            1_795_988_293_894_900,
+            b(b"cpu"),
+            b(b"sys"),
+            2,
+        )
         .arg_float(b"percent", 12.5)
         .arg_uint(b"rss", 1 << 33)
         .meta(Layer::Dftracer, b"CM", b"time_metric", b"US")
         .finish();
     let hostile = enc_header(true, 1)
-        .complete(Layer::CApp, 0, 0, b(b"q\"uo\\te\n\r\t\x08\x0c\x01\x7f"), b(b"p\x86+m\xa5\x7f"), 4)
-        .arg_str(b"hh\xffash", b(b"\xed\xa0\x80 surrogate \xf4\x90\x80\x80 too big \xc0\xaf overlong"))
+        .complete(
+            Layer::CApp,
+            0,
+            0,
+            b(b"q\"uo\\te\n\r\t\x08\x0c\x01\x7f"),
+            b(b"p\x86+m\xa5\x7f"),
+            4,
+        )
+        .arg_str(
+            b"hh\xffash",
+            b(b"\xed\xa0\x80 surrogate \xf4\x90\x80\x80 too big \xc0\xaf overlong"),
+        )
         .arg_int(b"hhash", 5)
         .arg_str(b"user_hhash", b(b"dup"))
         .arg_str(b"\x00\x1f", b(b"</script>\\u0000"))
         .finish();
     let long = enc_header(true, 2)
         // 2-byte chars: the cut at MAX_STR falls on a boundary.
-        .complete(Layer::Python, 1, 2, Builder::new().long(5000, "é".as_bytes()), Builder::new().long(4097, b"c"), 4)
+        .complete(
+            Layer::Python,
+            1,
+            2,
+            Builder::new().long(5000, "é".as_bytes()),
+            Builder::new().long(4097, b"c"),
+            4,
+        )
         // 3-byte chars: the cut falls inside one and backs off.
         .arg_str(b"euro", Builder::new().long(4099, "ab€".as_bytes()))
         .arg_path(b"path", Builder::new().long(9000, b"/dir"))
         .arg_str(b"exact", Builder::new().long(4096, b"x"))
         .arg_str(b"invalid_tail", Builder::new().long(4097, b"\xe2\x82"))
-        .counter(Layer::Python, 3, Builder::new().long(4096, b"n"), b(b"c"), 1)
+        .counter(
+            Layer::Python,
+            3,
+            Builder::new().long(4096, b"n"),
+            b(b"c"),
+            1,
+        )
         .bytes(&Builder::new().long(300, b"k").0)
         .u8(3)
         .u8(1)
@@ -188,7 +245,15 @@ fn gzip_member() -> Vec<(&'static str, Vec<u8>)> {
         .u16(20_000)
         .bytes(b"abcdefghij")
         .finish();
-    let empty = Builder::new().u8(6).u8(0).u16(0).u8(0).u16(0).u8(0x40).u16(0).finish();
+    let empty = Builder::new()
+        .u8(6)
+        .u8(0)
+        .u16(0)
+        .u8(0)
+        .u16(0)
+        .u8(0x40)
+        .u16(0)
+        .finish();
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     let noise: Vec<u8> = (0..6000)
         .map(|_| {
@@ -199,7 +264,12 @@ fn gzip_member() -> Vec<(&'static str, Vec<u8>)> {
         })
         .collect();
     let binary = Builder::new().u8(3).u8(0).u16(6000).bytes(&noise).finish();
-    vec![("json_lines", json), ("levels", levels), ("empty_members", empty), ("incompressible", binary)]
+    vec![
+        ("json_lines", json),
+        ("levels", levels),
+        ("empty_members", empty),
+        ("incompressible", binary),
+    ]
 }
 
 fn ring_model() -> Vec<(&'static str, Vec<u8>)> {
@@ -223,9 +293,36 @@ fn ring_model() -> Vec<(&'static str, Vec<u8>)> {
         .u8(7)
         .u8(5)
         .finish();
-    let small = Builder::new().u16(0).u8(0).u8(3).u8(0).u8(1).u8(0).u8(0).u8(5).u8(7 | (3 << 3)).u8(5).finish();
-    let big = Builder::new().u16(4999).u8(7 | (20 << 3)).u8(5).u8(0).u8(255).u8(0).u8(255).u8(0).u8(255).u8(5).finish();
-    vec![("wrap_pad", wrap.finish()), ("burst_full", burst), ("min_capacity", small), ("big_records", big)]
+    let small = Builder::new()
+        .u16(0)
+        .u8(0)
+        .u8(3)
+        .u8(0)
+        .u8(1)
+        .u8(0)
+        .u8(0)
+        .u8(5)
+        .u8(7 | (3 << 3))
+        .u8(5)
+        .finish();
+    let big = Builder::new()
+        .u16(4999)
+        .u8(7 | (20 << 3))
+        .u8(5)
+        .u8(0)
+        .u8(255)
+        .u8(0)
+        .u8(255)
+        .u8(0)
+        .u8(255)
+        .u8(5)
+        .finish();
+    vec![
+        ("wrap_pad", wrap.finish()),
+        ("burst_full", burst),
+        ("min_capacity", small),
+        ("big_records", big),
+    ]
 }
 
 /// Index byte selecting a knob by its variable in the config layout.
@@ -235,7 +332,10 @@ pub fn knob(env: &str) -> u8 {
 
 /// Index byte selecting one of the harness's canned values.
 pub fn value(v: &str) -> u8 {
-    crate::VALUES.iter().position(|x| *x == v).expect("known value") as u8
+    crate::VALUES
+        .iter()
+        .position(|x| *x == v)
+        .expect("known value") as u8
 }
 
 fn config() -> Vec<(&'static str, Vec<u8>)> {
@@ -249,7 +349,13 @@ fn config() -> Vec<(&'static str, Vec<u8>)> {
         .u8(value("off"))
         .bytes(yaml.as_bytes())
         .finish();
-    let bad = Builder::new().u8(1).u8(1).u8(knob("DFTRACER_ENABLE")).u8(value("1")).bytes(b"enable: [unclosed\n").finish();
+    let bad = Builder::new()
+        .u8(1)
+        .u8(1)
+        .u8(knob("DFTRACER_ENABLE"))
+        .u8(value("1"))
+        .bytes(b"enable: [unclosed\n")
+        .finish();
     let words = Builder::new()
         .u8(0)
         .u8(6)
@@ -268,7 +374,12 @@ fn config() -> Vec<(&'static str, Vec<u8>)> {
         .blob(b"DFTRACER_NOT_A_KNOB")
         .u8(value("1"))
         .finish();
-    let level = Builder::new().u8(0).u8(1).u8(knob("DFTRACER_COMPRESSION_LEVEL")).u8(value("300")).finish();
+    let level = Builder::new()
+        .u8(0)
+        .u8(1)
+        .u8(knob("DFTRACER_COMPRESSION_LEVEL"))
+        .u8(value("300"))
+        .finish();
     let yaml_types = Builder::new()
         .u8(1)
         .u8(0)

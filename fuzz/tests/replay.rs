@@ -92,7 +92,14 @@ fn mutate(rng: &mut Rng, mut v: Vec<u8>, other: &[u8]) -> Vec<u8> {
             _ if len >= 8 => {
                 // An interesting 64-bit value somewhere.
                 let i = rng.below(len - 7);
-                let x: u64 = [0, u64::MAX, i64::MIN as u64, 0x7ff8_0000_0000_0000, 4096, 4097][rng.below(6)];
+                let x: u64 = [
+                    0,
+                    u64::MAX,
+                    i64::MIN as u64,
+                    0x7ff8_0000_0000_0000,
+                    4096,
+                    4097,
+                ][rng.below(6)];
                 v[i..i + 8].copy_from_slice(&x.to_le_bytes());
             }
             _ => v.push(rng.next() as u8),
@@ -123,12 +130,17 @@ fn replay(target: &str, f: Target) {
     for (p, data) in &corpus {
         run_one(target, f, data, &p.file_name().unwrap().to_string_lossy());
     }
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ target.len() as u64 ^ (target.as_bytes()[0] as u64) << 32);
+    let mut rng =
+        Rng(0x9E37_79B9_7F4A_7C15 ^ target.len() as u64 ^ (target.as_bytes()[0] as u64) << 32);
     let n = iters();
     for i in 0..n {
         let data = if i % 2 == 0 {
             // Mostly short inputs, sometimes long ones.
-            let len = if rng.below(8) == 0 { rng.below(4096) } else { rng.below(96) };
+            let len = if rng.below(8) == 0 {
+                rng.below(4096)
+            } else {
+                rng.below(96)
+            };
             rng.bytes(len)
         } else {
             let a = &corpus[rng.below(corpus.len())].1;
@@ -137,7 +149,10 @@ fn replay(target: &str, f: Target) {
         };
         run_one(target, f, &data, &format!("iteration {i}"));
     }
-    eprintln!("{target}: {} seeds + {n} generated inputs passed", corpus.len());
+    eprintln!(
+        "{target}: {} seeds + {n} generated inputs passed",
+        corpus.len()
+    );
 }
 
 #[test]
@@ -180,7 +195,6 @@ fn seeds_are_committed() {
         assert!(on_disk == data, "{} differs from its builder", p.display());
     }
 }
-
 
 // Findings ------------------------------------------------------------------------------------
 
