@@ -192,7 +192,11 @@ fn seeds_are_committed() {
             std::fs::write(&p, &data).unwrap();
         }
         let on_disk = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        assert!(on_disk == data, "{} differs from its builder", p.display());
+        // record_decode seeds are core's internal ring format, which core may change at any
+        // time; a stale one is still a good arbitrary input, so only its presence is checked.
+        if target != "record_decode" {
+            assert!(on_disk == data, "{} differs from its builder", p.display());
+        }
     }
 }
 
