@@ -15,6 +15,8 @@
 #   rss/hwm/pss VmRSS, VmHWM (kB) and Pss from smaps_rollup (shared libc pages divided among
 #               their users)
 #   samples     `cpu` records (one per tick for both); bytes/sample = trace bytes / samples
+# Rows: ours, ours_raw (ours with DFTRACER_TRACE_COMPRESSION=0: shows what the per-second gzip
+# member costs), ref (the reference), floor (floor.c: reading the same files, nothing else).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,6 +45,7 @@ if command -v cc >/dev/null; then
     cc -O2 -o "$WORK/floor" "$ROOT/benches/service/floor.c" && FLOOR=$WORK/floor
 fi
 
+IMPLS=${IMPLS:-"ours ours_raw ref"}
 HZ=$(getconf CLK_TCK)
 SHORT=$(hostname -s)
 
@@ -53,14 +56,15 @@ hwm_kb() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 wait_gone() { for _ in $(seq 1 500); do [ -d "/proc/$1" ] || return 0; grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null && return 0; sleep 0.02; done; }
 
 pss_kb() { awk '/^Pss:/ { print $2 }' "/proc/$1/smaps_rollup"; }
-FMT='%-5s %8s %9s %8s %9s %7s %7s %7s %7s %12s %12s  %s\n'
+FMT='%-8s %8s %9s %8s %9s %7s %7s %7s %7s %12s %12s  %s\n'
 printf "$FMT" impl interval cpu_ticks cpu_ms steady_ms rss_kB hwm_kB pss_kB samples bytes/sample bytes/record validate
 for interval in $INTERVALS; do
     declare -A PID=()
-    for impl in ours ref; do
+    for impl in $IMPLS; do
         bin=$OURS; [ "$impl" = ref ] && bin=$REF
         mkdir -p "$WORK/$impl-$interval/out" "$WORK/$impl-$interval/state"
-        env DFTRACER_ENABLE=1 DFTRACER_LOG_FILE="$WORK/$impl-$interval/out/svc" \
+        compression=1; [ "$impl" = ours_raw ] && compression=0
+        env DFTRACER_ENABLE=1 DFTRACER_TRACE_COMPRESSION=$compression DFTRACER_LOG_FILE="$WORK/$impl-$interval/out/svc" \
             DFTRACER_TRACE_INTERVAL_MS="$interval" \
             "$bin" start "$WORK/$impl-$interval/state" >/dev/null
         for _ in $(seq 1 100); do
@@ -74,10 +78,10 @@ for interval in $INTERVALS; do
     declare -A T0=()
     sleep 1
     [ -n "$FPID" ] && F0=$(cpu_sched_ms "$FPID")
-    for impl in ours ref; do T0[$impl]=$(cpu_sched_ms "${PID[$impl]}"); done
+    for impl in $IMPLS; do T0[$impl]=$(cpu_sched_ms "${PID[$impl]}"); done
     sleep "$((DURATION - 1))"
     declare -A LINE=()
-    for impl in ours ref; do
+    for impl in $IMPLS; do
         p=${PID[$impl]}
         LINE[$impl]="$(cpu_ticks_ms "$p") $(cpu_sched_ms "$p") $(rss_kb "$p") $(hwm_kb "$p") $(pss_kb "$p")"
     done
@@ -87,21 +91,24 @@ for interval in $INTERVALS; do
         FLINE="$FLINE $(awk -v a="$F0" -v b="$(cpu_sched_ms "$FPID")" 'BEGIN { printf "%.2f", b - a }')"
         kill "$FPID"; wait "$FPID" 2>/dev/null || true
     fi
-    for impl in ours ref; do
+    for impl in $IMPLS; do
         T1=$(cpu_sched_ms "${PID[$impl]}")
         LINE[$impl]="${LINE[$impl]} $(awk -v a="${T0[$impl]}" -v b="$T1" 'BEGIN { printf "%.2f", b - a }')"
     done
-    for impl in ours ref; do
+    for impl in $IMPLS; do
         bin=$OURS; [ "$impl" = ref ] && bin=$REF
         "$bin" stop "$WORK/$impl-$interval/state" >/dev/null 2>&1 || true
         wait_gone "${PID[$impl]}"
     done
-    for impl in ours ref; do
-        f=$(ls "$WORK/$impl-$interval/out/"*.pfw* | head -1)
+    for impl in $IMPLS; do
+        f=$(ls "$WORK/$impl-$interval/out/"*.pfw* | grep -v '\.pfw\.gz\.gz$' | head -1)
         bytes=$(stat -c %s "$f")
         samples=$(zcat -f "$f" | grep -c '"name":"cpu",' || true)
         records=$(zcat -f "$f" | grep -c '"ph":2' || true)
-        v=$("$VALIDATE" --files "$f" 2>&1 | grep -o '[0-9]* passed, [0-9]* failed' | head -1 || true)
+        vf=$f
+        # dftracer_validate reads gzip traces only: check a compressed copy of a plain one.
+        case $f in *.pfw) gzip -c "$f" >"$f.gz"; vf=$f.gz ;; esac
+        v=$("$VALIDATE" --files "$vf" 2>&1 | grep -o '[0-9]* passed, [0-9]* failed' | head -1 || true)
         read -r ticks sched rss hwm pss steady <<<"${LINE[$impl]}"
         printf "$FMT" "$impl" "${interval}ms" \
             "${ticks}ms" "$sched" "$steady" "$rss" "$hwm" "$pss" "$samples" \

@@ -399,6 +399,9 @@ pub fn stop(dir: &str) -> Result<ExitCode, Error> {
             dir: st.log_dir.clone(),
         });
     }
+    let trace = trace_from_out(&st.out_file)
+        .map(|t| format!(" {t}"))
+        .unwrap_or_default();
     for &pid in &pids {
         signal(pid, libc::SIGTERM)?;
     }
@@ -413,7 +416,7 @@ pub fn stop(dir: &str) -> Result<ExitCode, Error> {
         // Normally the daemon removed it; not if it died some other way meanwhile.
         st.release_pid_file(pid);
         println!(
-            "{BIN_NAME} stopped on {} (PID {pid}); trace complete",
+            "{BIN_NAME} stopped on {} (PID {pid}); trace{trace} complete",
             st.host
         );
     }
