@@ -187,9 +187,7 @@ pub struct Knob {
 }
 
 fn warn_bad(warnings: &mut Vec<String>, env: &str, raw: &str, expect: &str) {
-    warnings.push(format!(
-        "{env}={raw:?} is not {expect}; using the default"
-    ));
+    warnings.push(format!("{env}={raw:?} is not {expect}; using the default"));
 }
 
 /// `1/true/yes/on` and `0/false/no/off`, any case.
@@ -231,7 +229,8 @@ macro_rules! uint_knob {
             meaning: $meaning,
             yaml_inverted: false,
             set: |c, raw, w| match parse_u64(raw) {
-                Some(v) => c.$field = v as $ty,
+                // Saturate (never wrap): normalize() then clamps to the knob's range.
+                Some(v) => c.$field = <$ty>::try_from(v).unwrap_or(<$ty>::MAX),
                 None => warn_bad(w, $env, raw, "a non-negative integer"),
             },
             get: |c| c.$field.to_string(),

@@ -44,7 +44,10 @@ impl Layer {
         Layer::Cuda,
     ];
     pub fn from_u8(v: u8) -> Layer {
-        Layer::ALL.get(v as usize).copied().unwrap_or(Layer::Unknown)
+        Layer::ALL
+            .get(v as usize)
+            .copied()
+            .unwrap_or(Layer::Unknown)
     }
     /// Name used as a key of `end.args.used`.
     pub fn name(self) -> &'static str {
@@ -501,7 +504,10 @@ mod tests {
         let mut buf = vec![0u8; p.len()];
         p.write(&mut buf);
         let r = Record::decode(&buf).unwrap();
-        assert_eq!((r.kind, r.layer, r.ts, r.dur), (KIND_COMPLETE, Layer::Python, 7, 9));
+        assert_eq!(
+            (r.kind, r.layer, r.ts, r.dur),
+            (KIND_COMPLETE, Layer::Python, 7, 9)
+        );
         assert_eq!(r.name.bytes, b"n");
         let got: Vec<_> = r.args().collect();
         assert_eq!(got.len(), 6);

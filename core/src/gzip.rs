@@ -80,7 +80,9 @@ mod tests {
     fn members_concatenate() {
         let mut g = GzipWriter::new(1);
         let mut file = Vec::new();
-        let a: Vec<u8> = (0..200_000u32).flat_map(|i| format!("{{\"i\":{i}}}\n").into_bytes()).collect();
+        let a: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| format!("{{\"i\":{i}}}\n").into_bytes())
+            .collect();
         g.member(&a, &mut file);
         g.member(b"", &mut file);
         g.member(b"tail\n", &mut file);

@@ -310,20 +310,27 @@ mod tests {
             metadata: true,
         };
         let mut out = Vec::new();
-        complete(&mut out, &ctx, 2, 6427, &rec, &mut |p| crate::hash::hash16(p));
+        complete(&mut out, &ctx, 2, 6427, &rec, &mut |p| {
+            crate::hash::hash16(p)
+        });
         let line = String::from_utf8(out).unwrap();
         assert!(line.starts_with(
             r#"{"id":2,"name":"ev0","cat":"CAT","type":6,"pid":6427,"tid":6427,"ts":1795988293894894,"dur":10,"ph":1,"args":{"hhash":"6882804a826580cd","i":5,"f":1.5,"s":"hello","user_hhash":1,"nan":null,"big":-9223372036854775808,"p":""#
         ), "{line}");
         assert!(line.ends_with("}}\n"));
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["args"]["p"], crate::hash::hash_str(&crate::hash::hash16(b"/x")));
+        assert_eq!(
+            v["args"]["p"],
+            crate::hash::hash_str(&crate::hash::hash16(b"/x"))
+        );
         let ctx = Ctx {
             metadata: false,
             ..ctx
         };
         let mut out = Vec::new();
-        complete(&mut out, &ctx, 2, 6427, &rec, &mut |p| crate::hash::hash16(p));
+        complete(&mut out, &ctx, 2, 6427, &rec, &mut |p| {
+            crate::hash::hash16(p)
+        });
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "{\"id\":2,\"name\":\"ev0\",\"cat\":\"CAT\",\"type\":6,\"pid\":6427,\"tid\":6427,\"ts\":1795988293894894,\"dur\":10,\"ph\":1}\n"

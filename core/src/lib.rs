@@ -42,6 +42,6 @@ pub use event::{Arg, Layer, Value};
 pub use sink::Origin;
 pub use tracer::{
     complete, config, counter, finalize, flush, init, is_enabled, is_finalized, is_internal,
-    is_running, mark_used, metadata, now, retarget, set_app_metadata, set_bind, stats,
-    trace_path, AppValue, Error, Stats,
+    is_running, mark_used, metadata, now, retarget, set_app_metadata, set_bind, stats, trace_path,
+    AppValue, Error, Stats,
 };

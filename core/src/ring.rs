@@ -103,13 +103,14 @@ impl Ring {
         true
     }
 
-    /// Hands every complete record to `f`, oldest first, and frees its space.
+    /// Hands complete records to `f`, oldest first, freeing their space, until about
+    /// `max_bytes` were drained or `f` returns true. Returns the bytes drained.
     /// Must only be called by one consumer at a time.
-    pub fn drain(&self, mut f: impl FnMut(&[u8])) -> usize {
+    pub fn drain(&self, max_bytes: usize, mut f: impl FnMut(&[u8]) -> bool) -> usize {
         let head = self.head.load(Ordering::Acquire);
-        let mut tail = self.tail.load(Ordering::Relaxed);
-        let mut n = 0;
-        while tail != head {
+        let start = self.tail.load(Ordering::Relaxed);
+        let mut tail = start;
+        while tail != head && tail.wrapping_sub(start) < max_bytes {
             let idx = tail & self.mask;
             // SAFETY: [tail, head) was published by the producer (Acquire above); a record
             // header (8 bytes) starts at every record boundary and lies within the buffer.
@@ -120,17 +121,20 @@ impl Ring {
             };
             // SAFETY: as above; the kind byte follows the length.
             let kind = unsafe { *self.ptr(idx + 4) };
+            let mut stop = false;
             if kind != KIND_PAD {
                 // SAFETY: the producer wrote `len` contiguous bytes here before publishing.
                 let rec = unsafe { std::slice::from_raw_parts(self.ptr(idx) as *const u8, len) };
-                f(rec);
-                n += 1;
+                stop = f(rec);
             }
             tail = tail.wrapping_add(len.max(8));
             // Publish progress as we go so a waiting producer sees space early.
             self.tail.store(tail, Ordering::Release);
+            if stop {
+                break;
+            }
         }
-        n
+        tail.wrapping_sub(start)
     }
 
     /// Drops every held record (fork child: the parent's events are the parent's).
@@ -165,7 +169,10 @@ mod tests {
             while r.push(len, rec(next, len)) {
                 next += 1;
             }
-            r.drain(|b| got.push(u64::from_le_bytes(b[8..16].try_into().unwrap())));
+            r.drain(usize::MAX, |b| {
+                got.push(u64::from_le_bytes(b[8..16].try_into().unwrap()));
+                false
+            });
         }
         assert_eq!(got, (0..next).collect::<Vec<_>>());
     }
@@ -187,10 +194,11 @@ mod tests {
         };
         let mut expect = 0u64;
         while expect < n {
-            r.drain(|b| {
+            r.drain(usize::MAX, |b| {
                 let v = u64::from_le_bytes(b[8..16].try_into().unwrap());
                 assert_eq!(v, expect);
                 expect += 1;
+                false
             });
         }
         p.join().unwrap();

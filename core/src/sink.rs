@@ -78,7 +78,10 @@ pub fn check_dir(prefix: &str) -> io::Result<()> {
     };
     let meta = std::fs::metadata(dir)?;
     if !meta.is_dir() {
-        return Err(io::Error::new(io::ErrorKind::NotADirectory, "not a directory"));
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "not a directory",
+        ));
     }
     crate::sys::dir_writable(dir)
 }
@@ -112,7 +115,10 @@ impl Sink {
                 Err(e) => return Err(e),
             }
         }
-        Err(io::Error::new(io::ErrorKind::AlreadyExists, "no free trace file name"))
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "no free trace file name",
+        ))
     }
 
     /// Writes `data` completely (one `write` in the common case).

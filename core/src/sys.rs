@@ -224,7 +224,9 @@ unsafe impl Send for Wake {}
 impl Wake {
     pub fn new() -> Wake {
         // SAFETY: zeroed sem_t is then initialised by sem_init before any use.
-        let w = Wake(Box::new(std::cell::UnsafeCell::new(unsafe { std::mem::zeroed() })));
+        let w = Wake(Box::new(std::cell::UnsafeCell::new(unsafe {
+            std::mem::zeroed()
+        })));
         // SAFETY: the semaphore lives in a stable heap allocation.
         unsafe { libc::sem_init(w.0.get(), 0, 0) };
         w
@@ -338,12 +340,22 @@ mod tests {
 
     #[test]
     fn exec_name_rules() {
-        assert_eq!(exec_name(&v(&["/usr/bin/python3", "script.py"])), "script.py");
-        assert_eq!(exec_name(&v(&["python", "-u", "dir/train.py", "3"])), "train.py");
+        assert_eq!(
+            exec_name(&v(&["/usr/bin/python3", "script.py"])),
+            "script.py"
+        );
+        assert_eq!(
+            exec_name(&v(&["python", "-u", "dir/train.py", "3"])),
+            "train.py"
+        );
         assert_eq!(exec_name(&v(&["./io", "a"])), "io");
         assert_eq!(exec_name(&v(&["python3"])), "DEFAULT");
         assert_eq!(
-            exec_name(&v(&["python3", "-c", "from multiprocessing.spawn import spawn_main"])),
+            exec_name(&v(&[
+                "python3",
+                "-c",
+                "from multiprocessing.spawn import spawn_main"
+            ])),
             "DEFAULT-spawn"
         );
     }

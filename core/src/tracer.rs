@@ -17,14 +17,16 @@
 #![allow(unsafe_code)]
 
 use crate::config::{Config, TimeMetric};
-use crate::event::{ArgValue, Layer, Pending, Record, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META};
+use crate::event::{
+    ArgValue, Layer, Pending, Record, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
+};
 use crate::gzip::GzipWriter;
 use crate::hash::{hash16, hash_str, Hash16};
 use crate::json::{self, Ctx};
 use crate::ring::Ring;
 use crate::sink::{self, Origin, Sink};
 use crate::sys;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
@@ -46,6 +48,8 @@ const PHASE_DONE: u8 = 3;
 /// Time unit for `now()` without touching SHARED.
 static UNIT: AtomicU8 = AtomicU8::new(1);
 static HOOKS: Once = Once::new();
+/// Bytes of ring drained between two chances for other threads to take the writer lock.
+const DRAIN_CHUNK: usize = 128 * 1024;
 /// Set when `finish` completed: the trace file is whole.
 static FINISHED: AtomicBool = AtomicBool::new(false);
 
@@ -100,21 +104,29 @@ pub struct Stats {
     pub path: Option<String>,
 }
 
+/// Encoder state, under `Shared::writer`: what producers draining their own ring need.
 struct Writer {
     json: Vec<u8>,
-    out: Vec<u8>,
-    gz: Option<GzipWriter>,
-    sink: Option<Sink>,
-    failed: bool,
+    /// The previous member's buffer, returned cleared after it was written.
+    spare: Vec<u8>,
     header_done: bool,
     next_id: u64,
     paths: HashMap<Box<[u8]>, Hash16, crate::hash::FastBuild>,
     used: [bool; Layer::ALL.len()],
     events: u64,
     pending_events: u64,
-    lost: u64,
     last_member_ns: u64,
     ended: bool,
+}
+
+/// File state, under `Shared::output`: compression and writes happen here, with the encoder
+/// lock released, so producers never wait for a compression.
+struct Output {
+    out: Vec<u8>,
+    gz: Option<GzipWriter>,
+    sink: Option<Sink>,
+    failed: bool,
+    lost: u64,
     /// Path and size of the file once closed by finalize.
     closed: Option<(String, u64)>,
 }
@@ -136,6 +148,7 @@ struct Shared {
     date: String,
     rings: Mutex<Vec<Arc<Ring>>>,
     writer: Mutex<Writer>,
+    output: Mutex<Output>,
     wake: sys::Wake,
     app: Mutex<Vec<(String, AppValue)>>,
     used_names: Mutex<Vec<String>>,
@@ -297,7 +310,9 @@ impl Shared {
         } else {
             hash_str(&hash16(format!("{exec}-{host}-{pid}").as_bytes())).to_string()
         };
-        let gz = cfg.compression.then(|| GzipWriter::new(cfg.compression_level));
+        let gz = cfg
+            .compression
+            .then(|| GzipWriter::new(cfg.compression_level));
         let json_cap = cfg.write_buffer_size.clamp(64 * 1024, 16 * 1024 * 1024);
         Shared {
             hhash: hash_str(&hash16(host.as_bytes())).to_string(),
@@ -314,19 +329,22 @@ impl Shared {
             rings: Mutex::new(Vec::new()),
             writer: Mutex::new(Writer {
                 json: Vec::with_capacity(json_cap + crate::event::MAX_RECORD * 8),
-                out: Vec::new(),
-                gz,
-                sink: None,
-                failed: false,
+                spare: Vec::new(),
                 header_done: false,
                 next_id: 1,
                 paths: HashMap::default(),
                 used: [false; Layer::ALL.len()],
                 events: 0,
                 pending_events: 0,
-                lost: 0,
                 last_member_ns: sys::monotonic_ns(),
                 ended: false,
+            }),
+            output: Mutex::new(Output {
+                out: Vec::new(),
+                gz,
+                sink: None,
+                failed: false,
+                lost: 0,
                 closed: None,
             }),
             wake: sys::Wake::new(),
@@ -363,13 +381,24 @@ impl Shared {
         }
     }
 
-    /// Drains every ring into the JSON buffer; cuts members as needed.
-    fn drain_all(&self, w: &mut Writer, force_member: bool) {
+    /// Drains every ring into the JSON buffer; cuts members as needed. Drains in chunks and
+    /// yields the lock between them, so a producer draining its own full ring waits little.
+    fn drain_all(&self, w: &mut MutexGuard<'_, Writer>, force_member: bool) {
         let rings: Vec<Arc<Ring>> = self.rings.lock().clone();
         let mut gone = false;
         for ring in &rings {
             let closed = ring.closed.load(Ordering::Acquire);
-            self.drain_ring(w, ring);
+            // Everything published now (not what producers add meanwhile: bounded work).
+            let target = ring.used();
+            let mut done = 0;
+            while done < target {
+                let n = self.drain_ring(w, ring, DRAIN_CHUNK, true);
+                if n == 0 {
+                    break;
+                }
+                done += n;
+                MutexGuard::bump(w);
+            }
             gone |= closed;
         }
         if gone {
@@ -383,18 +412,34 @@ impl Shared {
         }
     }
 
-    fn drain_ring(&self, w: &mut Writer, ring: &Ring) {
+    /// Encodes up to about `max_bytes` of `ring`; returns the bytes drained. Only the writer
+    /// (`may_cut`) cuts members; a producer draining its own ring only encodes.
+    fn drain_ring(
+        &self,
+        w: &mut MutexGuard<'_, Writer>,
+        ring: &Ring,
+        max_bytes: usize,
+        may_cut: bool,
+    ) -> usize {
         ring.wake_sent.store(false, Ordering::Relaxed);
         let tid = self.tid_of(ring.tid.load(Ordering::Relaxed));
-        let threshold = self.cfg.write_buffer_size;
-        ring.drain(|bytes| {
+        let threshold = self.cfg.write_buffer_size.max(1);
+        let mut cut = false;
+        let drained = ring.drain(max_bytes, |bytes| {
             if let Some(rec) = Record::decode(bytes) {
                 self.encode(w, tid, &rec);
-                if w.json.len() >= threshold.max(1) {
-                    self.member(w);
-                }
+                cut |= w.json.len() >= threshold;
             }
+            cut && may_cut
         });
+        if cut {
+            if may_cut {
+                self.member(w);
+            } else {
+                self.wake.post();
+            }
+        }
+        drained
     }
 
     fn ctx(&self) -> Ctx<'_> {
@@ -410,9 +455,30 @@ impl Shared {
         let ctx = self.ctx();
         let out = &mut w.json;
         let tid = self.pid;
-        json::meta_str(out, &ctx, tid, "HH", self.host.as_bytes(), self.hhash.as_bytes());
-        json::meta_str(out, &ctx, tid, "thread_name", self.pid.to_string().as_bytes(), b"thread_name");
-        json::meta_str(out, &ctx, tid, "CM", b"time_metric", self.cfg.time_metric.as_str().as_bytes());
+        json::meta_str(
+            out,
+            &ctx,
+            tid,
+            "HH",
+            self.host.as_bytes(),
+            self.hhash.as_bytes(),
+        );
+        json::meta_str(
+            out,
+            &ctx,
+            tid,
+            "thread_name",
+            self.pid.to_string().as_bytes(),
+            b"thread_name",
+        );
+        json::meta_str(
+            out,
+            &ctx,
+            tid,
+            "CM",
+            b"time_metric",
+            self.cfg.time_metric.as_str().as_bytes(),
+        );
         let cwd_h = hash16(self.cwd.as_bytes());
         let cmd_h = hash16(self.cmd.as_bytes());
         let exec_h = hash16(self.exec.as_bytes());
@@ -422,7 +488,14 @@ impl Shared {
             json::meta_str(out, &ctx, tid, "SH", self.exec.as_bytes(), &exec_h);
             w.paths.insert(self.cwd.as_bytes().into(), cwd_h);
         }
-        json::lifecycle_head(out, &ctx, 1, self.tid_of(self.init_tid), "start", self.start_ts);
+        json::lifecycle_head(
+            out,
+            &ctx,
+            1,
+            self.tid_of(self.init_tid),
+            "start",
+            self.start_ts,
+        );
         if self.cfg.metadata {
             out.extend_from_slice(b",\"args\":{\"hhash\":\"");
             out.extend_from_slice(self.hhash.as_bytes());
@@ -488,7 +561,15 @@ impl Shared {
                 w.used[rec.layer as usize] = true;
             }
             KIND_META => {
-                json::meta(&mut w.json, &ctx, tid, rec.layer as u8, &rec.name, &rec.cat, &rec.value);
+                json::meta(
+                    &mut w.json,
+                    &ctx,
+                    tid,
+                    rec.layer as u8,
+                    &rec.name,
+                    &rec.cat,
+                    &rec.value,
+                );
             }
             _ => {}
         }
@@ -503,7 +584,14 @@ impl Shared {
         let id = w.next_id;
         let used = w.used;
         let out = &mut w.json;
-        json::lifecycle_head(out, &ctx, id, sys::gettid(), "end", sys::now_in(self.cfg.time_metric));
+        json::lifecycle_head(
+            out,
+            &ctx,
+            id,
+            sys::gettid(),
+            "end",
+            sys::now_in(self.cfg.time_metric),
+        );
         if self.cfg.metadata {
             out.extend_from_slice(b",\"args\":{\"hhash\":\"");
             out.extend_from_slice(self.hhash.as_bytes());
@@ -542,11 +630,15 @@ impl Shared {
             out.extend_from_slice(b"},\"cfg\":{");
             let c = &self.cfg;
             let b = |v: bool| if v { "1" } else { "0" };
-            let log_file = w
-                .sink
-                .as_ref()
-                .map(|s| s.path.clone())
-                .unwrap_or_else(|| self.expected_path());
+            let (log_file, lost) = {
+                let o = self.output.lock();
+                let path = o
+                    .sink
+                    .as_ref()
+                    .map(|s| s.path.clone())
+                    .unwrap_or_else(|| self.expected_path());
+                (path, o.lost)
+            };
             let fields: [(&str, String); 21] = [
                 ("enable", b(c.enable).into()),
                 ("metadata", b(c.metadata).into()),
@@ -556,7 +648,10 @@ impl Shared {
                 ("posix", b(c.posix).into()),
                 ("stdio", b(c.stdio).into()),
                 ("compression", b(c.compression).into()),
-                ("trace_all_files", b(c.data_dirs.as_deref() == Some("all")).into()),
+                (
+                    "trace_all_files",
+                    b(c.data_dirs.as_deref() == Some("all")).into(),
+                ),
                 ("tids", b(c.tids).into()),
                 ("bind_signals", b(c.bind_signals).into()),
                 ("write_buffer_size", c.write_buffer_size.to_string()),
@@ -582,7 +677,7 @@ impl Shared {
             out.extend_from_slice(b"},\"build\":{\"mpi\":0,\"hdf5\":0,\"hip\":0,\"cuda\":0,\"finstrument\":0,\"variorum\":0},\"dropped\":");
             json::write_u64(out, self.dropped.load(Ordering::Relaxed));
             out.extend_from_slice(b",\"lost\":");
-            json::write_u64(out, w.lost);
+            json::write_u64(out, lost);
             out.extend_from_slice(b",\"num_events\":");
             json::write_u64(out, id - 1);
             out.push(b'}');
@@ -591,21 +686,48 @@ impl Shared {
     }
 
     fn expected_path(&self) -> String {
-        sink::trace_path(&self.prefix.lock(), &self.file_hash, self.origin, 0, self.cfg.compression)
+        sink::trace_path(
+            &self.prefix.lock(),
+            &self.file_hash,
+            self.origin,
+            0,
+            self.cfg.compression,
+        )
     }
 
     /// Cuts one member from the pending JSON and writes it (creating the file on first use).
-    fn member(&self, w: &mut Writer) {
+    /// The encoder lock is released while compressing and writing; the output lock, taken
+    /// before releasing it, keeps members in order.
+    fn member(&self, w: &mut MutexGuard<'_, Writer>) {
         w.last_member_ns = sys::monotonic_ns();
         if w.json.is_empty() {
             return;
         }
-        if w.sink.is_none() && !w.failed {
+        // Lock order is writer → output. The output lock is taken before the writer lock is
+        // released (members stay in order) and dropped before it is taken back (no cycle).
+        let o = self.output.lock();
+        let spare = std::mem::take(&mut w.spare);
+        let mut json = std::mem::replace(&mut w.json, spare);
+        let pending = std::mem::take(&mut w.pending_events);
+        MutexGuard::unlocked(w, || {
+            let mut o = o;
+            let _g = InternalGuard::new();
+            self.write_member(&mut o, &json, pending);
+            drop(o);
+        });
+        json.clear();
+        if json.capacity() <= 64 * 1024 * 1024 {
+            w.spare = json;
+        }
+    }
+
+    fn write_member(&self, o: &mut Output, json: &[u8], pending: u64) {
+        if o.sink.is_none() && !o.failed {
             let prefix = self.prefix.lock().clone();
             match Sink::create(&prefix, &self.file_hash, self.origin, self.cfg.compression) {
-                Ok(s) => w.sink = Some(s),
+                Ok(s) => o.sink = Some(s),
                 Err(e) => {
-                    w.failed = true;
+                    o.failed = true;
                     sys::eprint_line(&format!(
                         "[DFTRACER ERROR] cannot create trace file {}: {e}; events of pid {} are lost",
                         self.expected_path(),
@@ -614,10 +736,8 @@ impl Shared {
                 }
             }
         }
-        if !w.failed {
-            let Writer {
-                json, out, gz, sink, ..
-            } = w;
+        if !o.failed {
+            let Output { out, gz, sink, .. } = o;
             let data: &[u8] = match gz {
                 Some(g) => {
                     out.clear();
@@ -628,7 +748,7 @@ impl Shared {
             };
             if let Some(s) = sink.as_mut() {
                 if let Err(e) = s.write(data) {
-                    w.failed = true;
+                    o.failed = true;
                     sys::eprint_line(&format!(
                         "[DFTRACER ERROR] cannot write trace file {}: {e}; later events of pid {} are lost",
                         s.path, self.pid
@@ -636,13 +756,11 @@ impl Shared {
                 }
             }
         }
-        if w.failed {
-            w.lost += w.pending_events;
+        if o.failed {
+            o.lost += pending;
         }
-        w.pending_events = 0;
-        w.json.clear();
-        if w.out.capacity() > 64 * 1024 * 1024 {
-            w.out = Vec::new();
+        if o.out.capacity() > 64 * 1024 * 1024 {
+            o.out = Vec::new();
         }
     }
 
@@ -653,35 +771,37 @@ impl Shared {
         self.drain_all(&mut w, false);
         self.end_record(&mut w);
         self.member(&mut w);
-        if let Some(s) = w.sink.as_mut() {
+        let mut o = self.output.lock();
+        if let Some(s) = o.sink.as_mut() {
             s.sync();
         }
         let dropped = self.dropped.load(Ordering::Relaxed);
-        if dropped > 0 || w.lost > 0 {
+        if dropped > 0 || o.lost > 0 {
             sys::eprint_line(&format!(
                 "[DFTRACER WARN] trace of pid {} ({}): {} events dropped (ring full), {} lost (write errors)",
                 self.pid,
-                w.sink.as_ref().map(|s| s.path.as_str()).unwrap_or("no file"),
+                o.sink.as_ref().map(|s| s.path.as_str()).unwrap_or("no file"),
                 dropped,
-                w.lost
+                o.lost
             ));
         }
-        w.closed = w.sink.take().map(|s| (s.path, s.bytes));
+        o.closed = o.sink.take().map(|s| (s.path, s.bytes));
         FINISHED.store(true, Ordering::Release);
     }
 
     fn stats(&self) -> Stats {
-        let w = self.writer.lock();
-        let (path, bytes) = match (&w.sink, &w.closed) {
+        let events = self.writer.lock().events;
+        let o = self.output.lock();
+        let (path, bytes) = match (&o.sink, &o.closed) {
             (Some(s), _) => (Some(s.path.clone()), s.bytes),
             (None, Some((p, b))) => (Some(p.clone()), *b),
             (None, None) => (None, 0),
         };
         Stats {
-            events: w.events,
+            events,
             bytes,
             dropped: self.dropped.load(Ordering::Relaxed),
-            lost: w.lost,
+            lost: o.lost,
             path,
         }
     }
@@ -773,7 +893,8 @@ pub fn record(p: &Pending) {
         let len = p.len();
         if !ring.push(len, |buf| p.write(buf)) {
             ring_full(ring, p, len);
-        } else if ring.used() > ring.capacity() / 2 && !ring.wake_sent.swap(true, Ordering::Relaxed) {
+        } else if ring.used() > ring.capacity() / 2 && !ring.wake_sent.swap(true, Ordering::Relaxed)
+        {
             if let Some(sh) = shared() {
                 sh.wake.post();
             }
@@ -806,14 +927,19 @@ fn ring_full(ring: &Ring, p: &Pending, len: usize) {
         sh.dropped.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    {
-        let _g = InternalGuard::new();
-        let mut w = sh.writer.lock();
-        sh.drain_ring(&mut w, ring);
+    // Hand work over: encode a bounded part of our own ring (no compression, no I/O: the
+    // writer cuts members), then retry; a record never exceeds a quarter of the ring.
+    for _ in 0..8 {
+        {
+            let _g = InternalGuard::new();
+            let mut w = sh.writer.lock();
+            sh.drain_ring(&mut w, ring, DRAIN_CHUNK.min(ring.capacity() / 4), false);
+        }
+        if ring.push(len, |buf| p.write(buf)) {
+            return;
+        }
     }
-    if !ring.push(len, |buf| p.write(buf)) {
-        sh.dropped.fetch_add(1, Ordering::Relaxed);
-    }
+    sh.dropped.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Writes everything recorded so far to the file now (before `exec`, in tests).
@@ -832,7 +958,12 @@ pub fn flush() {
 /// later events are ignored. Called by the API, `atexit` and the frontends' `_exit` hooks.
 pub fn finalize() {
     if PHASE
-        .compare_exchange(PHASE_RUNNING, PHASE_DONE, Ordering::AcqRel, Ordering::Acquire)
+        .compare_exchange(
+            PHASE_RUNNING,
+            PHASE_DONE,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
         .is_err()
     {
         return;
@@ -904,8 +1035,13 @@ unsafe extern "C" fn after_fork_child() {
         old.prefix.lock_arc_free(),
         tid,
     )));
-    sh.bind.store(old.bind.load(Ordering::Relaxed), Ordering::Relaxed);
-    *sh.used_names.lock() = old.used_names.try_lock().map(|g| g.clone()).unwrap_or_default();
+    sh.bind
+        .store(old.bind.load(Ordering::Relaxed), Ordering::Relaxed);
+    *sh.used_names.lock() = old
+        .used_names
+        .try_lock()
+        .map(|g| g.clone())
+        .unwrap_or_default();
     *sh.app.lock() = old.app.try_lock().map(|g| g.clone()).unwrap_or_default();
     let _ = LOCAL.try_with(|l| {
         let r = l.ring.get();
@@ -989,9 +1125,10 @@ pub fn retarget(api_log_file: &str) -> Result<String, Error> {
     }
     std::env::set_var("DFTRACER_LOG_FILE", &prefix);
     let _g = InternalGuard::new();
-    let mut w = sh.writer.lock();
+    let _w = sh.writer.lock();
+    let mut o = sh.output.lock();
     *sh.prefix.lock() = prefix.clone();
-    if let Some(s) = w.sink.as_mut() {
+    if let Some(s) = o.sink.as_mut() {
         for n in 0..10_000 {
             let new = sink::trace_path(&prefix, &sh.file_hash, sh.origin, n, sh.cfg.compression);
             if std::path::Path::new(&new).exists() {
@@ -1019,8 +1156,8 @@ pub fn config() -> Option<Config> {
 /// Where this process's trace goes (the actual file once created).
 pub fn trace_path() -> Option<String> {
     let sh = shared()?;
-    let w = sh.writer.lock();
-    Some(match (&w.sink, &w.closed) {
+    let o = sh.output.lock();
+    Some(match (&o.sink, &o.closed) {
         (Some(s), _) => s.path.clone(),
         (None, Some((p, _))) => p.clone(),
         (None, None) => sh.expected_path(),

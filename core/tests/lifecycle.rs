@@ -22,12 +22,17 @@ fn scratch(name: &str) -> PathBuf {
 
 fn run_scenario(name: &str, dir: &Path, env: &[(&str, &str)]) -> ExitStatus {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
-        .env("DFT_SCENARIO", name)
-        .env("DFT_DIR", dir)
-        .env("DFTRACER_ENABLE", "1")
-        .env("DFTRACER_LOG_FILE", dir.join("t"))
-        .env_remove("DFTRACER_CONFIGURATION");
+    cmd.args([
+        "--exact",
+        "scenario_entry",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("DFT_SCENARIO", name)
+    .env("DFT_DIR", dir)
+    .env("DFTRACER_ENABLE", "1")
+    .env("DFTRACER_LOG_FILE", dir.join("t"))
+    .env_remove("DFTRACER_CONFIGURATION");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -55,7 +60,10 @@ fn read_trace(path: &Path) -> Vec<J> {
     } else {
         text = raw;
     }
-    assert!(text.is_empty() || text.ends_with(b"\n"), "last line unterminated");
+    assert!(
+        text.is_empty() || text.ends_with(b"\n"),
+        "last line unterminated"
+    );
     text.split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
         .map(|l| {
@@ -209,8 +217,11 @@ fn scenario_entry() {
             for i in 0..500 {
                 dftracer_core::complete(Layer::CppApp, b"before_kill", b"c", i, 1, &[]);
             }
-            std::fs::write(Path::new(&std::env::var("DFT_DIR").unwrap()).join("ready"), b"")
-                .unwrap();
+            std::fs::write(
+                Path::new(&std::env::var("DFT_DIR").unwrap()).join("ready"),
+                b"",
+            )
+            .unwrap();
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
@@ -219,8 +230,11 @@ fn scenario_entry() {
             start_tracer();
             let expected = dftracer_core::trace_path().unwrap();
             std::fs::write(&expected, b"PRE-EXISTING GARBAGE\n").unwrap();
-            std::fs::write(Path::new(&std::env::var("DFT_DIR").unwrap()).join("planted"), &expected)
-                .unwrap();
+            std::fs::write(
+                Path::new(&std::env::var("DFT_DIR").unwrap()).join("planted"),
+                &expected,
+            )
+            .unwrap();
             for i in 0..3 {
                 dftracer_core::complete(Layer::CppApp, b"e", b"c", i, 1, &[]);
             }
@@ -265,12 +279,24 @@ fn basic_trace_has_reference_shape() {
     let f = files(&dir);
     assert_eq!(f.len(), 1, "{f:?}");
     let name = f[0].file_name().unwrap().to_string_lossy().to_string();
-    assert!(name.starts_with("t-") && name.ends_with("-app.pfw.gz"), "{name}");
-    assert!(members(&f[0]) > 10, "4096-byte buffer must cut many members");
+    assert!(
+        name.starts_with("t-") && name.ends_with("-app.pfw.gz"),
+        "{name}"
+    );
+    assert!(
+        members(&f[0]) > 10,
+        "4096-byte buffer must cut many members"
+    );
     let lines = read_trace(&f[0]);
     // Header order: HH, thread_name, CM, FH(cwd), SH(cmd), SH(exec), start.
-    let heads: Vec<&str> = lines[..7].iter().map(|l| l["name"].as_str().unwrap()).collect();
-    assert_eq!(heads, ["HH", "thread_name", "CM", "FH", "SH", "SH", "start"]);
+    let heads: Vec<&str> = lines[..7]
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        heads,
+        ["HH", "thread_name", "CM", "FH", "SH", "SH", "start"]
+    );
     assert_eq!(lines[6]["id"], 1);
     let ev = user_events(&lines);
     assert_eq!(ev.len(), 1000);
@@ -281,12 +307,11 @@ fn basic_trace_has_reference_shape() {
         assert_eq!(e["args"]["i"], k as u64);
         assert_eq!(e["args"]["f"], 0.1);
     }
-    let keys: Vec<&String> = ev[0]
-        .as_object()
-        .unwrap()
-        .keys()
-        .collect();
-    assert_eq!(keys, ["id", "name", "cat", "type", "pid", "tid", "ts", "dur", "ph", "args"]);
+    let keys: Vec<&String> = ev[0].as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["id", "name", "cat", "type", "pid", "tid", "ts", "dur", "ph", "args"]
+    );
     let arg_keys: Vec<&String> = ev[0]["args"].as_object().unwrap().keys().collect();
     assert_eq!(arg_keys, ["hhash", "i", "f", "s", "p"]);
     // One FH for the data file, defined before its first use, hash matching.
@@ -306,9 +331,14 @@ fn basic_trace_has_reference_shape() {
     assert_eq!(end["args"]["used"]["example"], 1);
     assert_eq!(end["args"]["app"]["batch"], 32);
     assert_eq!(end["args"]["dropped"], 0);
-    assert_eq!(end["args"]["cfg"]["log_file"], f[0].to_string_lossy().as_ref());
+    assert_eq!(
+        end["args"]["cfg"]["log_file"],
+        f[0].to_string_lossy().as_ref()
+    );
     let cm: Vec<&J> = named(&lines, "CM");
-    assert!(cm.iter().any(|l| l["args"]["name"] == "model" && l["args"]["value"] == "resnet"));
+    assert!(cm
+        .iter()
+        .any(|l| l["args"]["name"] == "model" && l["args"]["value"] == "resnet"));
 }
 
 #[test]
@@ -323,7 +353,11 @@ fn hostile_strings_stay_valid_json() {
     assert_eq!(ev[1]["name"], "ctl\x01\x02\x1f\x7f");
     assert_eq!(ev[2]["name"], "bad\u{fffd}utf8\u{fffd}");
     let big = ev[3]["name"].as_str().unwrap();
-    assert!(big.ends_with("...[truncated, 1048576 bytes]"), "{}", &big[big.len() - 40..]);
+    assert!(
+        big.ends_with("...[truncated, 1048576 bytes]"),
+        "{}",
+        &big[big.len() - 40..]
+    );
     assert!(big.starts_with("nnnn"));
     assert_eq!(ev[0]["args"]["nan"], J::Null);
     assert_eq!(ev[0]["args"]["inf"], J::Null);
@@ -334,7 +368,11 @@ fn hostile_strings_stay_valid_json() {
 #[test]
 fn eight_threads_of_a_million_events_are_all_written() {
     let dir = scratch("threads");
-    let n: u64 = if cfg!(debug_assertions) { 100_000 } else { 1_000_000 };
+    let n: u64 = if cfg!(debug_assertions) {
+        100_000
+    } else {
+        1_000_000
+    };
     assert!(run_scenario(
         "threads",
         &dir,
@@ -395,7 +433,11 @@ fn fork_child_writes_a_self_contained_file() {
     assert_eq!(named(&parent, "parent_after").len(), 5);
     assert_eq!(named(&parent, "child").len(), 0);
     assert_eq!(named(&child, "child").len(), 7);
-    assert_eq!(named(&child, "parent_before").len(), 0, "parent's events never re-written");
+    assert_eq!(
+        named(&child, "parent_before").len(),
+        0,
+        "parent's events never re-written"
+    );
     for rec in ["HH", "thread_name", "CM", "start", "end"] {
         assert_eq!(named(&child, rec).len(), 1, "{rec}");
     }
@@ -482,7 +524,12 @@ fn nothing_recorded_means_no_file() {
 #[test]
 fn exit_without_finalize_keeps_everything() {
     let dir = scratch("nofin");
-    assert!(run_scenario("no_finalize", &dir, &[("DFTRACER_FLUSH_INTERVAL_MS", "60000")]).success());
+    assert!(run_scenario(
+        "no_finalize",
+        &dir,
+        &[("DFTRACER_FLUSH_INTERVAL_MS", "60000")]
+    )
+    .success());
     let lines = read_trace(&files(&dir)[0]);
     assert_eq!(named(&lines, "e").len(), 42);
     assert_eq!(named(&lines, "end")[0]["args"]["num_events"], 43);
@@ -497,7 +544,10 @@ fn a_preexisting_file_is_left_untouched() {
     let f = files(&dir);
     assert_eq!(f.len(), 2, "{f:?}");
     let fresh = f.iter().find(|p| p.to_string_lossy() != planted).unwrap();
-    assert!(fresh.to_string_lossy().ends_with("-app-1.pfw.gz"), "{fresh:?}");
+    assert!(
+        fresh.to_string_lossy().ends_with("-app-1.pfw.gz"),
+        "{fresh:?}"
+    );
     assert_eq!(named(&read_trace(fresh), "e").len(), 3);
 }
 
@@ -515,18 +565,27 @@ fn drop_mode_counts_every_drop() {
         ]
     )
     .success());
-    let dropped: u64 = std::fs::read_to_string(dir.join("dropped")).unwrap().parse().unwrap();
+    let dropped: u64 = std::fs::read_to_string(dir.join("dropped"))
+        .unwrap()
+        .parse()
+        .unwrap();
     let lines = read_trace(&files(&dir)[0]);
     let written = named(&lines, "e").len() as u64;
-    assert_eq!(written + dropped, 200_000, "written {written} + dropped {dropped}");
+    assert_eq!(
+        written + dropped,
+        200_000,
+        "written {written} + dropped {dropped}"
+    );
     assert_eq!(named(&lines, "end")[0]["args"]["dropped"], dropped);
 }
 
 #[test]
 fn unwritable_log_dir_is_one_clear_error() {
-    let mut cfg = Config::default();
-    cfg.enable = true;
-    cfg.log_file = Some("/nonexistent-dir-xyz/t".into());
+    let cfg = Config {
+        enable: true,
+        log_file: Some("/nonexistent-dir-xyz/t".into()),
+        ..Config::default()
+    };
     // A separate process is not needed: init fails before touching global state.
     let err = dftracer_core::init(cfg, Origin::App, None).unwrap_err();
     assert!(err.to_string().contains("/nonexistent-dir-xyz/t"), "{err}");
