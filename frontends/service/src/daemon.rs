@@ -483,6 +483,7 @@ fn serve(dir: &str, ready: &mut Ready) -> Result<ExitCode, Error> {
     let mut cfg = service_config()?;
     // Before any thread exists, so that every thread inherits the mask.
     let signals = SignalWait::block();
+    sys::single_malloc_arena();
     prepare_log_dir(&st)?;
     let pid = std::process::id();
     st.claim_pid_file(pid).map_err(|e| match e {
@@ -501,13 +502,13 @@ fn serve(dir: &str, ready: &mut Ready) -> Result<ExitCode, Error> {
     result
 }
 
-/// Ring bytes for the records of the ticks between two writer drains (about 400 bytes per
-/// record in the ring), at least 32 KiB and at most the configured size. A ring more than half
-/// full wakes the writer early, and a full one is drained by the sampling thread itself, so
-/// this only needs to be about right; a small ring keeps the daemon's RSS small.
+/// Ring bytes: half of what the records of the ticks between two flushes take (about 400
+/// bytes per record in the ring), at least 32 KiB and at most the configured size. A ring more
+/// than half full wakes the writer early, and a full one is drained by the sampling thread
+/// itself, so this only needs to be about right; a small ring keeps the daemon's RSS small.
 fn ring_size(records_per_tick: usize, cfg: &Config) -> usize {
     let ticks = (cfg.flush_interval_ms / cfg.trace_interval_ms.max(1)) as usize + 1;
-    let want = records_per_tick.max(8) * 400 * ticks;
+    let want = records_per_tick.max(8) * 400 * ticks / 2;
     want.next_power_of_two()
         .clamp(32 * 1024, cfg.ring_size.max(32 * 1024))
 }

@@ -214,3 +214,10 @@ pub fn set_timer_slack(ns: u64) {
     // SAFETY: PR_SET_TIMERSLACK takes one unsigned long and touches no memory of ours.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
 }
+
+/// One malloc arena for every thread: glibc otherwise gives the core's writer thread an arena
+/// of its own, with its own touched pages, for the few small allocations it makes.
+pub fn single_malloc_arena() {
+    // SAFETY: mallopt only adjusts allocator parameters; called before any other thread exists.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+}
