@@ -453,8 +453,8 @@ pub fn status(dir: &str) -> Result<ExitCode, Error> {
 /// The trace path from the daemon's first stdout line.
 fn trace_from_out(out: &Path) -> Option<String> {
     let text = fs::read_to_string(out).ok()?;
-    let line = text.lines().find(|l| l.contains(" trace "))?;
-    Some(line.rsplit(" trace ").next()?.trim().to_string())
+    let line = text.lines().next()?;
+    Some(line.split_once(" ms; trace ")?.1.trim().to_string())
 }
 
 /// Tells `start` how startup went (at most once).

@@ -294,12 +294,25 @@ fn start_status_stop_round_trip() {
         text(&out.stdout)
     );
     assert!(alive(pid));
+    let trace = s.out_dir.join(format!("svc_{}.pfw.gz", hostname()));
+    let trace = trace.to_str().unwrap();
+    assert!(text(&out.stdout).contains(trace), "{}", text(&out.stdout));
     let st = s.status();
     ok(&st);
     assert!(text(&st.stdout).contains("is running"));
+    assert!(
+        text(&st.stdout).ends_with(&format!("; trace {trace}\n")),
+        "{}",
+        text(&st.stdout)
+    );
     std::thread::sleep(Duration::from_millis(350));
     let out = s.stop();
     ok(&out);
+    assert!(
+        text(&out.stdout).contains(&format!("trace {trace} complete")),
+        "{}",
+        text(&out.stdout)
+    );
     assert!(!alive(pid), "stop returned before the daemon exited");
     assert!(!s.pid_file(&hostname()).exists());
     let traces = s.traces();
