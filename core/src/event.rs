@@ -276,30 +276,40 @@ struct Cursor<'b> {
 }
 
 impl Cursor<'_> {
+    #[inline(always)]
     fn bytes(&mut self, b: &[u8]) {
         self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
         self.pos += b.len();
     }
+    #[inline(always)]
     fn u32(&mut self, v: u32) {
         self.bytes(&v.to_le_bytes());
     }
+    #[inline(always)]
     fn u64(&mut self, v: u64) {
         self.bytes(&v.to_le_bytes());
     }
     fn header(&mut self, kind: u8, layer: Layer, args: &[Arg]) {
+        // HAS_PATH is or-ed into the kind byte (offset 4) by `args` when it writes a path.
         let dropped = args.len().saturating_sub(MAX_ARGS).min(255) as u8;
-        let has_path = args
-            .iter()
-            .take(MAX_ARGS)
-            .any(|a| matches!(a.value, Value::Path(_)));
-        let kind = if has_path { kind | HAS_PATH } else { kind };
         self.bytes(&[kind, layer as u8, args.len().min(MAX_ARGS) as u8, dropped]);
     }
+    #[inline(always)]
     fn str(&mut self, s: &[u8], max: usize) {
         let kept = clip(s, max);
-        self.u32(s.len().min(u32::MAX as usize) as u32);
-        self.u32(kept.len() as u32);
-        self.bytes(kept);
+        let head = (s.len().min(u32::MAX as usize) as u64) | ((kept.len() as u64) << 32);
+        self.u64(head);
+        let n = kept.len();
+        let dst = &mut self.buf[self.pos..self.pos + n];
+        if n <= 16 {
+            // Short keys and names: a byte loop beats a memcpy call.
+            for (d, b) in dst.iter_mut().zip(kept) {
+                *d = *b;
+            }
+        } else {
+            dst.copy_from_slice(kept);
+        }
+        self.pos += n;
     }
     fn args(&mut self, args: &[Arg]) {
         for a in args.iter().take(MAX_ARGS) {
@@ -323,6 +333,7 @@ impl Cursor<'_> {
                     self.str(s, MAX_STR)
                 }
                 Value::Path(s) => {
+                    self.buf[4] |= HAS_PATH;
                     self.bytes(&[TAG_PATH]);
                     self.str(s, MAX_STR)
                 }
