@@ -44,7 +44,10 @@ fn main() -> std::process::ExitCode {
                             b"io",
                             r0,
                             dftracer_core::now() - r0,
-                            &[Arg::new("fhash", Value::Path(data.as_bytes())), Arg::int("ret", n as i64)],
+                            &[
+                                Arg::new("fhash", Value::Path(data.as_bytes())),
+                                Arg::int("ret", n as i64),
+                            ],
                         );
                     }
                     acc = acc.wrapping_add(buf.iter().map(|&b| b as u64).sum::<u64>() ^ step);
@@ -61,7 +64,10 @@ fn main() -> std::process::ExitCode {
             })
         })
         .collect();
-    let checksum = handles.into_iter().map(|h| h.join().unwrap()).fold(0u64, u64::wrapping_add);
+    let checksum = handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .fold(0u64, u64::wrapping_add);
     dftracer_core::finalize();
     let s = dftracer_core::stats();
     println!("trace: {}", s.path.as_deref().unwrap_or("(none)"));

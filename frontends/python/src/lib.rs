@@ -8,7 +8,7 @@
 //! after that still decides the file name (core `retarget`).
 #![allow(unsafe_code)] // pyo3's generated code; this file itself has no unsafe block.
 
-use dftracer_core::{Arg, AppValue, Config, Layer, Origin, Value};
+use dftracer_core::{AppValue, Arg, Config, Layer, Origin, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -144,7 +144,10 @@ fn convert<'py>(v: &Bound<'py, PyAny>, kind: Kind, arg: &str, key: &str) -> PyRe
         PyTypeError::new_err(format!(
             "log_event(): {arg}[{key:?}] must be {} (or a (tag, value) pair), not {}",
             kind.what(),
-            v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            v.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
         ))
     };
     if v.is_instance_of::<PyBool>() {
@@ -262,7 +265,10 @@ fn name_arg<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a Bound<'a, P
     v.downcast::<PyString>().map_err(|_| {
         PyTypeError::new_err(format!(
             "log_event(): {what} must be a str, not {}",
-            v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            v.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
         ))
     })
 }
@@ -392,9 +398,9 @@ fn log_event(
 /// Writes a `CM` metadata record `{name: key, value: value}`.
 #[pyfunction]
 fn log_metadata_event(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-    let key = key.downcast::<PyString>().map_err(|_| {
-        PyTypeError::new_err("log_metadata_event(): key must be a str")
-    })?;
+    let key = key
+        .downcast::<PyString>()
+        .map_err(|_| PyTypeError::new_err("log_metadata_event(): key must be a str"))?;
     let value = text(value);
     if active() {
         dftracer_core::metadata(Layer::Python, b"CM", str_bytes(key), value.as_bytes());
@@ -487,7 +493,10 @@ fn install_exit_hook(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let os = py.import("os")?;
     let current = os.getattr("_exit")?;
     // Idempotent: never wrap our own wrapper (module re-import, pydftracer on top).
-    if current.getattr("__module__").ok().and_then(|v| v.extract::<String>().ok())
+    if current
+        .getattr("__module__")
+        .ok()
+        .and_then(|v| v.extract::<String>().ok())
         == Some("dftracer.dftracer".into())
     {
         return Ok(());
@@ -674,7 +683,14 @@ fn enable_vectorcall(py: Python<'_>) -> PyResult<()> {
     use pyo3::ffi;
     let probe = Py::new(
         py,
-        Wrapped::new(py.None(), String::new(), String::new(), Vec::new(), false, Vec::new()),
+        Wrapped::new(
+            py.None(),
+            String::new(),
+            String::new(),
+            Vec::new(),
+            false,
+            Vec::new(),
+        ),
     )?;
     let obj = probe.as_ptr() as usize;
     let field = {
@@ -734,7 +750,8 @@ impl Wrapped {
         let mut vals: Collected = heapless::Vec::new();
         if !self.capture.is_empty() {
             let positional = |i: usize| args.get_item(i).ok();
-            let keyword = |n: &Bound<'py, PyString>| kwargs.and_then(|k| k.get_item(n).ok().flatten());
+            let keyword =
+                |n: &Bound<'py, PyString>| kwargs.and_then(|k| k.get_item(n).ok().flatten());
             self.gather(py, &positional, &keyword, &mut vals);
         }
         self.finish_call(py, t0, &vals);
