@@ -862,3 +862,32 @@ pub fn record_decode(data: &[u8]) {
     }
     parse_line(lines(&out, 1)[0]);
 }
+
+/// The service's `/proc` parsers on arbitrary bytes: they never panic, and every value they
+/// return comes from the input (names are sub-slices of it; iteration ends).
+pub fn proc_parsers(data: &[u8]) {
+    use dftracer_service::proc;
+    let inside = |s: &[u8]| {
+        s.is_empty() || {
+            let (a, b) = (data.as_ptr() as usize, s.as_ptr() as usize);
+            b >= a && b + s.len() <= a + data.len()
+        }
+    };
+    let _ = proc::parse_u64(data);
+    assert!(inside(proc::trim(data)));
+    let lines = data.split(|&b| b == b'\n').count();
+    assert!(proc::stat_cpus(data).count() <= lines);
+    let _ = proc::stat_counters(data);
+    for d in proc::diskstats(data) {
+        let _ = format!("{d:?}");
+    }
+    assert!(proc::net_dev(data).count() <= lines);
+    for (k, _) in proc::meminfo(data) {
+        assert!(inside(k));
+    }
+    let _ = proc::loadavg(data);
+    for a in proc::cmdline_args(data) {
+        assert!(inside(a));
+    }
+    let _ = proc::pid_stat(data);
+}

@@ -180,6 +180,11 @@ fn record_decode() {
     replay("record_decode", fz::record_decode);
 }
 
+#[test]
+fn proc_parsers() {
+    replay("proc_parsers", fz::proc_parsers);
+}
+
 /// The seeds built by `dftracer_fuzz::seed` are the committed files (set
 /// DFTRACER_WRITE_SEEDS=1 to write them after changing a builder).
 #[test]
