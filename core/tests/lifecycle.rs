@@ -240,6 +240,52 @@ fn scenario_entry() {
             }
             dftracer_core::finalize();
         }
+        "disk_full" => {
+            // A file-size limit makes every write past 4 KiB fail (EFBIG), as a full disk would.
+            // SAFETY: plain libc calls on this test process.
+            unsafe {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let lim = libc::rlimit {
+                    rlim_cur: 4096,
+                    rlim_max: 4096,
+                };
+                libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            }
+            start_tracer();
+            let payload = "x".repeat(200);
+            for i in 0..20_000 {
+                dftracer_core::complete(
+                    Layer::CppApp,
+                    b"e",
+                    b"c",
+                    i,
+                    1,
+                    &[Arg::str("p", &payload)],
+                );
+                if i % 5000 == 0 {
+                    dftracer_core::flush();
+                }
+            }
+            dftracer_core::finalize();
+            let s = dftracer_core::stats();
+            std::fs::write(
+                Path::new(&std::env::var("DFT_DIR").unwrap()).join("stats"),
+                format!("{} {}", s.events, s.lost),
+            )
+            .unwrap_or(());
+            println!("STATS {} {}", s.events, s.lost);
+        }
+        "dir_removed" => {
+            start_tracer();
+            for i in 0..100 {
+                dftracer_core::complete(Layer::CppApp, b"e", b"c", i, 1, &[]);
+            }
+            let dir = std::env::var("DFT_DIR").unwrap();
+            std::fs::remove_dir_all(&dir).unwrap();
+            dftracer_core::finalize();
+            let s = dftracer_core::stats();
+            println!("STATS {} {}", s.events, s.lost);
+        }
         "nothing" => {
             start_tracer();
             dftracer_core::finalize();
@@ -591,4 +637,74 @@ fn unwritable_log_dir_is_one_clear_error() {
     assert!(err.to_string().contains("/nonexistent-dir-xyz/t"), "{err}");
     assert!(!dftracer_core::is_enabled());
     assert_eq!(dftracer_core::now(), 0);
+}
+
+fn stats_line(out: &std::process::Output) -> (u64, u64) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.find("STATS ").map(|i| &l[i..]))
+        .unwrap_or_else(|| panic!("no STATS line in {text}"));
+    let mut it = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse::<u64>().unwrap());
+    (it.next().unwrap(), it.next().unwrap())
+}
+
+fn scenario_output(name: &str, dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "scenario_entry",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("DFT_SCENARIO", name)
+    .env("DFT_DIR", dir)
+    .env("DFTRACER_ENABLE", "1")
+    .env("DFTRACER_LOG_FILE", dir.join("t"))
+    .env_remove("DFTRACER_CONFIGURATION");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn disk_full_is_counted_and_reported_and_the_program_goes_on() {
+    let dir = scratch("full");
+    let out = scenario_output("disk_full", &dir, &[("DFTRACER_COMPRESSION_LEVEL", "0")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (events, lost) = stats_line(&out);
+    assert_eq!(events, 20_000);
+    assert!(lost > 0, "events that could not be written are counted");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot write trace file"), "{err}");
+    assert!(err.contains("lost (write errors)"), "{err}");
+    // What did reach the file is still readable up to the failure (complete members only).
+    let f = files(&dir);
+    assert_eq!(f.len(), 1);
+    assert!(std::fs::metadata(&f[0]).unwrap().len() <= 4096);
+}
+
+#[test]
+fn log_dir_removed_mid_run_is_one_clear_error() {
+    let dir = scratch("gone");
+    let out = scenario_output("dir_removed", &dir, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (events, lost) = stats_line(&out);
+    assert_eq!((events, lost), (100, 100));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("DFTRACER")).collect();
+    assert!(lines[0].contains("cannot create trace file"), "{err}");
+    assert!(lines.iter().any(|l| l.contains("100 lost")), "{err}");
 }
