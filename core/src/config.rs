@@ -318,12 +318,12 @@ pub static KNOBS: &[Knob] = &[
     uint_knob!("DFTRACER_WRITE_BUFFER_SIZE", "internal.write_buffer_size", "16777216", "bytes of JSON per gzip member before it is cut", write_buffer_size, usize),
     uint_knob!("DFTRACER_TRACE_INTERVAL_MS", "features.interval", "1000", "service sampling period", trace_interval_ms, u64),
     uint_knob!("DFTRACER_LIBUV_THREADS", "tracer.libuv_threads", "1", "accepted for compatibility; the service samples on one thread", libuv_threads, u64),
-    bool_knob!("DFTRACER_ENABLE_AGGREGATION", "features.aggregation.enable", "0", "accepted and reported in cfg; aggregation is not implemented (events are written in full)", aggregation_enable, false),
+    bool_knob!("DFTRACER_ENABLE_AGGREGATION", "features.aggregation.enable", "0", "write one ph 3 record per name, cat, thread and TRACE_INTERVAL_MS bucket instead of each event", aggregation_enable, false),
     Knob {
         env: "DFTRACER_AGGREGATION_TYPE",
         yaml: "features.aggregation.type",
         default: "FULL",
-        meaning: "FULL or SELECTIVE (reported only)",
+        meaning: "FULL aggregates every event; SELECTIVE (rule files) is not supported and acts as FULL, with a warning",
         yaml_inverted: false,
         set: |c, raw, _| {
             c.aggregation_type = if raw.trim().eq_ignore_ascii_case("SELECTIVE") {
@@ -338,7 +338,7 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_AGGREGATION_FILE",
         yaml: "features.aggregation.file",
         default: "(unset)",
-        meaning: "rules file for SELECTIVE aggregation (reported only)",
+        meaning: "rules file of SELECTIVE aggregation (not supported: reported in cfg only)",
         yaml_inverted: false,
         set: |c, raw, _| c.aggregation_file = (!raw.is_empty()).then(|| raw.to_string()),
         get: |c| c.aggregation_file.clone().unwrap_or_default(),
@@ -478,6 +478,12 @@ impl Config {
         }
         if self.libuv_threads == 0 {
             self.libuv_threads = 1;
+        }
+        if self.aggregation_enable && self.aggregation_type == "SELECTIVE" {
+            warnings.push(
+                "DFTRACER_AGGREGATION_TYPE=SELECTIVE: rule files are not supported; aggregating every event (FULL)"
+                    .into(),
+            );
         }
     }
 

@@ -26,6 +26,7 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub mod aggregate;
 pub mod config;
 pub mod event;
 pub mod filter;

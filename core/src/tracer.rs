@@ -117,6 +117,8 @@ struct Writer {
     pending_events: u64,
     last_member_ns: u64,
     ended: bool,
+    /// Open buckets when aggregation is on.
+    agg: Option<crate::aggregate::Aggregator>,
 }
 
 /// File state, under `Shared::output`: compression and writes happen here, with the encoder
@@ -338,6 +340,9 @@ impl Shared {
                 pending_events: 0,
                 last_member_ns: sys::monotonic_ns(),
                 ended: false,
+                agg: cfg
+                    .aggregation_enable
+                    .then(crate::aggregate::Aggregator::default),
             }),
             output: Mutex::new(Output {
                 out: Vec::new(),
@@ -408,6 +413,7 @@ impl Shared {
         }
         let interval_ns = self.cfg.flush_interval_ms * 1_000_000;
         if force_member || sys::monotonic_ns().saturating_sub(w.last_member_ns) >= interval_ns {
+            self.flush_buckets(w, false);
             self.member(w);
         }
     }
@@ -440,6 +446,27 @@ impl Shared {
             }
         }
         drained
+    }
+
+    /// Aggregation bucket width in time units.
+    fn agg_width(&self) -> u64 {
+        (self.cfg.trace_interval_ms * self.cfg.time_metric.per_second() / 1000).max(1)
+    }
+
+    /// Writes the aggregation buckets that closed at least one interval ago (all: `all`).
+    fn flush_buckets(&self, w: &mut Writer, all: bool) {
+        let ctx = self.ctx();
+        let width = self.agg_width();
+        let Writer { agg, json, .. } = w;
+        if let Some(agg) = agg.as_mut() {
+            let before = if all {
+                u64::MAX
+            } else {
+                let now = sys::now_in(self.cfg.time_metric);
+                (now - now % width).saturating_sub(width)
+            };
+            agg.flush(json, &ctx, before);
+        }
     }
 
     fn ctx(&self) -> Ctx<'_> {
@@ -521,6 +548,13 @@ impl Shared {
         if !w.header_done {
             self.header(w);
         }
+        if rec.kind == KIND_COMPLETE && rec.cat.bytes != b"dftracer" {
+            if let Some(agg) = w.agg.as_mut() {
+                agg.add(rec, tid, self.agg_width());
+                w.used[rec.layer as usize] = true;
+                return;
+            }
+        }
         let ctx = self.ctx();
         if self.cfg.metadata && rec.has_path {
             // FH records precede the first event that names a file.
@@ -583,6 +617,7 @@ impl Shared {
         let ctx = self.ctx();
         let id = w.next_id;
         let used = w.used;
+        let agg_folded = w.agg.as_ref().map(|a| a.folded);
         let out = &mut w.json;
         json::lifecycle_head(
             out,
@@ -678,6 +713,10 @@ impl Shared {
             json::write_u64(out, self.dropped.load(Ordering::Relaxed));
             out.extend_from_slice(b",\"lost\":");
             json::write_u64(out, lost);
+            if let Some(a) = &agg_folded {
+                out.extend_from_slice(b",\"aggregated\":");
+                json::write_u64(out, *a);
+            }
             out.extend_from_slice(b",\"num_events\":");
             json::write_u64(out, id - 1);
             out.push(b'}');
@@ -769,6 +808,8 @@ impl Shared {
         let _g = InternalGuard::new();
         let mut w = self.writer.lock();
         self.drain_all(&mut w, false);
+        // The last buckets precede `end` (the reference writes them after it).
+        self.flush_buckets(&mut w, true);
         self.end_record(&mut w);
         self.member(&mut w);
         let mut o = self.output.lock();

@@ -286,6 +286,20 @@ fn scenario_entry() {
             let s = dftracer_core::stats();
             println!("STATS {} {}", s.events, s.lost);
         }
+        "aggregate" => {
+            start_tracer();
+            for i in 0..1000u64 {
+                dftracer_core::complete(
+                    Layer::CppApp,
+                    if i % 2 == 0 { b"even" } else { b"odd" },
+                    b"c",
+                    5_000_000 + i,
+                    i % 7,
+                    &[Arg::int("size", 4096), Arg::int("i", i as i64)],
+                );
+            }
+            dftracer_core::finalize();
+        }
         "nothing" => {
             start_tracer();
             dftracer_core::finalize();
@@ -707,4 +721,42 @@ fn log_dir_removed_mid_run_is_one_clear_error() {
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("DFTRACER")).collect();
     assert!(lines[0].contains("cannot create trace file"), "{err}");
     assert!(lines.iter().any(|l| l.contains("100 lost")), "{err}");
+}
+
+#[test]
+fn aggregation_folds_events_into_ph3_records_before_end() {
+    let dir = scratch("agg");
+    let ok = run_scenario(
+        "aggregate",
+        &dir,
+        &[
+            ("DFTRACER_ENABLE_AGGREGATION", "1"),
+            ("DFTRACER_TRACE_INTERVAL_MS", "1"),
+        ],
+    );
+    assert!(ok.success());
+    let lines = read_trace(&files(&dir)[0]);
+    assert!(
+        user_events(&lines).is_empty(),
+        "events are folded, not written"
+    );
+    let agg: Vec<&J> = lines.iter().filter(|l| l["ph"] == 3).collect();
+    // ts 5,000,000..5,000,999 us with 1 ms buckets: one bucket per name.
+    assert_eq!(agg.len(), 2, "{agg:?}");
+    for a in &agg {
+        assert_eq!(a["ts"], 5_000_000);
+        assert_eq!(a["args"]["dft_cnt"], 500);
+        assert_eq!(
+            a["args"]["size"], 4096,
+            "a value that never varied is plain"
+        );
+        assert_eq!(a["args"]["dur_min"], 0);
+        assert_eq!(a["args"]["dur_max"], 6);
+        assert!(a["args"]["i_sum"].as_u64().unwrap() > 0);
+    }
+    let even = agg.iter().find(|a| a["name"] == "even").unwrap();
+    assert_eq!(even["args"]["i_sum"], (0..1000u64).step_by(2).sum::<u64>());
+    let end = lines.last().unwrap();
+    assert_eq!(end["name"], "end", "end is the last line");
+    assert_eq!(end["args"]["aggregated"], 1000);
 }

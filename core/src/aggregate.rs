@@ -1,0 +1,274 @@
+//! Aggregated records (ph 3, `DFTRACER_ENABLE_AGGREGATION=1`, reference §2.6): instead of one
+//! line per complete event, one line per (name, cat, type, tid) and time bucket of
+//! `DFTRACER_TRACE_INTERVAL_MS`, with `dft_cnt`, the duration and every numeric arg as a plain
+//! value when it never varied, else as `_min`/`_max`/`_sum`. String args are not aggregated
+//! (as in the reference). `dftracer`-category events are never aggregated. Unlike the
+//! reference, the last buckets are written before `end`, not after it.
+//!
+//! Runs on the writer (off the hot path); memory is one entry per live key and bucket.
+
+use crate::event::{ArgValue, Record};
+use crate::json::{self, Ctx};
+use std::collections::HashMap;
+
+#[derive(Clone, Copy, Debug)]
+enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl Num {
+    fn as_f64(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Stat {
+    first: Num,
+    varied: bool,
+    min: Num,
+    max: Num,
+    sum: Num,
+}
+
+impl Stat {
+    fn new(v: Num) -> Stat {
+        Stat {
+            first: v,
+            varied: false,
+            min: v,
+            max: v,
+            sum: v,
+        }
+    }
+    fn add(&mut self, v: Num) {
+        match (self.first, v) {
+            (Num::Int(a), Num::Int(b)) => {
+                self.varied |= a != b;
+                let (Num::Int(mn), Num::Int(mx), Num::Int(s)) = (self.min, self.max, self.sum)
+                else {
+                    return self.add_float(v);
+                };
+                self.min = Num::Int(mn.min(b));
+                self.max = Num::Int(mx.max(b));
+                self.sum = match s.checked_add(b) {
+                    Some(t) => Num::Int(t),
+                    None => Num::Float(s as f64 + b as f64),
+                };
+            }
+            _ => self.add_float(v),
+        }
+    }
+    fn add_float(&mut self, v: Num) {
+        let b = v.as_f64();
+        self.varied |= self.first.as_f64().to_bits() != b.to_bits();
+        self.min = Num::Float(self.min.as_f64().min(b));
+        self.max = Num::Float(self.max.as_f64().max(b));
+        self.sum = Num::Float(self.sum.as_f64() + b);
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    layer: u8,
+    count: u64,
+    dur: Stat,
+    args: Vec<(Box<[u8]>, Stat)>,
+}
+
+/// Key: name, cat, tid, bucket start.
+type Key = (Box<[u8]>, Box<[u8]>, u32, u64);
+
+/// The open buckets of one process.
+#[derive(Default)]
+pub struct Aggregator {
+    entries: HashMap<Key, Entry, crate::hash::FastBuild>,
+    /// Insertion order, so lines come out in a stable order.
+    order: Vec<Key>,
+    /// Events folded in so far.
+    pub folded: u64,
+}
+
+fn num_of(v: ArgValue) -> Option<Num> {
+    match v {
+        ArgValue::Int(i) => Some(Num::Int(i)),
+        ArgValue::UInt(u) => Some(
+            i64::try_from(u)
+                .map(Num::Int)
+                .unwrap_or(Num::Float(u as f64)),
+        ),
+        ArgValue::Float(f) => Some(Num::Float(f)),
+        ArgValue::Bool(b) => Some(Num::Int(b as i64)),
+        ArgValue::Str(_) | ArgValue::Path(_) => None,
+    }
+}
+
+impl Aggregator {
+    /// Folds a complete event into its bucket (`width` in time units, ≥ 1).
+    pub fn add(&mut self, rec: &Record, tid: u32, width: u64) {
+        let bucket = rec.ts - rec.ts % width.max(1);
+        let key: Key = (rec.name.bytes.into(), rec.cat.bytes.into(), tid, bucket);
+        let dur = Num::Int(i64::try_from(rec.dur).unwrap_or(i64::MAX));
+        self.folded += 1;
+        let e = match self.entries.get_mut(&key) {
+            Some(e) => {
+                e.count += 1;
+                e.dur.add(dur);
+                e
+            }
+            None => {
+                self.order.push(key.clone());
+                self.entries.entry(key).or_insert(Entry {
+                    layer: rec.layer as u8,
+                    count: 1,
+                    dur: Stat::new(dur),
+                    args: Vec::new(),
+                })
+            }
+        };
+        for (k, v) in rec.args() {
+            let Some(n) = num_of(v) else { continue };
+            match e.args.iter_mut().find(|(name, _)| &name[..] == k.bytes) {
+                Some((_, s)) => s.add(n),
+                None => e.args.push((k.bytes.into(), Stat::new(n))),
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Writes (and forgets) every bucket starting before `before` (all with `u64::MAX`).
+    pub fn flush(&mut self, out: &mut Vec<u8>, ctx: &Ctx, before: u64) {
+        let mut keep = Vec::new();
+        for key in std::mem::take(&mut self.order) {
+            if key.3 >= before {
+                keep.push(key);
+                continue;
+            }
+            if let Some(e) = self.entries.remove(&key) {
+                line(out, ctx, &key, &e);
+            }
+        }
+        self.order = keep;
+    }
+}
+
+fn stat(out: &mut Vec<u8>, name: &[u8], s: &Stat) {
+    let num = |out: &mut Vec<u8>, n: Num| match n {
+        Num::Int(i) => json::write_i64(out, i),
+        Num::Float(f) => json::write_f64(out, f),
+    };
+    if !s.varied {
+        out.push(b',');
+        json::write_str(out, name, name.len());
+        out.push(b':');
+        num(out, s.first);
+        return;
+    }
+    for (suffix, v) in [("_min", s.min), ("_max", s.max), ("_sum", s.sum)] {
+        let mut k = name.to_vec();
+        k.extend_from_slice(suffix.as_bytes());
+        out.push(b',');
+        json::write_str(out, &k, k.len());
+        out.push(b':');
+        num(out, v);
+    }
+}
+
+fn line(out: &mut Vec<u8>, ctx: &Ctx, key: &Key, e: &Entry) {
+    out.extend_from_slice(b"{\"name\":");
+    json::write_str(out, &key.0, key.0.len());
+    out.extend_from_slice(b",\"cat\":");
+    json::write_str(out, &key.1, key.1.len());
+    out.extend_from_slice(b",\"type\":");
+    json::write_u64(out, e.layer as u64);
+    out.extend_from_slice(b",\"ts\":");
+    json::write_u64(out, key.3);
+    out.extend_from_slice(b",\"ph\":3,\"pid\":");
+    json::write_u64(out, ctx.pid as u64);
+    out.extend_from_slice(b",\"tid\":");
+    json::write_u64(out, key.2 as u64);
+    out.extend_from_slice(b",\"args\":{\"hhash\":\"");
+    out.extend_from_slice(ctx.hhash.as_bytes());
+    out.push(b'"');
+    stat(out, b"dur", &e.dur);
+    for (k, s) in &e.args {
+        let k: &[u8] = if &k[..] == b"hhash" { b"user_hhash" } else { k };
+        stat(out, k, s);
+    }
+    out.extend_from_slice(b",\"dft_cnt\":");
+    json::write_u64(out, e.count);
+    out.extend_from_slice(b"}}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Arg, Layer, Pending, Value};
+
+    fn rec_bytes(name: &[u8], ts: u64, dur: u64, args: &[Arg]) -> Vec<u8> {
+        let p = Pending::Complete {
+            layer: Layer::Python,
+            name,
+            cat: b"CAT",
+            ts,
+            dur,
+            args,
+        };
+        let mut b = vec![0; p.len()];
+        p.write(&mut b);
+        b
+    }
+
+    #[test]
+    fn buckets_fold_and_vary() {
+        let mut a = Aggregator::default();
+        for (i, d) in [10u64, 6, 8, 10, 6].iter().enumerate() {
+            let b = rec_bytes(
+                b"ev",
+                1_000_000 + i as u64,
+                *d,
+                &[
+                    Arg::int("size", 5),
+                    Arg::int("step", i as i64),
+                    Arg::str("s", "x"),
+                ],
+            );
+            a.add(&Record::decode(&b).unwrap(), 7, 250_000);
+        }
+        let b = rec_bytes(b"ev", 1_250_001, 5, &[]);
+        a.add(&Record::decode(&b).unwrap(), 7, 250_000);
+        let ctx = Ctx {
+            pid: 1,
+            hhash: "h",
+            metadata: false,
+        };
+        let mut out = Vec::new();
+        a.flush(&mut out, &ctx, 1_250_000);
+        let text = String::from_utf8(out).unwrap();
+        let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(v["ph"], 3);
+        assert_eq!(v["ts"], 1_000_000);
+        assert_eq!(v["args"]["dft_cnt"], 5);
+        assert_eq!(v["args"]["dur_min"], 6);
+        assert_eq!(v["args"]["dur_max"], 10);
+        assert_eq!(v["args"]["dur_sum"], 40);
+        assert_eq!(v["args"]["size"], 5);
+        assert_eq!(v["args"]["step_sum"], 10);
+        assert!(v["args"].get("s").is_none());
+        assert!(!a.is_empty());
+        let mut out = Vec::new();
+        a.flush(&mut out, &ctx, u64::MAX);
+        let v: serde_json::Value = serde_json::from_slice(out.trim_ascii()).unwrap();
+        assert_eq!(v["args"]["dur"], 5);
+        assert_eq!(v["args"]["dft_cnt"], 1);
+        assert!(a.is_empty());
+        let _ = Value::Int(0);
+    }
+}
