@@ -9,6 +9,10 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -q -- -D warnings
 [ "${1:-}" = lint ] && exit 0
 
+step "dftracer-utils 0.0.14 from PyPI (the service tests validate their traces with it)"
+venv "$ROOT/.venv-utils" dftracer-utils==0.0.14
+export DFTRACER_VALIDATE="$ROOT/.venv-utils/bin/dftracer_validate"
+
 step "rust: unit and integration tests (release: the 8x1M-event test is real)"
 cargo build --release -q -p dftracer-preload -p dftracer-service -p dftracer-examples
 cargo test --workspace --release -q 2>&1 | tail -n 60

@@ -9,11 +9,13 @@ venv "$UTILS" dftracer-utils==0.0.14
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cargo run -q --release -p dftracer-examples --bin threads -- "$work/core" 4 20000 >/dev/null
+dirs=("$work/core/")
 if [ -x "$ROOT/.venv-test/bin/python" ] && "$ROOT/.venv-test/bin/python" -c "import dftracer.python" 2>/dev/null; then
-  DFTRACER_ENABLE=1 "$ROOT/.venv-test/bin/python" examples/train.py --out "$work/py" --quiet >/dev/null
+  DFTRACER_ENABLE=1 "$ROOT/.venv-test/bin/python" examples/train.py --out "$work/train" --quiet >/dev/null
+  dirs+=("$work/train/traces/")
 fi
 pass=0; fail=0
-for dir in "$work"/*/; do
+for dir in "${dirs[@]}"; do
   files=("$dir"*.pfw.gz)
   [ -e "${files[0]}" ] || continue
   out=$("$UTILS/bin/dftracer_validate" --files "${files[@]}" 2>/dev/null | grep -E '^Validated' || true)
