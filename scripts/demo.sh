@@ -19,7 +19,8 @@ DFTRACER_ENABLE=1 DFTRACER_LOG_FILE="$OUT/service/node" DFTRACER_TRACE_INTERVAL_
   "$SVC" start "$OUT/service"
 
 echo "== traced training run"
-DFTRACER_ENABLE=1 "$ROOT/.venv-demo/bin/python" examples/train.py --out "$OUT"
+DFTRACER_ENABLE=1 "$ROOT/.venv-demo/bin/python" examples/train.py --out "$OUT" --samples 256 --epochs 3
+sleep 1   # a few more service samples around the run
 
 echo "== stopping the service"
 "$SVC" stop "$OUT/service"
@@ -31,7 +32,10 @@ for f in files:
     c = collections.Counter(r["name"] for r in recs if r.get("ph") == 2)
     cpu = [r["args"] for r in recs if r.get("name") == "cpu"]
     print(f"service trace: {f}  ({f.stat().st_size} bytes)")
-    print(f"summary: {sum(c.values())} counter samples: " + ", ".join(f"{k}={v}" for k, v in sorted(c.items())[:6]))
+    names = sorted(c)
+    shown = ", ".join(f"{k}={c[k]}" for k in names[:8]) + (", ..." if len(names) > 8 else "")
+    print(f"summary: {sum(c.values())} counter records of {len(names)} kinds: {shown}")
     if cpu:
-        print("last cpu sample: " + ", ".join(f"{k}={v:.1f}" for k, v in cpu[-1].items() if k.endswith("_pct") and v))
+        busiest = max(cpu, key=lambda a: a.get("idle_pct", 100) * -1)
+        print("busiest cpu sample: " + ", ".join(f"{k}={busiest[k]:.1f}" for k in ("user_pct", "system_pct", "iowait_pct", "idle_pct") if k in busiest))
 PY
