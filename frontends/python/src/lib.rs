@@ -6,7 +6,7 @@
 //! Tracing starts lazily on the first event when `DFTRACER_ENABLE` says so (so spawned
 //! workers that only import annotated code are traced), and an explicit `initialize(path)`
 //! after that still decides the file name (core `retarget`).
-#![allow(unsafe_code)] // pyo3's generated code; this file itself has no unsafe block.
+#![allow(unsafe_code)] // pyo3 macros, and the vectorcall entry of _Wrapped (each block has a SAFETY note).
 
 use dftracer_core::{AppValue, Arg, Config, Layer, Origin, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
