@@ -412,7 +412,12 @@ impl Shared {
                 .retain(|r| !(r.closed.load(Ordering::Acquire) && r.used() == 0));
         }
         let interval_ns = self.cfg.flush_interval_ms * 1_000_000;
-        if force_member || sys::monotonic_ns().saturating_sub(w.last_member_ns) >= interval_ns {
+        // Producers that drained their own ring only encoded: a full buffer is cut here.
+        let full = w.json.len() >= self.cfg.write_buffer_size.max(1);
+        if force_member
+            || full
+            || sys::monotonic_ns().saturating_sub(w.last_member_ns) >= interval_ns
+        {
             self.flush_buckets(w, false);
             self.member(w);
         }
