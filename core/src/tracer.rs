@@ -974,7 +974,7 @@ fn ring_full(ring: &Ring, p: &Pending, len: usize) {
         return;
     }
     // Hand work over: encode a bounded part of our own ring (no compression, no I/O: the
-    // writer cuts members), then retry; a record never exceeds a quarter of the ring.
+    // writer cuts members), then retry, up to 8 chunks (more than any record needs).
     for _ in 0..8 {
         {
             let _g = InternalGuard::new();
