@@ -190,21 +190,12 @@ pub unsafe fn spawn_thread(
     f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
     arg: *mut libc::c_void,
 ) -> Option<libc::pthread_t> {
-    // SAFETY: sigset and attr are initialised before use; the old mask is restored on this
-    // thread; pthread_create gets a static fn and the caller's argument (valid: see # Safety).
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-        let mut tid: libc::pthread_t = 0;
-        let rc = libc::pthread_create(&mut tid, std::ptr::null(), f, arg);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        (rc == 0).then_some(tid)
-    }
+    // The new thread inherits the blocked mask; this thread's mask is restored on drop.
+    let _blocked = SignalBlock::new();
+    let mut tid: libc::pthread_t = 0;
+    // SAFETY: pthread_create gets a static fn and the caller's argument (valid: see # Safety).
+    let rc = unsafe { libc::pthread_create(&mut tid, std::ptr::null(), f, arg) };
+    (rc == 0).then_some(tid)
 }
 
 pub fn join_thread(t: libc::pthread_t) {

@@ -20,7 +20,8 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-fn run_scenario(name: &str, dir: &Path, env: &[(&str, &str)]) -> ExitStatus {
+/// This test binary re-executed to run scenario `name`, tracing into `dir`.
+fn scenario_cmd(name: &str, dir: &Path, env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
@@ -36,7 +37,11 @@ fn run_scenario(name: &str, dir: &Path, env: &[(&str, &str)]) -> ExitStatus {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.status().unwrap()
+    cmd
+}
+
+fn run_scenario(name: &str, dir: &Path, env: &[(&str, &str)]) -> ExitStatus {
+    scenario_cmd(name, dir, env).status().unwrap()
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
@@ -531,15 +536,13 @@ fn wait_for(path: &Path) {
 #[test]
 fn sigkill_after_a_flush_interval_leaves_a_readable_file() {
     let dir = scratch("kill");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "scenario_entry", "--nocapture"])
-        .env("DFT_SCENARIO", "sleep_forever")
-        .env("DFT_DIR", &dir)
-        .env("DFTRACER_ENABLE", "1")
-        .env("DFTRACER_FLUSH_INTERVAL_MS", "200")
-        .env("DFTRACER_LOG_FILE", dir.join("t"))
-        .spawn()
-        .unwrap();
+    let mut child = scenario_cmd(
+        "sleep_forever",
+        &dir,
+        &[("DFTRACER_FLUSH_INTERVAL_MS", "200")],
+    )
+    .spawn()
+    .unwrap();
     wait_for(&dir.join("ready"));
     std::thread::sleep(std::time::Duration::from_millis(700));
     child.kill().unwrap();
@@ -555,15 +558,13 @@ fn sigkill_after_a_flush_interval_leaves_a_readable_file() {
 fn sigterm_finishes_the_trace_and_dies_by_the_signal() {
     use std::os::unix::process::ExitStatusExt;
     let dir = scratch("term");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "scenario_entry", "--nocapture"])
-        .env("DFT_SCENARIO", "sleep_forever")
-        .env("DFT_DIR", &dir)
-        .env("DFTRACER_ENABLE", "1")
-        .env("DFTRACER_FLUSH_INTERVAL_MS", "60000")
-        .env("DFTRACER_LOG_FILE", dir.join("t"))
-        .spawn()
-        .unwrap();
+    let mut child = scenario_cmd(
+        "sleep_forever",
+        &dir,
+        &[("DFTRACER_FLUSH_INTERVAL_MS", "60000")],
+    )
+    .spawn()
+    .unwrap();
     wait_for(&dir.join("ready"));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -667,22 +668,7 @@ fn stats_line(out: &std::process::Output) -> (u64, u64) {
 }
 
 fn scenario_output(name: &str, dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "scenario_entry",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("DFT_SCENARIO", name)
-    .env("DFT_DIR", dir)
-    .env("DFTRACER_ENABLE", "1")
-    .env("DFTRACER_LOG_FILE", dir.join("t"))
-    .env_remove("DFTRACER_CONFIGURATION");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
+    scenario_cmd(name, dir, env).output().unwrap()
 }
 
 #[test]

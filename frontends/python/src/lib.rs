@@ -816,6 +816,18 @@ fn caller_name(py: Python<'_>) -> String {
 }
 
 impl Region {
+    /// Sets the values given for epoch, step, image_idx and image_size (in that order).
+    fn set_captured(&mut self, py: Python<'_>, values: [Option<PyObject>; 4]) {
+        for (k, v) in ["epoch", "step", "image_idx", "image_size"]
+            .into_iter()
+            .zip(values)
+        {
+            if let Some(v) = v {
+                self.set_arg(py, k, v);
+            }
+        }
+    }
+
     fn set_arg(&mut self, py: Python<'_>, key: &str, value: PyObject) {
         if value.is_none(py) {
             return;
@@ -870,16 +882,7 @@ impl Region {
             enable,
             args: Vec::new(),
         };
-        for (k, v) in [
-            ("epoch", epoch),
-            ("step", step),
-            ("image_idx", image_idx),
-            ("image_size", image_size),
-        ] {
-            if let Some(v) = v {
-                r.set_arg(py, k, v);
-            }
-        }
+        r.set_captured(py, [epoch, step, image_idx, image_size]);
         Ok(r)
     }
 
@@ -937,16 +940,7 @@ impl Region {
         image_size: Option<PyObject>,
         args: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        for (k, v) in [
-            ("epoch", epoch),
-            ("step", step),
-            ("image_idx", image_idx),
-            ("image_size", image_size),
-        ] {
-            if let Some(v) = v {
-                self.set_arg(py, k, v);
-            }
-        }
+        self.set_captured(py, [epoch, step, image_idx, image_size]);
         if let Some(a) = args {
             for (k, v) in a.iter() {
                 let key = k.str()?.to_string_lossy().into_owned();
