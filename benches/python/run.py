@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import callgrind_check  # noqa: E402  (benches/callgrind_check.py: the one callgrind runner)
 WORKLOADS = ["plain_f()", "plain_f(a,b=2)", "deco_f()", "deco_f(a,b=2)", "context_manager", "log_event_3args"]
 
 
@@ -32,37 +34,13 @@ def run_once(py: str, label: str, enable: bool, calls: int) -> dict:
         return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-CALLGRIND = """
-import os, sys
-from dftracer.python import dftracer, dft_fn
-log = dftracer.initialize_log(logfile=os.path.join(sys.argv[2], "cg.pfw"))
-df = dft_fn("bench")
-@df.log
-def deco0(): return 1
-def plain(): return 1
-f = deco0 if sys.argv[1] == "deco" else plain
-n = int(sys.argv[3])
-for _ in range(n): f()
-log.finalize()
-"""
-
-
-def instructions(py: str, which: str, n: int, enable: bool) -> int:
+def per_call(py: str, which: str, enable: bool) -> float:
+    """Instructions per call (all threads), as the regression check measures them."""
     with tempfile.TemporaryDirectory() as out:
         script = Path(out) / "cg.py"
-        script.write_text(CALLGRIND)
-        cg = Path(out) / "callgrind.out"
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", py, str(script), which, out, str(n)],
-                       env=env_for(enable, out), capture_output=True, check=True)
-        for line in cg.read_text().splitlines():
-            if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1])
-    raise RuntimeError("no callgrind summary")
-
-
-def per_call(py: str, which: str, enable: bool) -> float:
-    lo, hi = 2_000, 12_000
-    return (instructions(py, which, hi, enable) - instructions(py, which, lo, enable)) / (hi - lo)
+        script.write_text(callgrind_check.PY)
+        env = env_for(enable, out)
+        return callgrind_check.per_call(lambda n: [py, str(script), which, out, str(n)], env)
 
 
 def main() -> int:

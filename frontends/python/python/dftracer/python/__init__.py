@@ -144,6 +144,28 @@ def _log(name: str, cat: str, t0: int, args: dict) -> None:
     _native.log_event(name, cat, t0, max(t1 - t0, 0), ints, strings, floats)
 
 
+def _timed_iter(iterable: Iterable, cat: str, args: dict, wait_name: Optional[str],
+                body_name: Optional[str], count_key: str) -> Iterator:
+    """Yields the items of `iterable`, recording `wait_name` (getting each item) and
+    `body_name` (the caller's loop body) with `count_key` = 1, 2, ...; `args` is read at each
+    event, so updates made inside the loop are recorded. A `None` name records nothing."""
+    it = builtins.iter(iterable)
+    count = 1
+    while True:
+        t0 = _native.get_time()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        if wait_name:
+            _log(wait_name, cat, t0, {**args, count_key: count})
+        t1 = _native.get_time()
+        yield item
+        if body_name:
+            _log(body_name, cat, t1, {**args, count_key: count})
+        count += 1
+
+
 class dftracer:
     """The process's tracer (pydftracer's singleton class)."""
 
@@ -355,21 +377,7 @@ class dft_fn(_Region):
         if not (_native.is_enabled() and self._enabled):
             yield from iterable
             return
-        cat = self.cat
-        base = self._args
-        it = builtins.iter(iterable)
-        step = 1
-        while True:
-            t0 = _native.get_time()
-            try:
-                item = next(it)
-            except StopIteration:
-                return
-            _log(f"{name}.iter", cat, t0, {**base, iter_name: step})
-            t1 = _native.get_time()
-            yield item
-            _log(f"{name}.yield", cat, t1, {**base, iter_name: step})
-            step += 1
+        yield from _timed_iter(iterable, self.cat, self._args, f"{name}.iter", f"{name}.yield", iter_name)
 
     # Entity API of newer pydftracer releases: accepted, not recorded.
     def relate(self, *args: Any, **kwargs: Any) -> None:

@@ -29,7 +29,7 @@ import functools
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional
 
 from dftracer import dftracer as _native
-from dftracer.python import _log
+from dftracer.python import _log, _timed_iter
 
 __all__ = [
     "ai",
@@ -332,23 +332,14 @@ class DFTracerAI:
         if not self._on():
             yield from iterator
             return
-        iter_name = iter_name or get_iter_handle_name(self._name)
-        block_name = block_name or get_iter_block_name(self._name)
-        it = iter(iterator)
-        count = 1
-        while True:
-            t0 = _native.get_time()
-            try:
-                item = next(it)
-            except StopIteration:
-                return
-            if include_iter:
-                _log(iter_name, self._cat, t0, {**self._args, ITER_COUNT_NAME: count})
-            t1 = _native.get_time()
-            yield item
-            if include_block:
-                _log(block_name, self._cat, t1, {**self._args, ITER_COUNT_NAME: count})
-            count += 1
+        yield from _timed_iter(
+            iterator,
+            self._cat,
+            self._args,
+            (iter_name or get_iter_handle_name(self._name)) if include_iter else None,
+            (block_name or get_iter_block_name(self._name)) if include_block else None,
+            ITER_COUNT_NAME,
+        )
 
 
 class IO(DFTracerAI):
