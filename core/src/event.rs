@@ -106,6 +106,110 @@ impl<'a> Arg<'a> {
     }
 }
 
+/// A file named by events, with its hash computed once. Frontends that see the same file in
+/// many events (the preload library's fd table) keep one of these per distinct path, leaked
+/// for the life of the process, and pass it by reference: the ring then carries a pointer
+/// instead of a copy of the path.
+#[derive(Debug)]
+pub struct FileRef {
+    pub path: Box<[u8]>,
+    pub hash: crate::hash::Hash16,
+    /// The writer epoch whose file already has this path's `FH` record (0: none).
+    pub(crate) fh_epoch: std::sync::atomic::AtomicU64,
+}
+
+impl FileRef {
+    pub fn new(path: &[u8]) -> FileRef {
+        FileRef {
+            path: path.into(),
+            hash: crate::hash::hash16(path),
+            fh_epoch: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+/// How a [`Schema`] value slot is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// The slot's `u64` bits as a signed integer.
+    Int,
+    /// As an unsigned integer.
+    UInt,
+}
+
+/// The fixed shape of a frequent event: name, category and arg keys known at compile time.
+/// A [`Pending::Static`] record of it carries only a pointer to the schema, the values and
+/// an optional [`FileRef`]: a few stores on the hot path, and the writer copies the names
+/// without escaping them (checked plain by [`Schema::new`], at compile time for a `static`).
+///
+/// The JSON args are the slots in order, then `file_key` with the file's hash when a file
+/// is given.
+#[derive(Debug)]
+pub struct Schema {
+    pub layer: Layer,
+    pub name: &'static str,
+    pub cat: &'static str,
+    pub keys: &'static [(&'static str, Slot)],
+    pub file_key: &'static str,
+}
+
+impl Schema {
+    /// Panics (at compile time in a `static`) if a string needs JSON escaping, a key is
+    /// `hhash`, or there are more than [`MAX_ARGS`] slots.
+    pub const fn new(
+        layer: Layer,
+        name: &'static str,
+        cat: &'static str,
+        keys: &'static [(&'static str, Slot)],
+        file_key: &'static str,
+    ) -> Schema {
+        assert!(plain(name) && plain(cat) && plain(file_key));
+        assert!(keys.len() < MAX_ARGS);
+        let mut i = 0;
+        while i < keys.len() {
+            assert!(plain(keys[i].0));
+            assert!(!eq(keys[i].0, "hhash"));
+            i += 1;
+        }
+        assert!(!eq(file_key, "hhash"));
+        Schema {
+            layer,
+            name,
+            cat,
+            keys,
+            file_key,
+        }
+    }
+}
+
+/// Printable ASCII without `"` or `\`: written into JSON as is.
+const fn plain(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] < 0x20 || b[i] >= 0x7f || b[i] == b'"' || b[i] == b'\\' {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Longest string kept (bytes); longer ones are clipped at a character boundary and marked.
 pub const MAX_STR: usize = 4096;
 /// Longest argument key kept.
@@ -127,6 +231,8 @@ pub const KIND_PAD: u8 = 0;
 pub const KIND_COMPLETE: u8 = 1;
 pub const KIND_COUNTER: u8 = 2;
 pub const KIND_META: u8 = 4;
+/// A [`Pending::Static`] record: only [`Record::decode_trusted`] reads it.
+pub const KIND_STATIC: u8 = 5;
 
 /// Set on the kind byte when some arg is a [`Value::Path`] (the writer then emits FH records).
 const HAS_PATH: u8 = 0x80;
@@ -191,6 +297,15 @@ pub enum Pending<'a> {
         key: &'a [u8],
         value: &'a [u8],
     },
+    /// A complete event of a fixed [`Schema`]: `vals` are the slots' values (extra values
+    /// are ignored, missing ones are left out).
+    Static {
+        schema: &'static Schema,
+        ts: u64,
+        dur: u64,
+        vals: &'a [u64],
+        file: Option<&'static FileRef>,
+    },
 }
 
 impl Pending<'_> {
@@ -206,6 +321,7 @@ impl Pending<'_> {
             Pending::Meta {
                 name, key, value, ..
             } => str_len(name, MAX_STR) + str_len(key, MAX_STR) + str_len(value, MAX_STR),
+            Pending::Static { schema, vals, .. } => 32 + 8 * vals.len().min(schema.keys.len()),
         };
         align8(HEADER + body)
     }
@@ -217,6 +333,36 @@ impl Pending<'_> {
     /// Writes the record into `out`, which is exactly `self.len()` bytes.
     pub fn write(&self, out: &mut [u8]) {
         let total = out.len();
+        if let Pending::Static {
+            schema,
+            ts,
+            dur,
+            vals,
+            file,
+        } = self
+        {
+            // Whole words: a handful of stores.
+            let n = vals.len().min(schema.keys.len());
+            let head = total as u64
+                | (KIND_STATIC as u64) << 32
+                | (schema.layer as u64) << 40
+                | (n as u64) << 48;
+            let words = [
+                head,
+                *schema as *const Schema as usize as u64,
+                file.map_or(0, |f| f as *const FileRef as usize as u64),
+                *ts,
+                *dur,
+            ];
+            let (fixed, rest) = out.split_at_mut(40);
+            for (d, w) in fixed.chunks_exact_mut(8).zip(words) {
+                d.copy_from_slice(&w.to_le_bytes());
+            }
+            for (d, v) in rest.chunks_exact_mut(8).zip(&vals[..n]) {
+                d.copy_from_slice(&v.to_le_bytes());
+            }
+            return;
+        }
         let mut w = Cursor { buf: out, pos: 0 };
         w.u32(total as u32);
         match self {
@@ -259,6 +405,7 @@ impl Pending<'_> {
                 w.str(key, MAX_STR);
                 w.str(value, MAX_STR);
             }
+            Pending::Static { .. } => {}
         }
     }
 }
@@ -381,8 +528,12 @@ pub struct Record<'a> {
     pub value: Text<'a>,
     pub nargs: u8,
     pub args_dropped: u8,
-    /// Some arg is a path.
+    /// Some arg is a path (binary records; a static record's file is [`Record::file`]).
     pub has_path: bool,
+    /// A [`Pending::Static`] record's schema.
+    pub schema: Option<&'static Schema>,
+    /// A [`Pending::Static`] record's file.
+    pub file: Option<&'static FileRef>,
     args: &'a [u8],
 }
 
@@ -447,8 +598,77 @@ impl<'a> Record<'a> {
             nargs,
             args_dropped,
             has_path: raw_kind & HAS_PATH != 0,
+            schema: None,
+            file: None,
             args: &buf[r.pos..],
         })
+    }
+
+    /// Like [`Record::decode`], and also reads [`Pending::Static`] records.
+    ///
+    /// # Safety
+    /// `buf` must hold a record written by [`Pending::write`] in this process: a static
+    /// record holds the addresses of a `&'static Schema` and `&'static FileRef`, which are
+    /// dereferenced here.
+    #[allow(unsafe_code)]
+    pub unsafe fn decode_trusted(buf: &'a [u8]) -> Option<Record<'a>> {
+        if buf.get(4) != Some(&KIND_STATIC) {
+            return Record::decode(buf);
+        }
+        let mut r = Reader { buf, pos: 5 };
+        let layer = Layer::from_u8(r.u8()?);
+        let n = r.u8()?;
+        let _ = r.u8()?;
+        let sp = r.u64()? as usize;
+        let fp = r.u64()? as usize;
+        let ts = r.u64()?;
+        let dur = r.u64()?;
+        let vals = r.take(8 * n as usize)?;
+        // SAFETY: per this function's contract, `sp` is the address of a `&'static Schema`
+        // and `fp` is 0 or the address of a `&'static FileRef` (Pending::write).
+        let schema: &'static Schema = unsafe { &*(sp as *const Schema) };
+        let file: Option<&'static FileRef> = if fp == 0 {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { &*(fp as *const FileRef) })
+        };
+        let text = |s: &'static str| Text {
+            bytes: s.as_bytes(),
+            orig_len: s.len(),
+        };
+        Some(Record {
+            kind: KIND_COMPLETE,
+            layer,
+            ts,
+            dur,
+            name: text(schema.name),
+            cat: text(schema.cat),
+            value: text(""),
+            nargs: n + file.is_some() as u8,
+            args_dropped: 0,
+            has_path: false,
+            schema: Some(schema),
+            file,
+            args: vals,
+        })
+    }
+
+    /// A static record's slot values with their keys (empty for other records).
+    pub fn slots(&self) -> impl Iterator<Item = (&'static str, Slot, u64)> + 'a {
+        let keys: &'static [(&'static str, Slot)] = self.schema.map_or(&[], |s| s.keys);
+        let vals = if self.schema.is_some() {
+            self.args
+        } else {
+            &[]
+        };
+        keys.iter()
+            .zip(vals.chunks_exact(8))
+            .map(|(&(k, slot), v)| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(v);
+                (k, slot, u64::from_le_bytes(b))
+            })
     }
 
     /// The record's args in order.
@@ -459,6 +679,8 @@ impl<'a> Record<'a> {
                 pos: 0,
             },
             left: self.nargs,
+            schema: self.schema,
+            file: self.file,
         }
     }
 }
@@ -466,6 +688,8 @@ impl<'a> Record<'a> {
 pub struct ArgIter<'a> {
     r: Reader<'a>,
     left: u8,
+    schema: Option<&'static Schema>,
+    file: Option<&'static FileRef>,
 }
 
 impl<'a> Iterator for ArgIter<'a> {
@@ -475,6 +699,32 @@ impl<'a> Iterator for ArgIter<'a> {
             return None;
         }
         self.left -= 1;
+        if let Some(schema) = self.schema {
+            let i = self.r.pos / 8;
+            if let Some(&(k, slot)) = schema.keys.get(i).filter(|_| self.r.pos < self.r.buf.len()) {
+                let v = self.r.u64()?;
+                let key = Text {
+                    bytes: k.as_bytes(),
+                    orig_len: k.len(),
+                };
+                return Some(match slot {
+                    Slot::Int => (key, ArgValue::Int(v as i64)),
+                    Slot::UInt => (key, ArgValue::UInt(v)),
+                });
+            }
+            let f = self.file.take()?;
+            let key = Text {
+                bytes: schema.file_key.as_bytes(),
+                orig_len: schema.file_key.len(),
+            };
+            return Some((
+                key,
+                ArgValue::Path(Text {
+                    bytes: &f.path,
+                    orig_len: f.path.len(),
+                }),
+            ));
+        }
         let key = self.r.text()?;
         let v = match self.r.u8()? {
             TAG_INT => ArgValue::Int(self.r.u64()? as i64),

@@ -7,7 +7,7 @@
 //! shortest round-trip (`ryu`), non-finite floats are `null`; args keep insertion order with
 //! `hhash` first.
 
-use crate::event::{ArgValue, Record, Text};
+use crate::event::{ArgValue, Record, Schema, Slot, Text};
 use crate::hash::{hash_str, Hash16};
 
 /// Per-file facts every line needs.
@@ -175,6 +175,168 @@ pub fn complete(
     out.extend_from_slice(b"}\n");
 }
 
+/// Rendered constant parts of static lines: `,"name":..,"cat":..,"type":..,"pid":..,"tid":..,
+/// "ts":` per (schema, tid), in a small direct-mapped table owned by the writer.
+#[derive(Default)]
+pub struct StaticCache {
+    slots: Vec<(usize, u32, Vec<u8>)>,
+}
+
+const CACHE_SLOTS: usize = 64;
+
+impl StaticCache {
+    fn prefix(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32) -> &[u8] {
+        if self.slots.is_empty() {
+            self.slots = (0..CACHE_SLOTS).map(|_| (0, 0, Vec::new())).collect();
+        }
+        let key = schema as *const Schema as usize;
+        let i = (key >> 3 ^ tid as usize).wrapping_mul(0x9e37_79b9) >> 7 & (CACHE_SLOTS - 1);
+        let slot = &mut self.slots[i];
+        if slot.0 != key || slot.1 != tid || slot.2.is_empty() {
+            let v = &mut slot.2;
+            v.clear();
+            v.extend_from_slice(b",\"name\":\"");
+            v.extend_from_slice(schema.name.as_bytes());
+            v.extend_from_slice(b"\",\"cat\":\"");
+            v.extend_from_slice(schema.cat.as_bytes());
+            v.extend_from_slice(b"\",\"type\":");
+            write_u64(v, layer);
+            v.extend_from_slice(b",\"pid\":");
+            write_u64(v, ctx.pid as u64);
+            v.extend_from_slice(b",\"tid\":");
+            write_u64(v, tid as u64);
+            v.extend_from_slice(b",\"ts\":");
+            slot.0 = key;
+            slot.1 = tid;
+        }
+        &slot.2
+    }
+}
+
+/// A complete event of a static record ([`Record::schema`]): the same line [`complete`]
+/// writes, without escaping the schema's strings (plain by construction) or decoding args.
+/// The line is written into space reserved once (its length is bounded by the schema).
+pub fn complete_static(
+    out: &mut Vec<u8>,
+    cache: &mut StaticCache,
+    ctx: &Ctx,
+    id: u64,
+    tid: u32,
+    rec: &Record,
+    schema: &Schema,
+) {
+    let prefix = cache.prefix(ctx, schema, rec.layer as u64, tid);
+    // At most 20 digits (and a sign) per number, and some punctuation.
+    let keys: usize = schema.keys.iter().map(|(k, _)| k.len() + 25).sum();
+    let bound = 128 + prefix.len() + ctx.hhash.len() + schema.file_key.len() + keys;
+    let start = out.len();
+    out.resize(start + bound, 0);
+    let mut p = Put {
+        buf: &mut out[start..],
+        pos: 0,
+    };
+    p.lit(b"{\"id\":");
+    p.num(id);
+    p.bytes(prefix);
+    p.num(rec.ts);
+    p.lit(b",\"dur\":");
+    p.num(rec.dur);
+    p.lit(b",\"ph\":1");
+    if ctx.metadata {
+        p.lit(b",\"args\":{\"hhash\":\"");
+        p.bytes(ctx.hhash.as_bytes());
+        p.lit(b"\"");
+        for (k, slot, v) in rec.slots() {
+            p.lit(b",\"");
+            p.bytes(k.as_bytes());
+            p.lit(b"\":");
+            match slot {
+                Slot::Int if (v as i64) < 0 => {
+                    p.lit(b"-");
+                    p.num((v as i64).unsigned_abs());
+                }
+                _ => p.num(v),
+            }
+        }
+        if let Some(f) = rec.file {
+            p.lit(b",\"");
+            p.bytes(schema.file_key.as_bytes());
+            p.lit(b"\":\"");
+            p.lit(&f.hash);
+            p.lit(b"\"");
+        }
+        p.lit(b"}");
+    }
+    p.lit(b"}\n");
+    let end = start + p.pos;
+    out.truncate(end);
+}
+
+/// A cursor over reserved space (the caller sized it; overruns panic, never corrupt).
+struct Put<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+impl Put<'_> {
+    #[inline(always)]
+    fn lit<const N: usize>(&mut self, s: &[u8; N]) {
+        self.buf[self.pos..self.pos + N].copy_from_slice(s);
+        self.pos += N;
+    }
+    #[inline(always)]
+    fn bytes(&mut self, s: &[u8]) {
+        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
+        self.pos += s.len();
+    }
+    /// Decimal digits of `v`, written back to front four at a time into a fixed scratch
+    /// array (no bounds checks), then copied once.
+    #[inline(always)]
+    fn num(&mut self, v: u64) {
+        if v < 10 {
+            self.buf[self.pos] = b'0' + v as u8;
+            self.pos += 1;
+            return;
+        }
+        let mut tmp = [0u8; 20];
+        let mut i = 20;
+        let mut v = v;
+        while v >= 10_000 {
+            let r = (v % 10_000) as usize;
+            v /= 10_000;
+            let (a, b) = (r / 100 * 2, r % 100 * 2);
+            i -= 4;
+            tmp[i] = DIGITS2[a];
+            tmp[i + 1] = DIGITS2[a + 1];
+            tmp[i + 2] = DIGITS2[b];
+            tmp[i + 3] = DIGITS2[b + 1];
+        }
+        let mut v = v as usize;
+        if v >= 100 {
+            let b = v % 100 * 2;
+            v /= 100;
+            i -= 2;
+            tmp[i] = DIGITS2[b];
+            tmp[i + 1] = DIGITS2[b + 1];
+        }
+        if v >= 10 {
+            i -= 2;
+            tmp[i] = DIGITS2[v * 2];
+            tmp[i + 1] = DIGITS2[v * 2 + 1];
+        } else {
+            i -= 1;
+            tmp[i] = b'0' + v as u8;
+        }
+        self.bytes(&tmp[i..]);
+    }
+}
+
 /// A counter event (ph 2): `name,cat,type,ts,ph,pid,tid,args` (args always written).
 pub fn counter(
     out: &mut Vec<u8>,
@@ -252,12 +414,97 @@ pub fn lifecycle_head(out: &mut Vec<u8>, ctx: &Ctx, id: u64, tid: u32, name: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn put_num_matches_itoa() {
+        let mut cases = vec![0u64, 1, 9, 10, 99, 100, u64::MAX, u64::MAX - 1];
+        let mut p = 1u64;
+        while let Some(n) = p.checked_mul(10) {
+            cases.extend([p - 1, p, p + 1, n - 1]);
+            p = n;
+        }
+        cases.extend([p - 1, p, p + 1]);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push(x >> (x % 64));
+        }
+        for v in cases {
+            let mut buf = [0u8; 24];
+            let mut put = Put {
+                buf: &mut buf,
+                pos: 0,
+            };
+            put.num(v);
+            let n = put.pos;
+            assert_eq!(&buf[..n], v.to_string().as_bytes(), "{v}");
+        }
+    }
     use crate::event::{Arg, Layer, Pending, Value};
 
     fn enc(bytes: &[u8]) -> String {
         let mut out = Vec::new();
         write_str(&mut out, bytes, bytes.len());
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn static_line_equals_the_generic_line() {
+        use crate::event::{FileRef, Record};
+        static S: Schema = Schema::new(
+            Layer::LibcIo,
+            "pread64",
+            "POSIX",
+            &[("fd", Slot::Int), ("count", Slot::UInt), ("ret", Slot::Int)],
+            "fhash",
+        );
+        let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/data/x.bin")));
+        let cases: [(&[u64], Option<&'static FileRef>); 4] = [
+            (&[3, u64::MAX, (-1i64) as u64], Some(file)),
+            (&[0, 0, i64::MIN as u64], None),
+            (&[7], Some(file)),
+            (&[1, 2, 3, 4, 5], None),
+        ];
+        let mut cache = StaticCache::default();
+        for metadata in [true, false] {
+            let ctx = Ctx {
+                pid: 4242,
+                hhash: "6882804a826580cd",
+                metadata,
+            };
+            for (vals, f) in cases {
+                let p = Pending::Static {
+                    schema: &S,
+                    ts: 1_796_000_779_668_786,
+                    dur: 12,
+                    vals,
+                    file: f,
+                };
+                let mut buf = vec![0u8; p.len()];
+                p.write(&mut buf);
+                assert!(
+                    Record::decode(&buf).is_none(),
+                    "untrusted decode refuses pointers"
+                );
+                // SAFETY: written just above by Pending::write in this process.
+                #[allow(unsafe_code)]
+                let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
+                let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
+                complete_static(&mut fast, &mut cache, &ctx, 99, 7, &rec, &S);
+                complete_static(&mut fast, &mut cache, &ctx, 99, 7, &rec, &S);
+                complete(&mut slow, &ctx, 99, 7, &rec, &mut |_| file.hash);
+                complete(&mut slow, &ctx, 99, 7, &rec, &mut |p| {
+                    assert_eq!(p, b"/data/x.bin");
+                    file.hash
+                });
+                assert_eq!(
+                    String::from_utf8(fast).unwrap(),
+                    String::from_utf8(slow).unwrap()
+                );
+            }
+        }
     }
 
     #[test]

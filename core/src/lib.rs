@@ -39,10 +39,10 @@ pub mod sys;
 mod tracer;
 
 pub use config::{Config, ConfigError, InitMode, TimeMetric, KNOBS};
-pub use event::{Arg, Layer, Value};
+pub use event::{Arg, FileRef, Layer, Schema, Slot, Value};
 pub use sink::Origin;
 pub use tracer::{
-    complete, config, counter, finalize, flush, init, is_enabled, is_finalized, is_internal,
-    is_running, mark_used, metadata, now, retarget, set_app_metadata, set_bind, stats, trace_path,
-    AppValue, Error, Stats,
+    complete, complete_static, config, counter, finalize, flush, init, is_enabled, is_finalized,
+    is_internal, is_running, mark_used, metadata, now, retarget, set_app_metadata, set_bind, stats,
+    trace_path, AppValue, Error, Stats,
 };

@@ -47,6 +47,8 @@ const PHASE_RUNNING: u8 = 2;
 const PHASE_DONE: u8 = 3;
 /// Time unit for `now()` without touching SHARED.
 static UNIT: AtomicU8 = AtomicU8::new(1);
+/// Source of `Writer::epoch` values (0 is never handed out).
+static WRITER_EPOCH: AtomicU64 = AtomicU64::new(1);
 static HOOKS: Once = Once::new();
 /// Bytes of ring drained between two chances for other threads to take the writer lock.
 const DRAIN_CHUNK: usize = 128 * 1024;
@@ -112,6 +114,11 @@ struct Writer {
     header_done: bool,
     next_id: u64,
     paths: HashMap<Box<[u8]>, Hash16, crate::hash::FastBuild>,
+    /// Unique per writer: a [`crate::FileRef`] whose `fh_epoch` equals it has its `FH`
+    /// record in this writer's file.
+    epoch: u64,
+    /// Rendered constant parts of static lines.
+    cache: json::StaticCache,
     used: [bool; Layer::ALL.len()],
     events: u64,
     pending_events: u64,
@@ -335,6 +342,8 @@ impl Shared {
                 header_done: false,
                 next_id: 1,
                 paths: HashMap::default(),
+                epoch: WRITER_EPOCH.fetch_add(1, Ordering::Relaxed),
+                cache: json::StaticCache::default(),
                 used: [false; Layer::ALL.len()],
                 events: 0,
                 pending_events: 0,
@@ -437,7 +446,11 @@ impl Shared {
         let threshold = self.cfg.write_buffer_size.max(1);
         let mut cut = false;
         let drained = ring.drain(max_bytes, |bytes| {
-            if let Some(rec) = Record::decode(bytes) {
+            // SAFETY: a ring only ever holds records written by `Pending::write` in this
+            // process (a fork child's copy included: same addresses, same static data).
+            #[allow(unsafe_code)]
+            let rec = unsafe { Record::decode_trusted(bytes) };
+            if let Some(rec) = rec {
                 self.encode(w, tid, &rec);
                 cut |= w.json.len() >= threshold;
             }
@@ -561,6 +574,40 @@ impl Shared {
             }
         }
         let ctx = self.ctx();
+        if let Some(schema) = rec.schema {
+            if let Some(f) = rec.file.filter(|_| self.cfg.metadata) {
+                if f.fh_epoch.load(Ordering::Relaxed) != w.epoch {
+                    // First time in this file: the FH record, unless a path arg wrote it.
+                    if !w.paths.contains_key(&*f.path) {
+                        json::meta(
+                            &mut w.json,
+                            &ctx,
+                            tid,
+                            1,
+                            &plain("FH"),
+                            &Text {
+                                bytes: &f.path,
+                                orig_len: f.path.len(),
+                            },
+                            &Text {
+                                bytes: &f.hash,
+                                orig_len: 16,
+                            },
+                        );
+                        w.paths.insert(f.path.clone(), f.hash);
+                    }
+                    f.fh_epoch.store(w.epoch, Ordering::Relaxed);
+                }
+            }
+            let id = w.next_id;
+            let Writer { json, cache, .. } = w;
+            json::complete_static(json, cache, &ctx, id, tid, rec, schema);
+            w.next_id += 1;
+            w.events += 1;
+            w.pending_events += 1;
+            w.used[rec.layer as usize] = true;
+            return;
+        }
         if self.cfg.metadata && rec.has_path {
             // FH records precede the first event that names a file.
             for (_, v) in rec.args() {
@@ -893,6 +940,26 @@ pub fn complete(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: 
         ts,
         dur,
         args,
+    });
+}
+
+/// Records a complete event of a fixed shape (see [`crate::Schema`]): the cheapest record,
+/// a pointer and a few integers in the ring. `file`'s hash is written under the schema's
+/// `file_key`, with its `FH` record before the first event that names it.
+#[inline]
+pub fn complete_static(
+    schema: &'static crate::Schema,
+    ts: u64,
+    dur: u64,
+    vals: &[u64],
+    file: Option<&'static crate::FileRef>,
+) {
+    record(&Pending::Static {
+        schema,
+        ts,
+        dur,
+        vals,
+        file,
     });
 }
 

@@ -5,7 +5,7 @@
 //! A scenario is this same test binary re-executed with `DFT_SCENARIO=<name>`: the
 //! `scenario_entry` test dispatches to it and does nothing in a normal run.
 
-use dftracer_core::{Arg, Config, Layer, Origin, Value};
+use dftracer_core::{Arg, Config, FileRef, Layer, Origin, Schema, Slot, Value};
 use serde_json::Value as J;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -303,6 +303,59 @@ fn scenario_entry() {
                     &[Arg::int("size", 4096), Arg::int("i", i as i64)],
                 );
             }
+            dftracer_core::finalize();
+        }
+        "static" => {
+            static READ: Schema = Schema::new(
+                Layer::LibcIo,
+                "pread",
+                "POSIX",
+                &[
+                    ("fd", Slot::Int),
+                    ("count", Slot::UInt),
+                    ("offset", Slot::Int),
+                    ("ret", Slot::Int),
+                ],
+                "fhash",
+            );
+            let a: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/data/a.bin")));
+            let b: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/data/b.bin")));
+            start_tracer();
+            // The same file named by a path arg first: its FH must not be written twice.
+            dftracer_core::complete(
+                Layer::LibcIo,
+                b"open",
+                b"POSIX",
+                1,
+                1,
+                &[Arg::new("fhash", Value::Path(b"/data/b.bin"))],
+            );
+            let hs: Vec<_> = (0..4u64)
+                .map(|t| {
+                    std::thread::spawn(move || {
+                        for i in 0..25_000u64 {
+                            let f = if i % 2 == 0 { a } else { b };
+                            let vals = [3, 4096, (i * 4096) as i64 as u64, (-1i64) as u64];
+                            dftracer_core::complete_static(&READ, 10 + i, t, &vals, Some(f));
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            // SAFETY: test child; it only records and exits.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                dftracer_core::complete_static(&READ, 5, 1, &[9], Some(a));
+                dftracer_core::complete_static(&READ, 6, 1, &[9], Some(a));
+                dftracer_core::complete_static(&READ, 7, 1, &[], None);
+                std::process::exit(0);
+            }
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            assert_eq!(status, 0);
             dftracer_core::finalize();
         }
         "nothing" => {
@@ -707,6 +760,94 @@ fn log_dir_removed_mid_run_is_one_clear_error() {
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("DFTRACER")).collect();
     assert!(lines[0].contains("cannot create trace file"), "{err}");
     assert!(lines.iter().any(|l| l.contains("100 lost")), "{err}");
+}
+
+/// Static-schema records (what the preload library writes): the same lines as generic
+/// records, one FH per file per trace file (also when a path arg named it first, also in a
+/// fork child's own file), from many threads, and aggregated like any event.
+#[test]
+fn static_records_read_back_with_their_file_hashes() {
+    let dir = scratch("static");
+    assert!(run_scenario("static", &dir, &[]).success());
+    let fs = files(&dir);
+    assert_eq!(fs.len(), 2, "{fs:?}");
+    let (mut parent, mut child) = (None, None);
+    for f in &fs {
+        if f.to_string_lossy().contains("-fork") {
+            child = Some(read_trace(f));
+        } else {
+            parent = Some(read_trace(f));
+        }
+    }
+    let (parent, child) = (parent.unwrap(), child.unwrap());
+    let fh = |lines: &[J], path: &str| {
+        lines
+            .iter()
+            .filter(|l| l["name"] == "FH" && l["args"]["name"] == path)
+            .map(|l| l["args"]["value"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let (ha, hb) = (fh(&parent, "/data/a.bin"), fh(&parent, "/data/b.bin"));
+    assert_eq!((ha.len(), hb.len()), (1, 1), "one FH per file");
+    let reads = named(&parent, "pread");
+    assert_eq!(reads.len(), 100_000);
+    let first_a = parent
+        .iter()
+        .position(|l| l["name"] == "pread" && l["args"]["fhash"] == ha[0].as_str())
+        .unwrap();
+    let fh_a = parent
+        .iter()
+        .position(|l| l["name"] == "FH" && l["args"]["name"] == "/data/a.bin")
+        .unwrap();
+    assert!(
+        fh_a < first_a,
+        "FH precedes the first event naming the file"
+    );
+    for r in &reads {
+        assert_eq!(r["cat"], "POSIX");
+        assert_eq!(r["type"], 3);
+        let args = r["args"].as_object().unwrap();
+        let keys: Vec<&str> = args.keys().map(|k| k.as_str()).collect();
+        assert_eq!(keys, ["hhash", "fd", "count", "offset", "ret", "fhash"]);
+        assert_eq!(args["fd"], 3);
+        assert_eq!(args["count"], 4096);
+        assert_eq!(args["ret"], -1);
+        let off = args["offset"].as_u64().unwrap();
+        let want = if off / 4096 % 2 == 0 { &ha[0] } else { &hb[0] };
+        assert_eq!(args["fhash"], want.as_str());
+    }
+    let ids: std::collections::HashSet<u64> =
+        parent.iter().filter_map(|l| l["id"].as_u64()).collect();
+    assert_eq!(
+        ids.len(),
+        parent.iter().filter(|l| l["id"].is_u64()).count()
+    );
+    // The child's own file: its own FH for a, slots as given, no file when none given.
+    assert_eq!(fh(&child, "/data/a.bin").len(), 1);
+    let creads = named(&child, "pread");
+    assert_eq!(creads.len(), 3);
+    assert_eq!(creads[0]["args"]["fd"], 9);
+    assert!(creads[0]["args"].get("count").is_none());
+    assert!(creads[2]["args"].get("fhash").is_none());
+
+    let dir = scratch("static-agg");
+    let ok = run_scenario("static", &dir, &[("DFTRACER_ENABLE_AGGREGATION", "1")]);
+    assert!(ok.success());
+    let parent = files(&dir)
+        .into_iter()
+        .find(|f| !f.to_string_lossy().contains("-fork"))
+        .unwrap();
+    let lines = read_trace(&parent);
+    let agg: Vec<&J> = lines
+        .iter()
+        .filter(|l| l["ph"] == 3 && l["name"] == "pread")
+        .collect();
+    let count: u64 = agg
+        .iter()
+        .map(|a| a["args"]["dft_cnt"].as_u64().unwrap())
+        .sum();
+    assert_eq!(count, 100_000);
+    assert!(agg.iter().all(|a| a["args"]["count"] == 4096));
 }
 
 #[test]

@@ -149,6 +149,23 @@ pub(crate) fn record(cat: &[u8], name: &[u8], t0: u64, t1: u64, args: &[Arg]) {
     dftracer_core::complete(Layer::LibcIo, name, cat, t0, t1.saturating_sub(t0), args);
 }
 
+/// Records one LIBC_IO event of a fixed shape (values and file left out when metadata is off).
+#[inline]
+pub(crate) fn record_static(
+    schema: &'static dftracer_core::Schema,
+    t0: u64,
+    t1: u64,
+    vals: &[u64],
+    file: &'static dftracer_core::FileRef,
+) {
+    let (vals, file) = if MODE.load(Ordering::Relaxed) & METADATA != 0 {
+        (vals, Some(file))
+    } else {
+        (&[][..], None)
+    };
+    dftracer_core::complete_static(schema, t0, t1.saturating_sub(t0), vals, file);
+}
+
 #[inline(always)]
 pub(crate) fn now() -> u64 {
     dftracer_core::now()

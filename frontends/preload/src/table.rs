@@ -26,10 +26,11 @@ const TOP: usize = 1 << 18;
 /// Fds at or above this are never tracked (Linux caps `nr_open` at 2^30).
 pub const MAX_FD: usize = TOP * CHUNK;
 
-/// A traced file's normalised absolute path. Never freed.
+/// A traced file: its normalised absolute path and the core's handle on it (path and hash,
+/// computed once per distinct path). Never freed.
 pub struct Interned {
     hash: u64,
-    pub path: Box<[u8]>,
+    pub file: dftracer_core::FileRef,
 }
 
 /// Types that are valid when all-zero bytes (so chunks can come from `alloc_zeroed`).
@@ -262,7 +263,7 @@ fn fnv1a(b: &[u8]) -> u64 {
 fn leak(path: &[u8], hash: u64) -> *mut Interned {
     Box::into_raw(Box::new(Interned {
         hash,
-        path: path.into(),
+        file: dftracer_core::FileRef::new(path),
     }))
 }
 
@@ -286,7 +287,7 @@ pub fn intern(path: &[u8]) -> &'static Interned {
         }
         // SAFETY: non-null cells hold never-freed pointers from `leak`.
         let e = unsafe { &*cur };
-        if e.hash == hash && *e.path == *path {
+        if e.hash == hash && *e.file.path == *path {
             if !mine.is_null() {
                 // SAFETY: `mine` was never published.
                 drop(unsafe { Box::from_raw(mine) });
@@ -313,7 +314,7 @@ mod tests {
         let c = intern(b"/x/b");
         assert!(std::ptr::eq(a, b));
         assert!(!std::ptr::eq(a, c));
-        assert_eq!(&*c.path, b"/x/b");
+        assert_eq!(&*c.file.path, b"/x/b");
     }
 
     #[test]

@@ -138,11 +138,11 @@ fn cwd_into(buf: &mut [u8; PATH_MAX]) -> Option<usize> {
 /// `/proc/self/fd/<fd>`.
 fn fd_path_into(fd: c_int, buf: &mut [u8; PATH_MAX]) -> Option<usize> {
     if let Some(i) = FDS.path(fd) {
-        let n = i.path.len();
+        let n = i.file.path.len();
         if n >= buf.len() {
             return None;
         }
-        buf[..n].copy_from_slice(&i.path);
+        buf[..n].copy_from_slice(&i.file.path);
         return Some(n);
     }
     if fd < 0 {
@@ -188,35 +188,37 @@ pub fn missing<T>(v: T) -> T {
 
 /// An fd-based POSIX call: traced when `fd` is a traced fd.
 ///
-/// `on_fd!(b"name", fd, call_expr, |ret| [extra args...])` records `fd`, the extra args and
-/// `fhash`. `call_expr` appears once per branch and is evaluated exactly once.
+/// `on_fd!("name", fd, call_expr, |ret| [key: I(expr), key: U(expr), ...])` records `fd`,
+/// the extra args (`I`: signed, `U`: unsigned) and `fhash`, as a static-schema event (a
+/// pointer and a few integers in the ring). `call_expr` appears once per branch and is
+/// evaluated exactly once.
 #[macro_export]
 macro_rules! on_fd {
-    ($name:expr, $fd:expr, $call:expr, |$ret:ident| [$($arg:expr),* $(,)?]) => {{
+    ($name:expr, $fd:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
         let fd: ::libc::c_int = $fd;
         match $crate::hooks::traced_fd(fd) {
             None => $call,
             Some(file) => match $crate::enter() {
                 None => $call,
                 Some(busy) => {
+                    static SCHEMA: ::dftracer_core::Schema = ::dftracer_core::Schema::new(
+                        ::dftracer_core::Layer::LibcIo,
+                        $name,
+                        "POSIX",
+                        &[("fd", ::dftracer_core::Slot::Int), $((stringify!($key), $crate::slot!($kind)),)*],
+                        "fhash",
+                    );
                     let t0 = $crate::now();
                     let $ret = $call;
                     let _errno = $crate::SavedErrno::new();
                     let t1 = $crate::now();
                     $crate::guarded(|| {
-                        $crate::record(
-                            $crate::hooks::POSIX,
-                            $name,
+                        $crate::record_static(
+                            &SCHEMA,
                             t0,
                             t1,
-                            &[
-                                ::dftracer_core::Arg::int("fd", fd as i64),
-                                $($arg,)*
-                                ::dftracer_core::Arg::new(
-                                    "fhash",
-                                    ::dftracer_core::Value::Path(&file.path),
-                                ),
-                            ],
+                            &[fd as i64 as u64, $($crate::slot_val!($kind, $val),)*],
+                            &file.file,
                         )
                     });
                     drop(busy);
@@ -225,6 +227,28 @@ macro_rules! on_fd {
             },
         }
     }};
+}
+
+/// The [`dftracer_core::Slot`] of an `I`/`U` arg in [`on_fd!`]/[`on_file!`].
+#[macro_export]
+macro_rules! slot {
+    (I) => {
+        ::dftracer_core::Slot::Int
+    };
+    (U) => {
+        ::dftracer_core::Slot::UInt
+    };
+}
+
+/// The `u64` bits of an `I`/`U` arg value.
+#[macro_export]
+macro_rules! slot_val {
+    (I, $v:expr) => {
+        ($v) as i64 as u64
+    };
+    (U, $v:expr) => {
+        ($v) as u64
+    };
 }
 
 /// Resolves `path` against `dirfd` before the real call (lexically: no file-system access
@@ -291,31 +315,33 @@ macro_rules! on_path {
 }
 
 /// A `FILE*`-based stdio call: traced when the stream came from a traced `fopen`/`fdopen`.
+/// Same arg syntax as [`on_fd!`].
 #[macro_export]
 macro_rules! on_file {
-    ($name:expr, $fp:expr, $call:expr, |$ret:ident| [$($arg:expr),* $(,)?]) => {{
+    ($name:expr, $fp:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
         match $crate::hooks::traced_file($fp) {
             None => $call,
             Some((file, _fd)) => match $crate::enter() {
                 None => $call,
                 Some(busy) => {
+                    static SCHEMA: ::dftracer_core::Schema = ::dftracer_core::Schema::new(
+                        ::dftracer_core::Layer::LibcIo,
+                        $name,
+                        "STDIO",
+                        &[$((stringify!($key), $crate::slot!($kind)),)*],
+                        "fhash",
+                    );
                     let t0 = $crate::now();
                     let $ret = $call;
                     let _errno = $crate::SavedErrno::new();
                     let t1 = $crate::now();
                     $crate::guarded(|| {
-                        $crate::record(
-                            $crate::hooks::STDIO,
-                            $name,
+                        $crate::record_static(
+                            &SCHEMA,
                             t0,
                             t1,
-                            &[
-                                $($arg,)*
-                                ::dftracer_core::Arg::new(
-                                    "fhash",
-                                    ::dftracer_core::Value::Path(&file.path),
-                                ),
-                            ],
+                            &[$($crate::slot_val!($kind, $val),)*],
+                            &file.file,
                         )
                     });
                     drop(busy);

@@ -229,7 +229,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
             &[
                 Arg::int("fd", fd as i64),
                 Arg::int("ret", ret as i64),
-                Arg::new("fhash", Value::Path(&file.path)),
+                Arg::new("fhash", Value::Path(&file.file.path)),
             ],
         )
     });
@@ -267,9 +267,9 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssi
     else {
         return missing(-1);
     };
-    on_fd!(b"read", fd, real(fd, buf, count), |ret| [
-        Arg::new("count", Value::UInt(count as u64)),
-        Arg::int("ret", ret as i64)
+    on_fd!("read", fd, real(fd, buf, count), |ret| [
+        count: U(count as u64),
+        ret: I(ret as i64)
     ])
 }
 
@@ -285,9 +285,9 @@ pub unsafe extern "C" fn __read_chk(
     else {
         return missing(-1);
     };
-    on_fd!(b"read", fd, real(fd, buf, count, buflen), |ret| [
-        Arg::new("count", Value::UInt(count as u64)),
-        Arg::int("ret", ret as i64)
+    on_fd!("read", fd, real(fd, buf, count, buflen), |ret| [
+        count: U(count as u64),
+        ret: I(ret as i64)
     ])
 }
 
@@ -297,9 +297,9 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
     else {
         return missing(-1);
     };
-    on_fd!(b"write", fd, real(fd, buf, count), |ret| [
-        Arg::new("count", Value::UInt(count as u64)),
-        Arg::int("ret", ret as i64)
+    on_fd!("write", fd, real(fd, buf, count), |ret| [
+        count: U(count as u64),
+        ret: I(ret as i64)
     ])
 }
 
@@ -311,18 +311,18 @@ macro_rules! pio {
                 return missing(-1);
             };
             on_fd!($name, fd, real(fd, buf, count, offset), |ret| [
-                Arg::new("count", Value::UInt(count as u64)),
-                Arg::int("offset", offset as i64),
-                Arg::int("ret", ret as i64)
+                count: U(count as u64),
+                offset: I(offset as i64),
+                ret: I(ret as i64)
             ])
         }
     };
 }
 
-pio!(pread, b"pread", *mut c_void, off_t);
-pio!(pread64, b"pread64", *mut c_void, off64_t);
-pio!(pwrite, b"pwrite", *const c_void, off_t);
-pio!(pwrite64, b"pwrite64", *const c_void, off64_t);
+pio!(pread, "pread", *mut c_void, off_t);
+pio!(pread64, "pread64", *mut c_void, off64_t);
+pio!(pwrite, "pwrite", *const c_void, off_t);
+pio!(pwrite64, "pwrite64", *const c_void, off64_t);
 
 macro_rules! pio_chk {
     ($sym:ident, $name:literal, $off:ty) => {
@@ -332,16 +332,16 @@ macro_rules! pio_chk {
                 return missing(-1);
             };
             on_fd!($name, fd, real(fd, buf, count, offset, buflen), |ret| [
-                Arg::new("count", Value::UInt(count as u64)),
-                Arg::int("offset", offset as i64),
-                Arg::int("ret", ret as i64)
+                count: U(count as u64),
+                offset: I(offset as i64),
+                ret: I(ret as i64)
             ])
         }
     };
 }
 
-pio_chk!(__pread_chk, b"pread", off_t);
-pio_chk!(__pread64_chk, b"pread64", off64_t);
+pio_chk!(__pread_chk, "pread", off_t);
+pio_chk!(__pread64_chk, "pread64", off64_t);
 
 /// Total bytes described by `iov[..cnt]`.
 unsafe fn iov_bytes(iov: *const iovec, cnt: c_int) -> u64 {
@@ -361,10 +361,10 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
     else {
         return missing(-1);
     };
-    on_fd!(b"readv", fd, real(fd, iov, cnt), |ret| [
-        Arg::new("count", Value::UInt(iov_bytes(iov, cnt))),
-        Arg::int("iovcnt", cnt as i64),
-        Arg::int("ret", ret as i64)
+    on_fd!("readv", fd, real(fd, iov, cnt), |ret| [
+        count: U(iov_bytes(iov, cnt)),
+        iovcnt: I(cnt as i64),
+        ret: I(ret as i64)
     ])
 }
 
@@ -374,10 +374,10 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
     else {
         return missing(-1);
     };
-    on_fd!(b"writev", fd, real(fd, iov, cnt), |ret| [
-        Arg::new("count", Value::UInt(iov_bytes(iov, cnt))),
-        Arg::int("iovcnt", cnt as i64),
-        Arg::int("ret", ret as i64)
+    on_fd!("writev", fd, real(fd, iov, cnt), |ret| [
+        count: U(iov_bytes(iov, cnt)),
+        iovcnt: I(cnt as i64),
+        ret: I(ret as i64)
     ])
 }
 
@@ -389,29 +389,29 @@ macro_rules! piov {
                 return missing(-1);
             };
             on_fd!($name, fd, real(fd, iov, cnt, offset), |ret| [
-                Arg::new("count", Value::UInt(iov_bytes(iov, cnt))),
-                Arg::int("iovcnt", cnt as i64),
-                Arg::int("offset", offset as i64),
-                Arg::int("ret", ret as i64)
+                count: U(iov_bytes(iov, cnt)),
+                iovcnt: I(cnt as i64),
+                offset: I(offset as i64),
+                ret: I(ret as i64)
             ])
         }
     };
 }
 
-piov!(preadv, b"preadv", off_t);
-piov!(preadv64, b"preadv64", off64_t);
-piov!(pwritev, b"pwritev", off_t);
-piov!(pwritev64, b"pwritev64", off64_t);
+piov!(preadv, "preadv", off_t);
+piov!(preadv64, "preadv64", off64_t);
+piov!(pwritev, "pwritev", off_t);
+piov!(pwritev64, "pwritev64", off64_t);
 
 #[no_mangle]
 pub unsafe extern "C" fn lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t {
     let Some(real) = real!(lseek: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t) else {
         return missing(-1);
     };
-    on_fd!(b"lseek", fd, real(fd, offset, whence), |ret| [
-        Arg::int("offset", offset as i64),
-        Arg::int("whence", whence as i64),
-        Arg::int("ret", ret as i64)
+    on_fd!("lseek", fd, real(fd, offset, whence), |ret| [
+        offset: I(offset as i64),
+        whence: I(whence as i64),
+        ret: I(ret as i64)
     ])
 }
 
@@ -420,10 +420,10 @@ pub unsafe extern "C" fn lseek64(fd: c_int, offset: off64_t, whence: c_int) -> o
     let Some(real) = real!(lseek64: unsafe extern "C" fn(c_int, off64_t, c_int) -> off64_t) else {
         return missing(-1);
     };
-    on_fd!(b"lseek64", fd, real(fd, offset, whence), |ret| [
-        Arg::int("offset", offset as i64),
-        Arg::int("whence", whence as i64),
-        Arg::int("ret", ret as i64)
+    on_fd!("lseek64", fd, real(fd, offset, whence), |ret| [
+        offset: I(offset as i64),
+        whence: I(whence as i64),
+        ret: I(ret as i64)
     ])
 }
 
@@ -432,7 +432,7 @@ pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
     let Some(real) = real!(fsync: unsafe extern "C" fn(c_int) -> c_int) else {
         return missing(-1);
     };
-    on_fd!(b"fsync", fd, real(fd), |ret| [Arg::int("ret", ret as i64)])
+    on_fd!("fsync", fd, real(fd), |ret| [ret: I(ret as i64)])
 }
 
 #[no_mangle]
@@ -440,9 +440,7 @@ pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
     let Some(real) = real!(fdatasync: unsafe extern "C" fn(c_int) -> c_int) else {
         return missing(-1);
     };
-    on_fd!(b"fdatasync", fd, real(fd), |ret| [Arg::int(
-        "ret", ret as i64
-    )])
+    on_fd!("fdatasync", fd, real(fd), |ret| [ret: I(ret as i64)])
 }
 
 #[no_mangle]
@@ -450,9 +448,9 @@ pub unsafe extern "C" fn ftruncate(fd: c_int, length: off_t) -> c_int {
     let Some(real) = real!(ftruncate: unsafe extern "C" fn(c_int, off_t) -> c_int) else {
         return missing(-1);
     };
-    on_fd!(b"ftruncate", fd, real(fd, length), |ret| [
-        Arg::int("length", length as i64),
-        Arg::int("ret", ret as i64)
+    on_fd!("ftruncate", fd, real(fd, length), |ret| [
+        length: I(length as i64),
+        ret: I(ret as i64)
     ])
 }
 
@@ -461,9 +459,9 @@ pub unsafe extern "C" fn ftruncate64(fd: c_int, length: off64_t) -> c_int {
     let Some(real) = real!(ftruncate64: unsafe extern "C" fn(c_int, off64_t) -> c_int) else {
         return missing(-1);
     };
-    on_fd!(b"ftruncate64", fd, real(fd, length), |ret| [
-        Arg::int("length", length as i64),
-        Arg::int("ret", ret as i64)
+    on_fd!("ftruncate64", fd, real(fd, length), |ret| [
+        length: I(length as i64),
+        ret: I(ret as i64)
     ])
 }
 
@@ -480,7 +478,7 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     let Some(real) = real!(dup: unsafe extern "C" fn(c_int) -> c_int) else {
         return missing(-1);
     };
-    let ret = on_fd!(b"dup", fd, real(fd), |ret| [Arg::int("ret", ret as i64)]);
+    let ret = on_fd!("dup", fd, real(fd), |ret| [ret: I(ret as i64)]);
     follow(fd, ret);
     ret
 }
@@ -490,9 +488,7 @@ pub unsafe extern "C" fn dup2(oldfd: c_int, newfd: c_int) -> c_int {
     let Some(real) = real!(dup2: unsafe extern "C" fn(c_int, c_int) -> c_int) else {
         return missing(-1);
     };
-    let ret = on_fd!(b"dup2", oldfd, real(oldfd, newfd), |ret| [Arg::int(
-        "ret", ret as i64
-    )]);
+    let ret = on_fd!("dup2", oldfd, real(oldfd, newfd), |ret| [ret: I(ret as i64)]);
     follow(oldfd, ret);
     ret
 }
@@ -502,9 +498,9 @@ pub unsafe extern "C" fn dup3(oldfd: c_int, newfd: c_int, flags: c_int) -> c_int
     let Some(real) = real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) else {
         return missing(-1);
     };
-    let ret = on_fd!(b"dup3", oldfd, real(oldfd, newfd, flags), |ret| [
-        Arg::int("flags", flags as i64),
-        Arg::int("ret", ret as i64)
+    let ret = on_fd!("dup3", oldfd, real(oldfd, newfd, flags), |ret| [
+        flags: I(flags as i64),
+        ret: I(ret as i64)
     ]);
     follow(oldfd, ret);
     ret
@@ -512,39 +508,27 @@ pub unsafe extern "C" fn dup3(oldfd: c_int, newfd: c_int, flags: c_int) -> c_int
 
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
 
-#[inline]
-unsafe fn fcntl_common(
-    name: &'static [u8],
-    real: FcntlFn,
-    fd: c_int,
-    cmd: c_int,
-    arg: c_ulong,
-) -> c_int {
-    let ret = on_fd!(name, fd, real(fd, cmd, arg), |ret| [
-        Arg::int("cmd", cmd as i64),
-        Arg::int("ret", ret as i64)
-    ]);
-    if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
-        follow(fd, ret);
-    }
-    ret
+macro_rules! fcntl_hook {
+    ($sym:ident) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+            let Some(real) = real!($sym: FcntlFn) else {
+                return missing(-1);
+            };
+            let ret = on_fd!(stringify!($sym), fd, real(fd, cmd, arg), |ret| [
+                cmd: I(cmd as i64),
+                ret: I(ret as i64)
+            ]);
+            if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+                follow(fd, ret);
+            }
+            ret
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
-    let Some(real) = real!(fcntl: FcntlFn) else {
-        return missing(-1);
-    };
-    fcntl_common(b"fcntl", real, fd, cmd, arg)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
-    let Some(real) = real!(fcntl64: FcntlFn) else {
-        return missing(-1);
-    };
-    fcntl_common(b"fcntl64", real, fd, cmd, arg)
-}
+fcntl_hook!(fcntl);
+fcntl_hook!(fcntl64);
 
 macro_rules! mmap_hook {
     ($sym:ident, $name:literal, $off:ty) => {
@@ -564,18 +548,18 @@ macro_rules! mmap_hook {
                 return real(addr, len, prot, flags, fd, offset);
             }
             on_fd!($name, fd, real(addr, len, prot, flags, fd, offset), |ret| [
-                Arg::new("length", Value::UInt(len as u64)),
-                Arg::int("offset", offset as i64),
-                Arg::int("prot", prot as i64),
-                Arg::int("flags", flags as i64),
-                Arg::int("ret", if ret == libc::MAP_FAILED { -1 } else { 0 })
+                length: U(len as u64),
+                offset: I(offset as i64),
+                prot: I(prot as i64),
+                flags: I(flags as i64),
+                ret: I(if ret == libc::MAP_FAILED { -1 } else { 0 })
             ])
         }
     };
 }
 
-mmap_hook!(mmap, b"mmap", off_t);
-mmap_hook!(mmap64, b"mmap64", off64_t);
+mmap_hook!(mmap, "mmap", off_t);
+mmap_hook!(mmap64, "mmap64", off64_t);
 
 #[no_mangle]
 pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {

@@ -57,7 +57,7 @@ macro_rules! fd_stat {
             let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *mut c_void) -> c_int) else {
                 return missing(-1);
             };
-            on_fd!(stringify!($sym).as_bytes(), fd, real(fd, buf), |ret| [Arg::int("ret", ret as i64)])
+            on_fd!(stringify!($sym), fd, real(fd, buf), |ret| [ret: I(ret as i64)])
         }
     };
 }
@@ -72,7 +72,7 @@ macro_rules! fd_xstat {
             let Some(real) = real!($sym: unsafe extern "C" fn(c_int, c_int, *mut c_void) -> c_int) else {
                 return missing(-1);
             };
-            on_fd!(stringify!($sym).as_bytes(), fd, real(ver, fd, buf), |ret| [Arg::int("ret", ret as i64)])
+            on_fd!(stringify!($sym), fd, real(ver, fd, buf), |ret| [ret: I(ret as i64)])
         }
     };
 }
@@ -93,9 +93,9 @@ macro_rules! at_stat {
                 return missing(-1);
             };
             if empty_path(path, flags) {
-                return on_fd!(stringify!($sym).as_bytes(), dirfd, real(dirfd, path, buf, flags), |ret| [
-                    Arg::int("flags", flags as i64),
-                    Arg::int("ret", ret as i64)
+                return on_fd!(stringify!($sym), dirfd, real(dirfd, path, buf, flags), |ret| [
+                    flags: I(flags as i64),
+                    ret: I(ret as i64)
                 ]);
             }
             on_path!(stringify!($sym).as_bytes(), dirfd, path, real(dirfd, path, buf, flags), |ret| [
@@ -117,9 +117,9 @@ macro_rules! at_xstat {
                 return missing(-1);
             };
             if empty_path(path, flags) {
-                return on_fd!(stringify!($sym).as_bytes(), dirfd, real(ver, dirfd, path, buf, flags), |ret| [
-                    Arg::int("flags", flags as i64),
-                    Arg::int("ret", ret as i64)
+                return on_fd!(stringify!($sym), dirfd, real(ver, dirfd, path, buf, flags), |ret| [
+                    flags: I(flags as i64),
+                    ret: I(ret as i64)
                 ]);
             }
             on_path!(stringify!($sym).as_bytes(), dirfd, path, real(ver, dirfd, path, buf, flags), |ret| [
@@ -147,10 +147,10 @@ pub unsafe extern "C" fn statx(
     };
     if empty_path(path, flags) {
         return on_fd!(
-            b"statx",
+            "statx",
             dirfd,
             real(dirfd, path, flags, mask, buf),
-            |ret| [Arg::int("flags", flags as i64), Arg::int("ret", ret as i64)]
+            |ret| [flags: I(flags as i64), ret: I(ret as i64)]
         );
     }
     on_path!(

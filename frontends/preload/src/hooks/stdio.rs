@@ -112,7 +112,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
             &[
                 Arg::new("mode", Value::Str(m)),
                 Arg::int("fd", fd as i64),
-                Arg::new("fhash", Value::Path(&file.path)),
+                Arg::new("fhash", Value::Path(&file.file.path)),
             ],
         );
     });
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
             t1,
             &[
                 Arg::int("ret", ret as i64),
-                Arg::new("fhash", Value::Path(&file.path)),
+                Arg::new("fhash", Value::Path(&file.file.path)),
             ],
         )
     });
@@ -163,16 +163,16 @@ macro_rules! rw {
                 return missing(0);
             };
             on_file!($name, fp, real(ptr, size, n, fp), |ret| [
-                Arg::new("size", Value::UInt(size as u64)),
-                Arg::new("count", Value::UInt(n as u64)),
-                Arg::new("ret", Value::UInt(ret as u64))
+                size: U(size as u64),
+                count: U(n as u64),
+                ret: U(ret as u64)
             ])
         }
     };
 }
 
-rw!(fread, b"fread", *mut c_void);
-rw!(fwrite, b"fwrite", *const c_void);
+rw!(fread, "fread", *mut c_void);
+rw!(fwrite, "fwrite", *const c_void);
 
 #[no_mangle]
 pub unsafe extern "C" fn __fread_chk(
@@ -186,10 +186,10 @@ pub unsafe extern "C" fn __fread_chk(
     else {
         return missing(0);
     };
-    on_file!(b"fread", fp, real(ptr, ptrlen, size, n, fp), |ret| [
-        Arg::new("size", Value::UInt(size as u64)),
-        Arg::new("count", Value::UInt(n as u64)),
-        Arg::new("ret", Value::UInt(ret as u64))
+    on_file!("fread", fp, real(ptr, ptrlen, size, n, fp), |ret| [
+        size: U(size as u64),
+        count: U(n as u64),
+        ret: U(ret as u64)
     ])
 }
 
@@ -200,10 +200,10 @@ macro_rules! seek {
             let Some(real) = real!($sym: unsafe extern "C" fn(*mut FILE, $off, c_int) -> c_int) else {
                 return missing(-1);
             };
-            on_file!(stringify!($sym).as_bytes(), fp, real(fp, offset, whence), |ret| [
-                Arg::int("offset", offset as i64),
-                Arg::int("whence", whence as i64),
-                Arg::int("ret", ret as i64)
+            on_file!(stringify!($sym), fp, real(fp, offset, whence), |ret| [
+                offset: I(offset as i64),
+                whence: I(whence as i64),
+                ret: I(ret as i64)
             ])
         }
     };
@@ -218,7 +218,7 @@ macro_rules! tell {
         #[no_mangle]
         pub unsafe extern "C" fn $sym(fp: *mut FILE) -> $off {
             let Some(real) = real!($sym: unsafe extern "C" fn(*mut FILE) -> $off) else { return missing(-1) };
-            on_file!(stringify!($sym).as_bytes(), fp, real(fp), |ret| [Arg::int("ret", ret as i64)])
+            on_file!(stringify!($sym), fp, real(fp), |ret| [ret: I(ret as i64)])
         }
     };
 }
@@ -242,9 +242,9 @@ pub unsafe extern "C" fn fgets(s: *mut c_char, n: c_int, fp: *mut FILE) -> *mut 
     else {
         return missing(std::ptr::null_mut());
     };
-    on_file!(b"fgets", fp, real(s, n, fp), |ret| [
-        Arg::int("count", n as i64),
-        Arg::int("ret", got(ret))
+    on_file!("fgets", fp, real(s, n, fp), |ret| [
+        count: I(n as i64),
+        ret: I(got(ret))
     ])
 }
 
@@ -259,9 +259,9 @@ pub unsafe extern "C" fn __fgets_chk(
     else {
         return missing(std::ptr::null_mut());
     };
-    on_file!(b"fgets", fp, real(s, size, n, fp), |ret| [
-        Arg::int("count", n as i64),
-        Arg::int("ret", got(ret))
+    on_file!("fgets", fp, real(s, size, n, fp), |ret| [
+        count: I(n as i64),
+        ret: I(got(ret))
     ])
 }
 
@@ -270,12 +270,9 @@ pub unsafe extern "C" fn fputs(s: *const c_char, fp: *mut FILE) -> c_int {
     let Some(real) = real!(fputs: unsafe extern "C" fn(*const c_char, *mut FILE) -> c_int) else {
         return missing(libc::EOF);
     };
-    on_file!(b"fputs", fp, real(s, fp), |ret| [
-        Arg::new(
-            "count",
-            Value::UInt(c_bytes(s).map_or(0, |b| b.len() as u64))
-        ),
-        Arg::int("ret", ret as i64)
+    on_file!("fputs", fp, real(s, fp), |ret| [
+        count: U(c_bytes(s).map_or(0, |b| b.len() as u64)),
+        ret: I(ret as i64)
     ])
 }
 
@@ -284,5 +281,5 @@ pub unsafe extern "C" fn fflush(fp: *mut FILE) -> c_int {
     let Some(real) = real!(fflush: unsafe extern "C" fn(*mut FILE) -> c_int) else {
         return missing(libc::EOF);
     };
-    on_file!(b"fflush", fp, real(fp), |ret| [Arg::int("ret", ret as i64)])
+    on_file!("fflush", fp, real(fp), |ret| [ret: I(ret as i64)])
 }
