@@ -105,6 +105,8 @@ pub struct Config {
     pub ring_size: usize,
     /// Ours: when a ring is full, drop (and count) instead of draining it on the producer.
     pub drop_when_full: bool,
+    /// Read event times from the TSC when the kernel trusts it (see `clock`).
+    pub tsc: bool,
     /// Ours: deflate level 0-10 of each gzip member.
     pub compression_level: u8,
 }
@@ -137,6 +139,7 @@ impl Default for Config {
             flush_interval_ms: 1000,
             ring_size: 1 << 20,
             drop_when_full: false,
+            tsc: true,
             compression_level: 1,
         }
     }
@@ -347,6 +350,7 @@ pub static KNOBS: &[Knob] = &[
     uint_knob!("DFTRACER_FLUSH_INTERVAL_MS", "internal.flush_interval_ms", "1000", "ours: write buffered events at least this often (a SIGKILL loses at most this much)", flush_interval_ms, u64),
     uint_knob!("DFTRACER_RING_SIZE", "internal.ring_size", "1048576", "ours: bytes of each thread's event ring (min 524288)", ring_size, usize),
     bool_knob!("DFTRACER_DROP_WHEN_FULL", "internal.drop_when_full", "0", "ours: a full ring drops (and counts) events instead of draining on the producer", drop_when_full, false),
+    bool_knob!("DFTRACER_TSC", "internal.tsc", "1", "ours: event times from the CPU time-stamp counter, calibrated against CLOCK_REALTIME, when the kernel uses the TSC as its clocksource; 0: always clock_gettime", tsc, false),
     uint_knob!("DFTRACER_COMPRESSION_LEVEL", "internal.compression_level", "1", "ours: deflate level 0-10 of each gzip member", compression_level, u8),
 ];
 

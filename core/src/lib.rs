@@ -27,6 +27,7 @@
 #![deny(unsafe_code)]
 
 pub mod aggregate;
+pub mod clock;
 pub mod config;
 pub mod event;
 pub mod filter;

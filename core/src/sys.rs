@@ -21,7 +21,7 @@ pub fn realtime_ns() -> u64 {
 /// Epoch time in `unit` (true nanosecond resolution for NS).
 #[inline]
 pub fn now_in(unit: TimeMetric) -> u64 {
-    let ns = realtime_ns();
+    let ns = crate::clock::now_ns();
     match unit {
         TimeMetric::Ns => ns,
         TimeMetric::Us => ns / 1_000,

@@ -726,7 +726,7 @@ impl Shared {
                     .unwrap_or_else(|| self.expected_path());
                 (path, o.lost)
             };
-            let fields: [(&str, String); 21] = [
+            let fields: [(&str, String); 22] = [
                 ("enable", b(c.enable).into()),
                 ("metadata", b(c.metadata).into()),
                 ("core_affinity", b(c.core_affinity).into()),
@@ -750,6 +750,7 @@ impl Shared {
                 ("flush_interval_ms", c.flush_interval_ms.to_string()),
                 ("ring_size", c.ring_size.to_string()),
                 ("drop_when_full", b(c.drop_when_full).into()),
+                ("tsc", b(crate::clock::tsc_in_use()).into()),
                 ("compression_level", c.compression_level.to_string()),
             ];
             for (k, v) in fields {
@@ -911,8 +912,10 @@ extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: arg is the &'static Shared passed by ensure_writer (never freed).
     let sh: &'static Shared = unsafe { &*(arg as *const Shared) };
     let _ = INTERNAL.try_with(|c| c.set(true));
+    crate::clock::recalibrate(sh.cfg.tsc);
     loop {
         sh.wake.wait_ms(sh.cfg.flush_interval_ms.min(1000));
+        crate::clock::recalibrate(sh.cfg.tsc);
         let sig = sh.signal.load(Ordering::Acquire);
         if sig != 0 {
             if PHASE.swap(PHASE_DONE, Ordering::AcqRel) == PHASE_RUNNING {
