@@ -198,7 +198,8 @@ macro_rules! on_fd {
         let fd: ::libc::c_int = $fd;
         match $crate::hooks::traced_fd(fd) {
             None => $call,
-            Some(file) => match $crate::enter() {
+            // Out of line, so that the untraced path above stays a leaf that tail-jumps.
+            Some(file) => $crate::hooks::out_of_line(move || match $crate::enter() {
                 None => $call,
                 Some(busy) => {
                     static SCHEMA: ::dftracer_core::Schema = ::dftracer_core::Schema::new(
@@ -224,9 +225,15 @@ macro_rules! on_fd {
                     drop(busy);
                     $ret
                 }
-            },
+            }),
         }
     }};
+}
+
+/// Runs `f` in a separate frame: keeps a shim's traced path out of its untraced fast path.
+#[inline(never)]
+pub fn out_of_line<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
 
 /// The [`dftracer_core::Slot`] of an `I`/`U` arg in [`on_fd!`]/[`on_file!`].
@@ -321,7 +328,7 @@ macro_rules! on_file {
     ($name:expr, $fp:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
         match $crate::hooks::traced_file($fp) {
             None => $call,
-            Some((file, _fd)) => match $crate::enter() {
+            Some((file, _fd)) => $crate::hooks::out_of_line(move || match $crate::enter() {
                 None => $call,
                 Some(busy) => {
                     static SCHEMA: ::dftracer_core::Schema = ::dftracer_core::Schema::new(
@@ -347,7 +354,7 @@ macro_rules! on_file {
                     drop(busy);
                     $ret
                 }
-            },
+            }),
         }
     }};
 }
