@@ -6,7 +6,7 @@ source "$(dirname "$0")/env.sh"
 cd "$ROOT/fuzz"
 command -v cargo-fuzz >/dev/null || cargo install -q cargo-fuzz
 if rustup toolchain list 2>/dev/null | grep -q nightly; then tc=(+nightly); else tc=(); export RUSTC_BOOTSTRAP=1; fi
-for t in json_encoder gzip_member ring_model config record_decode proc_parsers; do
+for t in json_encoder gzip_member ring_model config record_decode proc_parsers fast_deflate; do
   mkdir -p "corpus/$t"
   echo "== $t (${FUZZ_SECONDS:-600} s)"
   cargo "${tc[@]}" fuzz run -s none "$t" "corpus/$t" "seeds/$t" -- \

@@ -129,7 +129,7 @@ impl Default for Config {
             compression: true,
             tids: true,
             bind_signals: true,
-            write_buffer_size: 16 * 1024 * 1024,
+            write_buffer_size: 1024 * 1024,
             trace_interval_ms: 1000,
             libuv_threads: 1,
             aggregation_enable: false,
@@ -318,7 +318,7 @@ pub static KNOBS: &[Knob] = &[
     bool_knob!("DFTRACER_TRACE_COMPRESSION", "tracer.compression", "1", "gzip members (.pfw.gz); 0 writes plain .pfw", compression, false),
     bool_knob!("DFTRACER_DISABLE_TIDS", "features.tid", "0", "1 writes tid 0 (not inverted, unlike the reference)", tids, true),
     bool_knob!("DFTRACER_BIND_SIGNALS", "internal.bind_signals", "1", "flush the trace on SIGTERM/SIGINT/SIGHUP (only where the signal has its default action), then die by the signal", bind_signals, false),
-    uint_knob!("DFTRACER_WRITE_BUFFER_SIZE", "internal.write_buffer_size", "16777216", "bytes of JSON per gzip member before it is cut", write_buffer_size, usize),
+    uint_knob!("DFTRACER_WRITE_BUFFER_SIZE", "internal.write_buffer_size", "1048576", "bytes of JSON per gzip member before it is cut (reference: 16777216; ours is smaller so that compressing a member never outlasts a thread's ring)", write_buffer_size, usize),
     uint_knob!("DFTRACER_TRACE_INTERVAL_MS", "features.interval", "1000", "service sampling period", trace_interval_ms, u64),
     uint_knob!("DFTRACER_LIBUV_THREADS", "tracer.libuv_threads", "1", "accepted for compatibility; the service samples on one thread", libuv_threads, u64),
     bool_knob!("DFTRACER_ENABLE_AGGREGATION", "features.aggregation.enable", "0", "write one ph 3 record per name, cat, thread and TRACE_INTERVAL_MS bucket instead of each event", aggregation_enable, false),
@@ -568,7 +568,7 @@ mod tests {
     #[test]
     fn integers_are_strict() {
         let (cfg, w, _) = resolve(env(&[("DFTRACER_WRITE_BUFFER_SIZE", "abc")]));
-        assert_eq!(cfg.write_buffer_size, 16 * 1024 * 1024);
+        assert_eq!(cfg.write_buffer_size, 1024 * 1024);
         assert_eq!(w.len(), 1);
         let (cfg, _, _) = resolve(env(&[("DFTRACER_WRITE_BUFFER_SIZE", "4096")]));
         assert_eq!(cfg.write_buffer_size, 4096);

@@ -29,6 +29,7 @@
 pub mod aggregate;
 pub mod clock;
 pub mod config;
+pub mod deflate;
 pub mod event;
 pub mod filter;
 pub mod gzip;

@@ -17,16 +17,35 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 pub struct Ring {
     buf: Box<[UnsafeCell<u8>]>,
     mask: usize,
-    /// Next byte the producer writes (published with Release after the bytes).
-    head: AtomicUsize,
-    /// Next byte the consumer reads (published with Release after reading).
-    tail: AtomicUsize,
     /// Kernel tid of the owning thread (changes in a fork child).
     pub tid: AtomicU32,
     /// Set when the owning thread exits: the writer drains it and lets it go.
     pub closed: AtomicBool,
+    /// The producer's cache line: written by the producer only.
+    prod: Line<Producer>,
+    /// The consumer's cache line.
+    cons: Line<Consumer>,
+}
+
+/// One cache line (128 bytes: adjacent-line prefetch pairs lines on x86), so that the
+/// producer's stores never invalidate the line the consumer polls, and vice versa.
+#[repr(align(128))]
+struct Line<T>(T);
+
+struct Producer {
+    /// Next byte the producer writes (published with Release after the bytes).
+    head: AtomicUsize,
+    /// The producer's last view of `Consumer::tail` (producer-only; relaxed). It only lags
+    /// the real tail, so space computed from it is never overestimated; the real tail (the
+    /// consumer's line) is read only when this view says the ring is full or half full.
+    tail_seen: AtomicUsize,
+}
+
+struct Consumer {
+    /// Next byte the consumer reads (published with Release after reading).
+    tail: AtomicUsize,
     /// Set once the producer has asked the writer to drain; cleared by the consumer.
-    pub wake_sent: AtomicBool,
+    wake_sent: AtomicBool,
 }
 
 // SAFETY: the producer only writes bytes in [head, tail + cap) and the consumer only reads
@@ -45,11 +64,16 @@ impl Ring {
         Ring {
             buf,
             mask: cap - 1,
-            head: AtomicUsize::new(0),
-            tail: AtomicUsize::new(0),
             tid: AtomicU32::new(tid),
             closed: AtomicBool::new(false),
-            wake_sent: AtomicBool::new(false),
+            prod: Line(Producer {
+                head: AtomicUsize::new(0),
+                tail_seen: AtomicUsize::new(0),
+            }),
+            cons: Line(Consumer {
+                tail: AtomicUsize::new(0),
+                wake_sent: AtomicBool::new(false),
+            }),
         }
     }
 
@@ -59,9 +83,33 @@ impl Ring {
 
     /// Bytes currently held (approximate from another thread).
     pub fn used(&self) -> usize {
-        self.head
+        self.prod
+            .0
+            .head
             .load(Ordering::Acquire)
-            .wrapping_sub(self.tail.load(Ordering::Acquire))
+            .wrapping_sub(self.cons.0.tail.load(Ordering::Acquire))
+    }
+
+    /// Producer only, after a push: true the first time since the consumer last drained that
+    /// the ring is more than half full (the producer should then wake the consumer). Reads
+    /// the consumer's line only when the producer's own view says "over half".
+    #[inline]
+    pub fn wants_drain(&self) -> bool {
+        let head = self.prod.0.head.load(Ordering::Relaxed);
+        let half = self.capacity() / 2;
+        if head.wrapping_sub(self.prod.0.tail_seen.load(Ordering::Relaxed)) <= half {
+            return false;
+        }
+        let tail = self.cons.0.tail.load(Ordering::Acquire);
+        self.prod.0.tail_seen.store(tail, Ordering::Relaxed);
+        head.wrapping_sub(tail) > half
+            && !self.cons.0.wake_sent.load(Ordering::Relaxed)
+            && !self.cons.0.wake_sent.swap(true, Ordering::Relaxed)
+    }
+
+    /// Consumer: a new drain starts; the producer may ask again.
+    pub fn clear_wake(&self) {
+        self.cons.0.wake_sent.store(false, Ordering::Relaxed);
     }
 
     fn ptr(&self, idx: usize) -> *mut u8 {
@@ -75,13 +123,17 @@ impl Ring {
     pub fn push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
         debug_assert!(len.is_multiple_of(8) && len >= 8 && len <= self.capacity() / 2);
         let cap = self.capacity();
-        let mut head = self.head.load(Ordering::Relaxed);
-        let tail = self.tail.load(Ordering::Acquire);
+        let mut head = self.prod.0.head.load(Ordering::Relaxed);
         let idx = head & self.mask;
         let to_end = cap - idx;
         let need = if len <= to_end { len } else { to_end + len };
-        if head.wrapping_sub(tail) + need > cap {
-            return false;
+        if head.wrapping_sub(self.prod.0.tail_seen.load(Ordering::Relaxed)) + need > cap {
+            // Only now look at the consumer's line.
+            let tail = self.cons.0.tail.load(Ordering::Acquire);
+            self.prod.0.tail_seen.store(tail, Ordering::Relaxed);
+            if head.wrapping_sub(tail) + need > cap {
+                return false;
+            }
         }
         if len > to_end {
             // SAFETY: [idx, cap) lies in the free region (checked above) that the consumer
@@ -99,7 +151,10 @@ impl Ring {
         // inside the free region; only this producer writes it until head is published.
         let slot = unsafe { std::slice::from_raw_parts_mut(self.ptr(idx), len) };
         fill(slot);
-        self.head.store(head.wrapping_add(len), Ordering::Release);
+        self.prod
+            .0
+            .head
+            .store(head.wrapping_add(len), Ordering::Release);
         true
     }
 
@@ -107,8 +162,8 @@ impl Ring {
     /// `max_bytes` were drained or `f` returns true. Returns the bytes drained.
     /// Must only be called by one consumer at a time.
     pub fn drain(&self, max_bytes: usize, mut f: impl FnMut(&[u8]) -> bool) -> usize {
-        let head = self.head.load(Ordering::Acquire);
-        let start = self.tail.load(Ordering::Relaxed);
+        let head = self.prod.0.head.load(Ordering::Acquire);
+        let start = self.cons.0.tail.load(Ordering::Relaxed);
         let mut tail = start;
         while tail != head && tail.wrapping_sub(start) < max_bytes {
             let idx = tail & self.mask;
@@ -129,7 +184,7 @@ impl Ring {
             }
             tail = tail.wrapping_add(len.max(8));
             // Publish progress as we go so a waiting producer sees space early.
-            self.tail.store(tail, Ordering::Release);
+            self.cons.0.tail.store(tail, Ordering::Release);
             if stop {
                 break;
             }
@@ -140,9 +195,9 @@ impl Ring {
     /// Drops every held record (fork child: the parent's events are the parent's).
     /// Only sound when no producer or consumer runs concurrently.
     pub fn discard(&self) {
-        let head = self.head.load(Ordering::Acquire);
-        self.tail.store(head, Ordering::Release);
-        self.wake_sent.store(false, Ordering::Relaxed);
+        let head = self.prod.0.head.load(Ordering::Acquire);
+        self.cons.0.tail.store(head, Ordering::Release);
+        self.cons.0.wake_sent.store(false, Ordering::Relaxed);
     }
 }
 

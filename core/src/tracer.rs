@@ -441,7 +441,7 @@ impl Shared {
         max_bytes: usize,
         may_cut: bool,
     ) -> usize {
-        ring.wake_sent.store(false, Ordering::Relaxed);
+        ring.clear_wake();
         let tid = self.tid_of(ring.tid.load(Ordering::Relaxed));
         let threshold = self.cfg.write_buffer_size.max(1);
         let mut cut = false;
@@ -1009,8 +1009,7 @@ pub fn record(p: &Pending) {
         let len = p.len();
         if !ring.push(len, |buf| p.write(buf)) {
             ring_full(ring, p, len);
-        } else if ring.used() > ring.capacity() / 2 && !ring.wake_sent.swap(true, Ordering::Relaxed)
-        {
+        } else if ring.wants_drain() {
             if let Some(sh) = shared() {
                 sh.wake.post();
             }

@@ -891,3 +891,78 @@ pub fn proc_parsers(data: &[u8]) {
     }
     let _ = proc::pid_stat(data);
 }
+
+// fast_deflate ---------------------------------------------------------------------------------
+
+/// `dftracer_core::deflate::FastDeflate` against an independent inflater (flate2): every
+/// stream must decode alone to its input and stay within the documented size bound.
+///
+/// Input: byte 0 = mode, bytes 1..3 = split point (little-endian u16), the rest = payload.
+/// Mode bit 0: expand the payload by repeating it (long matches, max length and distance,
+/// many blocks); bits 1..: how many times (up to 256 KiB). The payload (or its expansion) is
+/// compressed whole, then as two calls on the same compressor split at the split point, then
+/// whole again (stale table entries from the earlier calls must not leak in).
+pub fn fast_deflate(data: &[u8]) {
+    fast_deflate_impl::fast_deflate(data)
+}
+
+mod fast_deflate_impl {
+    use dftracer_core::deflate::FastDeflate;
+    use std::io::Read;
+
+    fn inflate(stream: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        flate2::read::DeflateDecoder::new(stream)
+            .read_to_end(&mut out)
+            .expect("valid deflate stream");
+        out
+    }
+
+    fn check(d: &mut FastDeflate, input: &[u8]) {
+        // Appends: whatever is already in `out` stays.
+        let mut out = vec![0x5a; 3];
+        d.compress(input, &mut out);
+        assert_eq!(out[..3], [0x5a; 3]);
+        let stream = &out[3..];
+        assert!(
+            stream.len() <= input.len() + input.len() / 2048 + 16,
+            "bound: {} bytes for {}",
+            stream.len(),
+            input.len()
+        );
+        assert!(
+            inflate(stream) == input,
+            "round trip of {} bytes",
+            input.len()
+        );
+    }
+
+    pub fn fast_deflate(data: &[u8]) {
+        if data.len() < 3 {
+            check(&mut FastDeflate::new(), data);
+            return;
+        }
+        let mode = data[0];
+        let split = u16::from_le_bytes([data[1], data[2]]) as usize;
+        let payload = &data[3..];
+        let expanded: Vec<u8>;
+        let input: &[u8] = if mode & 1 != 0 && !payload.is_empty() {
+            let times = 1 + (mode >> 1) as usize * 64;
+            let n = (payload.len() * times).min(256 << 10);
+            expanded = payload.iter().copied().cycle().take(n).collect();
+            &expanded
+        } else {
+            payload
+        };
+        let mut d = FastDeflate::new();
+        check(&mut d, input);
+        let cut = if input.is_empty() {
+            0
+        } else {
+            split % (input.len() + 1)
+        };
+        check(&mut d, &input[..cut]);
+        check(&mut d, &input[cut..]);
+        check(&mut d, input);
+    }
+}

@@ -185,6 +185,11 @@ fn proc_parsers() {
     replay("proc_parsers", fz::proc_parsers);
 }
 
+#[test]
+fn fast_deflate() {
+    replay("fast_deflate", fz::fast_deflate);
+}
+
 /// The seeds built by `dftracer_fuzz::seed` are the committed files (set
 /// DFTRACER_WRITE_SEEDS=1 to write them after changing a builder).
 #[test]

@@ -1,0 +1,1118 @@
+//! A fast raw-deflate (RFC 1951) encoder specialised for JSON-lines trace data.
+//!
+//! Trace lines repeat the same keys and punctuation on every line; only numbers change. A
+//! greedy LZ77 pass with one hash probe finds almost all of that redundancy (the match is
+//! nearly always in the previous line or two), so the encoder trades the lazy matching and
+//! hash chains of a general-purpose level 1 for speed:
+//!
+//! - LZ77: greedy, min match 4, max 258, window 32 KiB, matches extended 16 bytes at a time.
+//!   After a match, the next 16 bytes are searched (branch-free, 4 equal bytes) for the same
+//!   distance, then for that distance ± 1: a field that differs from the previous line (a
+//!   number) is usually followed by the same text at the same offset, or shifted by one when
+//!   the number gained or lost a digit. Only when that fails, positions are probed one by one:
+//!   the last distance first, then one candidate from a 2^15-entry table hashed on the next
+//!   6 bytes. Positions inside a match are not inserted (only a match's last position and the
+//!   first literal after it). Misses accelerate: a long run of literals probes every 2nd,
+//!   3rd, ... position, so incompressible data is cheap.
+//! - Table reuse: entries hold `generation value + position`; every call starts at a value
+//!   above everything stored by earlier calls, so stale entries are recognised without clearing
+//!   the table (it is cleared only when the 32-bit values would overflow, once per ~4 GiB).
+//! - Blocks: up to [`TOKEN_CAP`] tokens each. For each block the exact size of a dynamic
+//!   Huffman block, a fixed block and stored blocks is computed and the smallest is written
+//!   (no dynamic code is built for fewer than 256 tokens: small calls stay cheap).
+//! - Huffman: two-queue Huffman on sorted frequencies, lengths limited (15, and 7 for the
+//!   code-length code) by moving leaves between depths until the Kraft sum is exactly 1, so
+//!   every code is complete. A code with fewer than two used symbols gets a second one, so no
+//!   decoder has to accept an incomplete code.
+//! - Output: a 64-bit bit buffer written 8 bytes at a time into space reserved for the
+//!   block's exact size; literals and matches go through one branch-free path (a literal is a
+//!   token whose distance code is empty).
+//!
+//! Each [`FastDeflate::compress`] call writes one complete, self-contained stream (last block
+//! BFINAL, byte-aligned end), so its output can be the body of a gzip member on its own.
+
+const WINDOW: usize = 32 * 1024;
+const MIN_MATCH: usize = 4;
+const MAX_MATCH: usize = 258;
+const HASH_BITS: u32 = 15;
+const HASH_LEN: u32 = 6;
+const HASH_SIZE: usize = 1 << HASH_BITS;
+/// Tokens (literals or matches) per block.
+pub const TOKEN_CAP: usize = 16 * 1024;
+/// The LZ pass handles an input in segments of at most this many bytes so that positions fit
+/// the 32-bit table values (matches do not cross a segment boundary).
+const SEGMENT: usize = 1 << 30;
+/// Literal run length after which the probe step grows by one.
+const SKIP_SHIFT: u32 = 6;
+/// Blocks with fewer tokens are not worth a dynamic code's header.
+const DYN_MIN_TOKENS: usize = 256;
+/// Largest stored-block payload.
+const STORED_MAX: usize = 65_535;
+
+/// Lengths 3..=258: base of each length symbol 257..=285, and extra bits.
+const LEN_BASE: [u16; 29] = [
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131,
+    163, 195, 227, 258,
+];
+const LEN_EXTRA: [u8; 29] = [
+    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0,
+];
+/// Distances 1..=32768: base of each distance symbol, and extra bits.
+const DIST_BASE: [u16; 30] = [
+    1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537,
+    2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577,
+];
+const DIST_EXTRA: [u8; 30] = [
+    0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
+    13,
+];
+/// Order in which the code-length code lengths are sent.
+const CL_ORDER: [usize; 19] = [
+    16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15,
+];
+
+/// Match length (index 0..=258) → length symbol index (0..=28, symbol 257 + index).
+const LEN_SYM: [u8; 259] = {
+    let mut t = [0u8; 259];
+    let mut len = 3;
+    while len <= 258 {
+        let mut s = 0;
+        while s + 1 < 29 && LEN_BASE[s + 1] as usize <= len {
+            s += 1;
+        }
+        t[len] = s as u8;
+        len += 1;
+    }
+    t
+};
+
+/// Distance symbol of `dist - 1` (0..=32767).
+#[inline(always)]
+fn dist_sym(d1: u32) -> u32 {
+    if d1 < 4 {
+        d1
+    } else {
+        let l = 31 - d1.leading_zeros();
+        2 * l + ((d1 >> (l - 1)) & 1)
+    }
+}
+
+/// Tokens are `sym | (dist - 1) << 10 | dist_sym << 25`: `sym` is a literal byte, or
+/// `256 + length` for a match. A literal has dist_sym 30, whose code is empty, so literals and
+/// matches are written by the same branch-free code.
+const LIT: u32 = 30 << 25;
+/// `DIST_BASE - 1` and `DIST_EXTRA` with the two empty entries of literals.
+const DIST_BASE1_32: [u32; 32] = {
+    let mut t = [0u32; 32];
+    let mut i = 0;
+    while i < 30 {
+        t[i] = DIST_BASE[i] as u32 - 1;
+        i += 1;
+    }
+    t
+};
+
+#[inline(always)]
+fn read32(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes(b[i..i + 4].try_into().unwrap())
+}
+
+#[inline(always)]
+fn read128(b: &[u8], i: usize) -> u128 {
+    u128::from_le_bytes(b[i..i + 16].try_into().unwrap())
+}
+
+/// For `x` = 16 bytes xor 16 bytes: bit 8k+7 is set iff bytes k..k+4 of both agree (k < 13).
+#[inline(always)]
+fn rep_run(x: u128) -> u128 {
+    const L: u128 = u128::from_le_bytes([0x7f; 16]);
+    // High bit of each byte: set iff the byte is zero (exact, no carries between bytes).
+    let z = !(((x & L) + L) | x) & !L;
+    z & (z >> 8) & (z >> 16) & (z >> 24)
+}
+
+#[inline(always)]
+fn read64(b: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(b[i..i + 8].try_into().unwrap())
+}
+
+/// Hash of the first [`HASH_LEN`] bytes of `x` (little-endian).
+#[inline(always)]
+fn hash(x: u64) -> usize {
+    ((x << (64 - 8 * HASH_LEN)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - HASH_BITS)) as usize
+}
+
+/// Length of the common prefix of `b[a..]` and `b[p..]`, not reaching `end` on the `p` side
+/// (`a < p`, `end <= b.len()`).
+#[inline(always)]
+fn extend(b: &[u8], a: usize, p: usize, end: usize) -> usize {
+    let mut l = 0;
+    while p + l + 16 <= end {
+        let x0 = read64(b, a + l) ^ read64(b, p + l);
+        let x1 = read64(b, a + l + 8) ^ read64(b, p + l + 8);
+        if x0 | x1 != 0 {
+            let k = if x0 != 0 {
+                x0.trailing_zeros()
+            } else {
+                64 + x1.trailing_zeros()
+            };
+            return l + (k / 8) as usize;
+        }
+        l += 16;
+    }
+    while p + l + 8 <= end {
+        let x = read64(b, a + l) ^ read64(b, p + l);
+        if x != 0 {
+            return l + (x.trailing_zeros() / 8) as usize;
+        }
+        l += 8;
+    }
+    while p + l < end && b[a + l] == b[p + l] {
+        l += 1;
+    }
+    l
+}
+
+/// Reusable deflate state: hash table, token buffer, frequencies, Huffman scratch.
+pub struct FastDeflate {
+    table: Box<[u32; HASH_SIZE]>,
+    /// Table value of the next position: values below a segment's start value are stale.
+    next: u32,
+    tokens: Vec<u32>,
+    lit_freq: [u32; 288],
+    dist_freq: [u32; 32],
+    /// Input offset where the pending block starts.
+    blk_start: usize,
+    /// Bits not yet written (fewer than 8 between blocks).
+    bb: u64,
+    bc: u32,
+    lit: Code<288>,
+    dist: Code<32>,
+    fixed_lit: Code<288>,
+    fixed_dist: Code<32>,
+    /// Writer tables of the current dynamic code and of the fixed code.
+    tabs: Tabs,
+    fixed_tabs: Tabs,
+}
+
+/// Writer tables of a code: see [`Tabs::fill`].
+struct Tabs {
+    /// By token `sym` (literal, 256 = end of block, 256 + length): `bits | nbits << 24`,
+    /// length extra bits included.
+    sym: Box<[u32; 1024]>,
+    /// By distance symbol (30 = none): `code | code length << 16 | with extra bits << 24`.
+    dist: [u32; 32],
+}
+
+impl Tabs {
+    fn new() -> Tabs {
+        Tabs {
+            sym: vec![0u32; 1024].into_boxed_slice().try_into().unwrap(),
+            dist: [0; 32],
+        }
+    }
+
+    fn fill(&mut self, lit: &Code<288>, dist: &Code<32>) {
+        for i in 0..257 {
+            self.sym[i] = lit.codes[i] as u32 | (lit.lens[i] as u32) << 24;
+        }
+        for (len, &s) in LEN_SYM.iter().enumerate().skip(3) {
+            let s = s as usize;
+            let cl = lit.lens[257 + s] as u32;
+            let x = (len - LEN_BASE[s] as usize) as u32;
+            self.sym[256 + len] =
+                (lit.codes[257 + s] as u32 | x << cl) | (cl + LEN_EXTRA[s] as u32) << 24;
+        }
+        for (i, &extra) in DIST_EXTRA.iter().enumerate() {
+            let n = dist.lens[i] as u32;
+            self.dist[i] = dist.codes[i] as u32 | n << 16 | (n + extra as u32) << 24;
+        }
+    }
+}
+
+impl Default for FastDeflate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A canonical Huffman code: lengths and bit-reversed codes (LSB-first, as deflate sends).
+#[derive(Clone, Copy)]
+struct Code<const N: usize> {
+    lens: [u8; N],
+    codes: [u16; N],
+}
+
+impl<const N: usize> Code<N> {
+    const fn empty() -> Self {
+        Code {
+            lens: [0; N],
+            codes: [0; N],
+        }
+    }
+
+    /// Canonical codes from `lens` (RFC 1951 3.2.2), reversed for LSB-first output.
+    fn assign(&mut self) {
+        let mut count = [0u16; 16];
+        for &l in &self.lens {
+            count[l as usize] += 1;
+        }
+        count[0] = 0;
+        let mut next = [0u16; 16];
+        let mut code = 0u16;
+        for bits in 1..16 {
+            code = (code + count[bits - 1]) << 1;
+            next[bits] = code;
+        }
+        for s in 0..N {
+            let l = self.lens[s] as usize;
+            if l != 0 {
+                self.codes[s] = next[l].reverse_bits() >> (16 - l);
+                next[l] += 1;
+            } else {
+                self.codes[s] = 0;
+            }
+        }
+    }
+}
+
+/// Fills `lens[..freq.len()]` with length-limited Huffman code lengths for `freq`. The code is
+/// always complete (Kraft sum exactly 1) and has at least two symbols: with fewer than two used
+/// symbols, symbol 0 or 1 gets a length of 1 too.
+fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
+    let n_sym = freq.len();
+    debug_assert!((2..=288).contains(&n_sym) && (1..=15).contains(&limit));
+    debug_assert!(n_sym <= 1 << limit);
+    lens[..n_sym].fill(0);
+    let mut leaves = [(0u32, 0u16); 288];
+    let mut n = 0;
+    for (s, &f) in freq.iter().enumerate() {
+        if f > 0 {
+            leaves[n] = (f, s as u16);
+            n += 1;
+        }
+    }
+    if n < 2 {
+        let used = if n == 1 { leaves[0].1 as usize } else { 1 };
+        lens[used] = 1;
+        lens[if used == 0 { 1 } else { 0 }] = 1;
+        return;
+    }
+    let leaves = &mut leaves[..n];
+    leaves.sort_unstable();
+    // Two-queue Huffman: leaves ascending, internal nodes created in ascending weight order.
+    // parent[i] for leaf i, parent[n + k] for internal node k; the root is internal n - 2.
+    let mut w_int = [0u64; 288];
+    let mut parent = [0u16; 576];
+    let (mut li, mut ii) = (0, 0);
+    for k in 0..n - 1 {
+        let mut w = 0u64;
+        for _ in 0..2 {
+            if li < n && (ii >= k || leaves[li].0 as u64 <= w_int[ii]) {
+                w += leaves[li].0 as u64;
+                parent[li] = k as u16;
+                li += 1;
+            } else {
+                w += w_int[ii];
+                parent[n + ii] = k as u16;
+                ii += 1;
+            }
+        }
+        w_int[k] = w;
+    }
+    let mut depth = [0u16; 288];
+    for k in (0..n - 2).rev() {
+        depth[k] = depth[parent[n + k] as usize] + 1;
+    }
+    let mut count = [0u32; 16];
+    for i in 0..n {
+        let d = (depth[parent[i] as usize] as usize + 1).min(limit);
+        count[d] += 1;
+    }
+    // Kraft sum in units of 2^-limit: must end exactly at 2^limit.
+    let full = 1u32 << limit;
+    let mut k: u32 = (1..=limit).map(|l| count[l] << (limit - l)).sum();
+    while k > full {
+        // Deepen a leaf from the deepest level that is not at the limit yet.
+        let mut l = limit - 1;
+        while count[l] == 0 {
+            l -= 1;
+        }
+        count[l] -= 1;
+        count[l + 1] += 1;
+        k -= 1 << (limit - l - 1);
+    }
+    while k < full {
+        // Raise a leaf from the deepest level; the deficit is a multiple of its weight.
+        let mut l = limit;
+        while count[l] == 0 {
+            l -= 1;
+        }
+        count[l] -= 1;
+        count[l - 1] += 1;
+        k += 1 << (limit - l);
+    }
+    // Least frequent leaves get the longest codes.
+    let mut i = 0;
+    for l in (1..=limit).rev() {
+        for _ in 0..count[l] {
+            lens[leaves[i].1 as usize] = l as u8;
+            i += 1;
+        }
+    }
+}
+
+/// Bit writer into a slice with at least 8 bytes of slack past the last byte written.
+struct Bits<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+    bb: u64,
+    bc: u32,
+}
+
+impl Bits<'_> {
+    /// Adds `n` bits (`v < 2^n`); at most 56 bits between flushes.
+    #[inline(always)]
+    fn put(&mut self, v: u32, n: u32) {
+        self.bb |= (v as u64) << self.bc;
+        self.bc += n;
+    }
+
+    /// Writes the whole bytes; fewer than 8 bits stay buffered.
+    #[inline(always)]
+    fn flush(&mut self) {
+        self.buf[self.pos..self.pos + 8].copy_from_slice(&self.bb.to_le_bytes());
+        let k = self.bc >> 3;
+        self.pos += k as usize;
+        self.bb >>= k * 8;
+        self.bc &= 7;
+    }
+
+    /// Pads to a byte boundary and flushes.
+    fn align(&mut self) {
+        self.bc = (self.bc + 7) & !7;
+        self.flush();
+    }
+}
+
+/// Bits that a stored-block encoding of `len` bytes occupies when it starts at bit `bc`
+/// (0..8) of the current byte.
+fn stored_bits(bc: u32, len: usize) -> u64 {
+    let chunks = len.div_ceil(STORED_MAX).max(1) as u64;
+    // First chunk: 3 header bits, pad to a byte; later chunks start aligned (8 bits).
+    let first = ((bc as u64 + 3 + 7) & !7) - bc as u64;
+    first + (chunks - 1) * 8 + chunks * 32 + len as u64 * 8
+}
+
+impl FastDeflate {
+    pub fn new() -> FastDeflate {
+        let table: Box<[u32; HASH_SIZE]> =
+            vec![0u32; HASH_SIZE].into_boxed_slice().try_into().unwrap();
+        let mut fixed_lit = Code::<288>::empty();
+        for (s, l) in fixed_lit.lens.iter_mut().enumerate() {
+            *l = match s {
+                0..=143 => 8,
+                144..=255 => 9,
+                256..=279 => 7,
+                _ => 8,
+            };
+        }
+        fixed_lit.assign();
+        let mut fixed_dist = Code::<32>::empty();
+        fixed_dist.lens = [5; 32];
+        fixed_dist.assign();
+        let mut fixed_tabs = Tabs::new();
+        fixed_tabs.fill(&fixed_lit, &fixed_dist);
+        FastDeflate {
+            table,
+            next: 1,
+            tokens: Vec::with_capacity(TOKEN_CAP),
+            lit_freq: [0; 288],
+            dist_freq: [0; 32],
+            blk_start: 0,
+            bb: 0,
+            bc: 0,
+            lit: Code::empty(),
+            dist: Code::empty(),
+            fixed_lit,
+            fixed_dist,
+            tabs: Tabs::new(),
+            fixed_tabs,
+        }
+    }
+
+    /// Appends to `out` one complete, self-contained raw deflate stream holding `input`: the
+    /// last block has BFINAL set, the stream ends byte-aligned, and it refers to nothing
+    /// outside `input` (each call is independent: a decoder can decode it alone).
+    ///
+    /// Output bound: at most `input.len() + input.len() / 2048 + 16` bytes are appended (every
+    /// block is at most as large as storing it: 5 bytes per 64 KiB stored chunk, and a block
+    /// ends only after [`TOKEN_CAP`] tokens, i.e. at least 16 KiB of input, or at the end).
+    pub fn compress(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        // Tokens and frequencies are empty between calls (flush_block clears them).
+        debug_assert!(self.tokens.is_empty());
+        self.blk_start = 0;
+        self.bb = 0;
+        self.bc = 0;
+        let mut s = 0;
+        while s < input.len() {
+            let e = (s + SEGMENT).min(input.len());
+            let n = (e - s) as u64;
+            if self.next as u64 + n + 1 >= u32::MAX as u64 {
+                self.table.fill(0);
+                self.next = 1;
+            }
+            let floor = self.next;
+            self.lz(input, s, e, floor, out);
+            self.next = floor + n as u32;
+            s = e;
+        }
+        self.flush_block(input, input.len(), out, true);
+        debug_assert!(self.bc == 0);
+    }
+
+    /// Greedy LZ77 over `input[s..e]`; table value of position `p` is `floor + (p - s)`.
+    fn lz(&mut self, input: &[u8], s: usize, e: usize, floor: u32, out: &mut Vec<u8>) {
+        let mut p = s;
+        let mut lit = s;
+        let mut last_dist = 0usize;
+        if e - s >= 8 {
+            let last = e - 8;
+            while p <= last {
+                let x8 = read64(input, p);
+                let x = x8 as u32;
+                let h = hash(x8);
+                let cv = self.table[h];
+                self.table[h] = floor + (p - s) as u32;
+                // The previous match distance first: in trace lines the same field of the
+                // previous line is usually at that offset.
+                let mut dist = 0;
+                if last_dist != 0 && p - s >= last_dist && read32(input, p - last_dist) == x {
+                    dist = last_dist;
+                } else if cv >= floor {
+                    let cand = s + (cv - floor) as usize;
+                    let d = p - cand;
+                    if d <= WINDOW && read32(input, cand) == x {
+                        dist = d;
+                    }
+                }
+                if dist == 0 {
+                    p += 1 + ((p - lit) >> SKIP_SHIFT);
+                    continue;
+                }
+                loop {
+                    let end = e.min(p + MAX_MATCH);
+                    let len = MIN_MATCH + extend(input, p - dist + MIN_MATCH, p + MIN_MATCH, end);
+                    self.literals(input, lit, p, out);
+                    self.push_match(input, p, len, dist, out);
+                    last_dist = dist;
+                    p += len;
+                    lit = p;
+                    if p > last {
+                        break;
+                    }
+                    // Insert the match's last position, so the next line finds the position
+                    // that follows this field in this line rather than in an older one.
+                    if len > 8 {
+                        let q = p - 1;
+                        self.table[hash(read64(input, q))] = floor + (q - s) as u32;
+                    }
+                    // A field that differs (a number) is usually followed by the same text at
+                    // the same distance: look for 4 equal bytes at that distance in the next
+                    // 16, without branching per position and without the hash table.
+                    if p + 12 > last {
+                        break;
+                    }
+                    let here = read128(input, p);
+                    let mut run = rep_run(here ^ read128(input, p - dist));
+                    if run == 0 {
+                        // A number one digit longer or shorter than in the previous line
+                        // shifts the rest of the line by one.
+                        for nd in [dist - 1, dist + 1] {
+                            if (1..=WINDOW).contains(&nd) && nd <= p - s {
+                                run = rep_run(here ^ read128(input, p - nd));
+                                if run != 0 {
+                                    dist = nd;
+                                    break;
+                                }
+                            }
+                        }
+                        if run == 0 {
+                            // Not found: probe from `p` as usual.
+                            break;
+                        }
+                    }
+                    let q = p + (run.trailing_zeros() / 8) as usize;
+                    // The first literal still goes into the table.
+                    self.table[hash(read64(input, p))] = floor + (p - s) as u32;
+                    p = q;
+                }
+            }
+        }
+        self.literals(input, lit, e, out);
+    }
+
+    #[inline(always)]
+    fn literals(&mut self, input: &[u8], from: usize, to: usize, out: &mut Vec<u8>) {
+        let mut i = from;
+        while i < to {
+            if self.tokens.len() == TOKEN_CAP {
+                self.flush_block(input, i, out, false);
+            }
+            let n = (to - i).min(TOKEN_CAP - self.tokens.len());
+            for &b in &input[i..i + n] {
+                self.tokens.push(b as u32 | LIT);
+                self.lit_freq[b as usize] += 1;
+            }
+            i += n;
+        }
+    }
+
+    #[inline(always)]
+    fn push_match(&mut self, input: &[u8], p: usize, len: usize, dist: usize, out: &mut Vec<u8>) {
+        if self.tokens.len() == TOKEN_CAP {
+            self.flush_block(input, p, out, false);
+        }
+        let d1 = (dist - 1) as u32;
+        let dc = dist_sym(d1);
+        self.tokens
+            .push((dc << 25) | (d1 << 10) | (256 + len as u32));
+        self.lit_freq[257 + LEN_SYM[len] as usize] += 1;
+        self.dist_freq[dc as usize] += 1;
+    }
+
+    /// Writes the pending tokens (covering `input[blk_start..end]`) as one block, the
+    /// smallest of dynamic, fixed and stored.
+    fn flush_block(&mut self, input: &[u8], end: usize, out: &mut Vec<u8>, last: bool) {
+        self.lit_freq[256] = 1;
+        let span = &input[self.blk_start..end];
+
+        // Extra bits are the same for dynamic and fixed.
+        let dot = |f: &[u32], l: &[u8]| -> u64 {
+            f.iter().zip(l).map(|(&f, &l)| f as u64 * l as u64).sum()
+        };
+        let extra =
+            dot(&self.lit_freq[257..286], &LEN_EXTRA) + dot(&self.dist_freq[..30], &DIST_EXTRA);
+        let cost = |lit: &Code<288>, dist: &Code<32>, lf: &[u32; 288], df: &[u32; 32]| {
+            dot(&lf[..286], &lit.lens[..286]) + dot(&df[..30], &dist.lens[..30])
+        };
+        let fixed_bits = 3
+            + extra
+            + cost(
+                &self.fixed_lit,
+                &self.fixed_dist,
+                &self.lit_freq,
+                &self.dist_freq,
+            );
+        let stored = stored_bits(self.bc, span.len());
+
+        // Dynamic code, unless the block is too small for its header to pay off.
+        let dynamic = if self.tokens.len() >= DYN_MIN_TOKENS {
+            Some(self.dynamic_header())
+        } else {
+            None
+        };
+        let dyn_bits = match &dynamic {
+            Some(h) => {
+                h.bits + extra + cost(&self.lit, &self.dist, &self.lit_freq, &self.dist_freq)
+            }
+            None => u64::MAX,
+        };
+
+        let best = dyn_bits.min(fixed_bits).min(stored);
+        let start = out.len();
+        out.resize(start + ((self.bc as u64 + best) / 8) as usize + 16, 0);
+        let mut w = Bits {
+            buf: &mut out[..],
+            pos: start,
+            bb: self.bb,
+            bc: self.bc,
+        };
+        let bfinal = last as u32;
+        if stored == best {
+            let mut chunks = span.chunks(STORED_MAX).peekable();
+            if span.is_empty() {
+                stored_chunk(&mut w, &[], bfinal);
+            }
+            while let Some(c) = chunks.next() {
+                let fin = if chunks.peek().is_none() { bfinal } else { 0 };
+                stored_chunk(&mut w, c, fin);
+            }
+        } else if fixed_bits == best {
+            w.put(bfinal | (1 << 1), 3);
+            emit_tokens(&mut w, &self.tokens, &self.fixed_tabs);
+        } else if let Some(h) = &dynamic {
+            w.put(bfinal | (2 << 1), 3);
+            w.put((h.hlit - 257) as u32, 5);
+            w.put((h.hdist - 1) as u32, 5);
+            w.put((h.hclen - 4) as u32, 4);
+            w.flush();
+            for &s in &CL_ORDER[..h.hclen] {
+                w.put(h.cl.lens[s] as u32, 3);
+                w.flush();
+            }
+            for &(s, x) in &h.rle[..h.nr] {
+                w.put(h.cl.codes[s as usize] as u32, h.cl.lens[s as usize] as u32);
+                w.put(x as u32, cl_extra(s));
+                w.flush();
+            }
+            self.tabs.fill(&self.lit, &self.dist);
+            emit_tokens(&mut w, &self.tokens, &self.tabs);
+        }
+        if last {
+            w.align();
+        }
+        let (pos, bb, bc) = (w.pos, w.bb, w.bc);
+        debug_assert_eq!(
+            (pos - start) as u64 * 8 + bc as u64,
+            self.bc as u64
+                + if last {
+                    (self.bc as u64 + best).div_ceil(8) * 8 - self.bc as u64
+                } else {
+                    best
+                },
+            "block size as computed"
+        );
+        out.truncate(pos);
+        self.bb = bb;
+        self.bc = bc;
+        self.tokens.clear();
+        self.lit_freq = [0; 288];
+        self.dist_freq = [0; 32];
+        self.blk_start = end;
+    }
+
+    /// Builds the dynamic code of the pending block into `self.lit` and `self.dist` and its
+    /// header (run-length coded code lengths and their code).
+    fn dynamic_header(&mut self) -> Header {
+        huffman_lengths(&self.lit_freq[..286], 15, &mut self.lit.lens);
+        huffman_lengths(&self.dist_freq[..30], 15, &mut self.dist.lens);
+        self.lit.lens[286] = 0;
+        self.lit.lens[287] = 0;
+        self.dist.lens[30] = 0;
+        self.dist.lens[31] = 0;
+        self.lit.assign();
+        self.dist.assign();
+        let hlit = 257
+            + self.lit.lens[257..286]
+                .iter()
+                .rposition(|&l| l != 0)
+                .map_or(0, |i| i + 1);
+        let hdist = 1 + self.dist.lens[..30]
+            .iter()
+            .rposition(|&l| l != 0)
+            .unwrap_or(0);
+        // Run-length code of the code lengths (one sequence over both alphabets).
+        let mut seq = [0u8; 316];
+        seq[..hlit].copy_from_slice(&self.lit.lens[..hlit]);
+        seq[hlit..hlit + hdist].copy_from_slice(&self.dist.lens[..hdist]);
+        let seq = &seq[..hlit + hdist];
+        let mut h = Header {
+            hlit,
+            hdist,
+            hclen: 0,
+            rle: [(0, 0); 316],
+            nr: 0,
+            cl: Code::empty(),
+            bits: 0,
+        };
+        let mut i = 0;
+        while i < seq.len() {
+            let l = seq[i];
+            let mut run = 1;
+            while i + run < seq.len() && seq[i + run] == l {
+                run += 1;
+            }
+            i += run;
+            if l == 0 {
+                while run >= 11 {
+                    let r = run.min(138);
+                    h.push(18, r - 11);
+                    run -= r;
+                }
+                if run >= 3 {
+                    h.push(17, run - 3);
+                    run = 0;
+                }
+            } else {
+                h.push(l, 0);
+                run -= 1;
+                while run >= 3 {
+                    let r = run.min(6);
+                    h.push(16, r - 3);
+                    run -= r;
+                }
+            }
+            for _ in 0..run {
+                h.push(l, 0);
+            }
+        }
+        let mut cl_freq = [0u32; 19];
+        for &(s, _) in &h.rle[..h.nr] {
+            cl_freq[s as usize] += 1;
+        }
+        huffman_lengths(&cl_freq, 7, &mut h.cl.lens);
+        h.cl.assign();
+        h.hclen = 4.max(
+            1 + CL_ORDER
+                .iter()
+                .rposition(|&s| h.cl.lens[s] != 0)
+                .unwrap_or(0),
+        );
+        h.bits = 3 + 5 + 5 + 4 + 3 * h.hclen as u64;
+        for &(s, _) in &h.rle[..h.nr] {
+            h.bits += h.cl.lens[s as usize] as u64 + cl_extra(s) as u64;
+        }
+        h
+    }
+
+    /// Test hook: the table value of the next position, to reach the overflow path.
+    #[cfg(test)]
+    fn set_next(&mut self, v: u32) {
+        self.next = v;
+    }
+}
+
+/// The header of a dynamic block.
+struct Header {
+    hlit: usize,
+    hdist: usize,
+    hclen: usize,
+    /// Code-length symbols and their extra-bit values.
+    rle: [(u8, u8); 316],
+    nr: usize,
+    cl: Code<19>,
+    /// Size of the header, block type bits included.
+    bits: u64,
+}
+
+impl Header {
+    fn push(&mut self, sym: u8, extra: usize) {
+        self.rle[self.nr] = (sym, extra as u8);
+        self.nr += 1;
+    }
+}
+
+/// Extra bits after code-length symbol `s`.
+fn cl_extra(s: u8) -> u32 {
+    match s {
+        16 => 2,
+        17 => 3,
+        18 => 7,
+        _ => 0,
+    }
+}
+
+fn stored_chunk(w: &mut Bits, c: &[u8], bfinal: u32) {
+    w.put(bfinal, 3);
+    w.align();
+    let n = c.len() as u16;
+    w.buf[w.pos..w.pos + 2].copy_from_slice(&n.to_le_bytes());
+    w.buf[w.pos + 2..w.pos + 4].copy_from_slice(&(!n).to_le_bytes());
+    w.buf[w.pos + 4..w.pos + 4 + c.len()].copy_from_slice(c);
+    w.pos += 4 + c.len();
+    w.bb = 0;
+}
+
+/// The tokens and end-of-block with the given codes.
+fn emit_tokens(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
+    let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
+    // The writer's state in locals, so that it stays in registers.
+    let buf = &mut *w.buf;
+    let (mut pos, mut bb, mut bc) = (w.pos, w.bb, w.bc);
+    for &t in tokens {
+        let sv = sym_tab[(t & 0x3ff) as usize];
+        let dc = ((t >> 25) & 31) as usize;
+        let d1 = (t >> 10) & 0x7fff;
+        let dv = dist_tab[dc];
+        let dbits = (dv & 0xffff) | (d1 - DIST_BASE1_32[dc]) << ((dv >> 16) & 0xff);
+        let sn = sv >> 24;
+        bb |= ((sv & 0xff_ffff) as u64 | (dbits as u64) << sn) << bc;
+        bc += sn + (dv >> 24);
+        buf[pos..pos + 8].copy_from_slice(&bb.to_le_bytes());
+        let k = bc >> 3;
+        pos += k as usize;
+        bb >>= k * 8;
+        bc &= 7;
+    }
+    w.pos = pos;
+    w.bb = bb;
+    w.bc = bc;
+    let eob = sym_tab[256];
+    w.put(eob & 0xff_ffff, eob >> 24);
+    w.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use miniz_oxide::inflate::decompress_to_vec;
+
+    fn roundtrip(d: &mut FastDeflate, input: &[u8]) -> Vec<u8> {
+        let mut out = vec![0xAA];
+        d.compress(input, &mut out);
+        assert_eq!(out[0], 0xAA, "appends");
+        let got = decompress_to_vec(&out[1..]).expect("valid deflate");
+        assert!(got == input, "round trip of {} bytes", input.len());
+        assert!(
+            out.len() - 1 <= bound(input.len()),
+            "bound: {} for {}",
+            out.len() - 1,
+            input.len()
+        );
+        out.drain(..1);
+        out
+    }
+
+    fn bound(n: usize) -> usize {
+        n + n / 2048 + 16
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn bytes(&mut self, n: usize) -> Vec<u8> {
+            (0..n).map(|_| self.next() as u8).collect()
+        }
+    }
+
+    fn json_lines(n: usize) -> Vec<u8> {
+        let mut r = Rng(42);
+        let mut v = Vec::new();
+        let mut ts = 1_796_000_779_668_786u64;
+        for i in 0..n {
+            ts += r.next() % 400;
+            let off = (r.next() % 1000) * 4096;
+            v.extend_from_slice(
+                format!(
+                    "{{\"id\":{i},\"name\":\"pread\",\"cat\":\"POSIX\",\"type\":3,\"pid\":1234,\"tid\":1234,\"ts\":{ts},\"dur\":{},\"ph\":1,\"args\":{{\"hhash\":\"6882804a826580cd\",\"fd\":3,\"count\":4096,\"offset\":{off},\"ret\":4096,\"fhash\":\"4ee99768121448fd\"}}}}\n",
+                    r.next() % 50
+                )
+                .as_bytes(),
+            );
+        }
+        v
+    }
+
+    #[test]
+    fn deflate_small_inputs() {
+        let mut d = FastDeflate::new();
+        let empty = roundtrip(&mut d, b"");
+        assert!(empty.len() <= 2, "{empty:?}");
+        roundtrip(&mut d, b"x");
+        roundtrip(&mut d, b"abc");
+        for n in 0..64 {
+            roundtrip(
+                &mut d,
+                &b"abcdabcdabcdabcdabcdabcdxyzxyzxyzxyz01234567890123456789012345678901234567890"
+                    [..n],
+            );
+        }
+    }
+
+    #[test]
+    fn deflate_runs() {
+        let mut d = FastDeflate::new();
+        let a = vec![b'a'; 100_000];
+        let out = roundtrip(&mut d, &a);
+        assert!(out.len() < 1000, "{}", out.len());
+        let z = vec![0u8; 3 << 20];
+        roundtrip(&mut d, &z);
+    }
+
+    #[test]
+    fn deflate_random_is_bounded() {
+        let mut d = FastDeflate::new();
+        let r = Rng(0x1234_5678).bytes(1 << 20);
+        let out = roundtrip(&mut d, &r);
+        assert!(out.len() <= bound(r.len()));
+        for n in [1, 7, 8, 9, 100, 65_535, 65_536, 70_000, 200_000] {
+            roundtrip(&mut d, &r[..n]);
+        }
+    }
+
+    #[test]
+    fn deflate_json_lines() {
+        let mut d = FastDeflate::new();
+        let j = json_lines(200_000);
+        let out = roundtrip(&mut d, &j);
+        let ratio = j.len() as f64 / out.len() as f64;
+        assert!(ratio > 8.0, "ratio {ratio}");
+        // In 128 KiB members, as the tracer cuts them.
+        let mut total = 0;
+        for c in j.chunks(128 << 10) {
+            total += roundtrip(&mut d, c).len();
+        }
+        assert!(j.len() as f64 / total as f64 > 8.0);
+    }
+
+    #[test]
+    fn deflate_many_small_calls_and_generation_overflow() {
+        let mut d = FastDeflate::new();
+        let j = json_lines(2000);
+        for (k, line) in j.split_inclusive(|&b| b == b'\n').enumerate() {
+            roundtrip(&mut d, line);
+            if k == 1000 {
+                // Force the overflow path: the next call must clear the table.
+                d.set_next(u32::MAX - 100);
+            }
+            if k == 1500 {
+                d.set_next(u32::MAX - 1000);
+            }
+        }
+        assert!(d.next < 1 << 20, "table was reset");
+        // A bigger input right after the base was moved close to the limit.
+        d.set_next(u32::MAX - 5000);
+        roundtrip(&mut d, &j);
+        // Stale entries must not leak across calls: the same input again decodes alone.
+        let a = roundtrip(&mut d, &j[..5000]);
+        let b = roundtrip(&mut d, &j[..5000]);
+        assert_eq!(a, b, "deterministic: no reference to the earlier call");
+    }
+
+    #[test]
+    fn deflate_large_inputs_and_limits() {
+        let mut d = FastDeflate::new();
+        // Bigger than the token buffer and the window, with matches at max distance.
+        let mut r = Rng(7);
+        let block = r.bytes(WINDOW);
+        let mut v = block.clone();
+        v.extend_from_slice(&block); // distance exactly 32768
+        v.extend_from_slice(&r.bytes(1000));
+        v.extend_from_slice(&block[..300]); // beyond the window: literals
+        let out = roundtrip(&mut d, &v);
+        assert!(
+            out.len() < v.len() - WINDOW / 2,
+            "max-distance matches used"
+        );
+        // 16+ MiB of mixed content.
+        let mut big = json_lines(60_000);
+        big.extend_from_slice(&r.bytes(3 << 20));
+        big.extend_from_slice(&vec![b'z'; 1 << 20]);
+        big.extend_from_slice(&json_lines(20_000));
+        while big.len() < 17 << 20 {
+            let n = big.len().min(1 << 20);
+            let tail = big[big.len() - n..].to_vec();
+            big.extend_from_slice(&tail);
+        }
+        roundtrip(&mut d, &big);
+    }
+
+    #[test]
+    fn deflate_all_literals_and_max_length() {
+        let mut d = FastDeflate::new();
+        let all: Vec<u8> = (0..=255u8).collect();
+        roundtrip(&mut d, &all);
+        let mut v: Vec<u8> = Vec::new();
+        for i in 0..4000usize {
+            v.push(all[(i * 7) % 256]);
+            v.extend_from_slice(&all);
+        }
+        roundtrip(&mut d, &v);
+        // A 300-byte pattern repeated: matches of exactly 258 and odd tails.
+        let pat = Rng(9).bytes(300);
+        let mut w = Vec::new();
+        for k in 0..200 {
+            w.extend_from_slice(&pat);
+            w.extend_from_slice(&pat[..k % 300]);
+        }
+        roundtrip(&mut d, &w);
+    }
+
+    #[test]
+    fn deflate_huffman_lengths_are_complete_and_limited() {
+        let mut r = Rng(99);
+        for round in 0..2000 {
+            let n = [2, 3, 19, 30, 286][round % 5];
+            let limit = if n == 19 { 7 } else { 15 };
+            let mut f = vec![0u32; n];
+            for x in f.iter_mut() {
+                *x = match r.next() % 4 {
+                    0 => 0,
+                    1 => 1 << (r.next() % 20),
+                    _ => (r.next() % 1000) as u32,
+                };
+            }
+            if round % 7 == 0 {
+                // Fibonacci-like: forces deep trees.
+                let (mut a, mut b) = (1u32, 1u32);
+                for x in f.iter_mut() {
+                    *x = a;
+                    let c = a.saturating_add(b);
+                    a = b;
+                    b = c;
+                }
+            }
+            let mut lens = vec![0u8; n];
+            huffman_lengths(&f, limit, &mut lens);
+            let kraft: u64 = lens
+                .iter()
+                .filter(|&&l| l > 0)
+                .map(|&l| 1u64 << (15 - l))
+                .sum();
+            assert_eq!(kraft, 1 << 15, "complete: {f:?} {lens:?}");
+            assert!(lens.iter().all(|&l| (l as usize) <= limit));
+            assert!(lens.iter().filter(|&&l| l > 0).count() >= 2);
+            for (i, &x) in f.iter().enumerate() {
+                assert!(x == 0 || lens[i] > 0, "used symbol has a code");
+            }
+        }
+    }
+
+    #[test]
+    fn deflate_fuzzish_roundtrips() {
+        let mut r = Rng(5);
+        let mut d = FastDeflate::new();
+        for _ in 0..300 {
+            let n = (r.next() % 20_000) as usize;
+            let alpha = 1 + (r.next() % 8) as u8;
+            let v: Vec<u8> = (0..n)
+                .map(|_| {
+                    let x = r.next();
+                    if x & 3 == 0 {
+                        (x >> 8) as u8
+                    } else {
+                        b'a' + (x >> 8) as u8 % alpha
+                    }
+                })
+                .collect();
+            roundtrip(&mut d, &v);
+        }
+    }
+
+    #[test]
+    fn deflate_inside_gzip_member() {
+        use std::io::Read;
+        let mut d = FastDeflate::new();
+        let j = json_lines(5000);
+        let mut file = Vec::new();
+        for part in [&j[..100_000], &j[100_000..], b"tail\n".as_slice(), b""] {
+            file.extend_from_slice(&[0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0x03]);
+            d.compress(part, &mut file);
+            file.extend_from_slice(&crc32fast::hash(part).to_le_bytes());
+            file.extend_from_slice(&(part.len() as u32).to_le_bytes());
+        }
+        let mut got = Vec::new();
+        flate2::read::MultiGzDecoder::new(&file[..])
+            .read_to_end(&mut got)
+            .unwrap();
+        let mut expect = j.clone();
+        expect.extend_from_slice(b"tail\n");
+        assert!(got == expect);
+        // One member alone through GzDecoder.
+        let mut one = vec![0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0x03];
+        d.compress(&j, &mut one);
+        one.extend_from_slice(&crc32fast::hash(&j).to_le_bytes());
+        one.extend_from_slice(&(j.len() as u32).to_le_bytes());
+        let mut got = Vec::new();
+        flate2::read::GzDecoder::new(&one[..])
+            .read_to_end(&mut got)
+            .unwrap();
+        assert!(got == j);
+    }
+}
