@@ -7,11 +7,12 @@ use libc::{
     c_char, c_int, c_uint, c_ulong, c_void, iovec, mode_t, off64_t, off_t, size_t, ssize_t,
 };
 
-use dftracer_core::{Arg, Value};
+use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 
 use super::{missing, pre_resolve, traced_fd, POSIX};
 use crate::{
-    enter, guarded, guarded_or, now, on_fd, on_path, posix_on, real, record, SavedErrno, FDS,
+    enter, guarded, guarded_or, now, on_fd, on_path, posix_on, real, record, record_static,
+    SavedErrno, FDS,
 };
 
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
@@ -21,11 +22,40 @@ fn needs_mode(flags: c_int) -> bool {
     flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE
 }
 
+/// The two static schemas of an open-like call `name`: without and with `mode`.
+macro_rules! open_schemas {
+    ($name:literal) => {{
+        static S: [Schema; 2] = [
+            Schema::new(
+                Layer::LibcIo,
+                $name,
+                "POSIX",
+                &[("flags", Slot::Int), ("fd", Slot::Int), ("ret", Slot::Int)],
+                "fhash",
+            ),
+            Schema::new(
+                Layer::LibcIo,
+                $name,
+                "POSIX",
+                &[
+                    ("flags", Slot::Int),
+                    ("mode", Slot::Int),
+                    ("fd", Slot::Int),
+                    ("ret", Slot::Int),
+                ],
+                "fhash",
+            ),
+        ];
+        &S
+    }};
+}
+
 /// The common part of every call that returns a new fd for a path: time it, resolve the path,
 /// remember the fd when the file is traced (and forget stale state when it is not).
 #[inline]
 unsafe fn open_common(
     name: &'static [u8],
+    schemas: &'static [Schema; 2],
     dirfd: c_int,
     path: *const c_char,
     flags: c_int,
@@ -63,7 +93,16 @@ unsafe fn open_common(
     guarded(|| {
         let p = &bufs[0][..n];
         if fd >= 0 {
-            FDS.set(fd, Some(crate::table::intern(p)));
+            let file = crate::table::intern(p);
+            FDS.set(fd, Some(file));
+            // The common case: a fixed-shape record naming the interned file.
+            let (f, fdv) = (flags as i64 as u64, fd as i64 as u64);
+            if needs_mode(flags) {
+                record_static(&schemas[1], t0, t1, &[f, mode as u64, fdv, fdv], &file.file);
+            } else {
+                record_static(&schemas[0], t0, t1, &[f, fdv, fdv], &file.file);
+            }
+            return;
         }
         let fhash = Arg::new("fhash", Value::Path(p));
         let (fl, fdv, ret) = (
@@ -92,9 +131,15 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -
     let Some(real) = real!(open: OpenFn) else {
         return missing(-1);
     };
-    open_common(b"open", libc::AT_FDCWD, path, flags, mode, || {
-        real(path, flags, mode)
-    })
+    open_common(
+        b"open",
+        open_schemas!("open"),
+        libc::AT_FDCWD,
+        path,
+        flags,
+        mode,
+        || real(path, flags, mode),
+    )
 }
 
 #[no_mangle]
@@ -102,9 +147,15 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint)
     let Some(real) = real!(open64: OpenFn) else {
         return missing(-1);
     };
-    open_common(b"open64", libc::AT_FDCWD, path, flags, mode, || {
-        real(path, flags, mode)
-    })
+    open_common(
+        b"open64",
+        open_schemas!("open64"),
+        libc::AT_FDCWD,
+        path,
+        flags,
+        mode,
+        || real(path, flags, mode),
+    )
 }
 
 /// `_FORTIFY_SOURCE` builds call these when `flags` is not a constant and no mode is given.
@@ -113,9 +164,15 @@ pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
     let Some(real) = real!(__open_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int) else {
         return missing(-1);
     };
-    open_common(b"open", libc::AT_FDCWD, path, flags, 0, || {
-        real(path, flags)
-    })
+    open_common(
+        b"open",
+        open_schemas!("open"),
+        libc::AT_FDCWD,
+        path,
+        flags,
+        0,
+        || real(path, flags),
+    )
 }
 
 #[no_mangle]
@@ -123,9 +180,15 @@ pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int 
     let Some(real) = real!(__open64_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int) else {
         return missing(-1);
     };
-    open_common(b"open64", libc::AT_FDCWD, path, flags, 0, || {
-        real(path, flags)
-    })
+    open_common(
+        b"open64",
+        open_schemas!("open64"),
+        libc::AT_FDCWD,
+        path,
+        flags,
+        0,
+        || real(path, flags),
+    )
 }
 
 #[no_mangle]
@@ -138,9 +201,15 @@ pub unsafe extern "C" fn openat(
     let Some(real) = real!(openat: OpenAtFn) else {
         return missing(-1);
     };
-    open_common(b"openat", dirfd, path, flags, mode, || {
-        real(dirfd, path, flags, mode)
-    })
+    open_common(
+        b"openat",
+        open_schemas!("openat"),
+        dirfd,
+        path,
+        flags,
+        mode,
+        || real(dirfd, path, flags, mode),
+    )
 }
 
 #[no_mangle]
@@ -153,9 +222,15 @@ pub unsafe extern "C" fn openat64(
     let Some(real) = real!(openat64: OpenAtFn) else {
         return missing(-1);
     };
-    open_common(b"openat64", dirfd, path, flags, mode, || {
-        real(dirfd, path, flags, mode)
-    })
+    open_common(
+        b"openat64",
+        open_schemas!("openat64"),
+        dirfd,
+        path,
+        flags,
+        mode,
+        || real(dirfd, path, flags, mode),
+    )
 }
 
 #[no_mangle]
@@ -164,9 +239,15 @@ pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_
     else {
         return missing(-1);
     };
-    open_common(b"openat", dirfd, path, flags, 0, || {
-        real(dirfd, path, flags)
-    })
+    open_common(
+        b"openat",
+        open_schemas!("openat"),
+        dirfd,
+        path,
+        flags,
+        0,
+        || real(dirfd, path, flags),
+    )
 }
 
 #[no_mangle]
@@ -176,9 +257,15 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
     else {
         return missing(-1);
     };
-    open_common(b"openat64", dirfd, path, flags, 0, || {
-        real(dirfd, path, flags)
-    })
+    open_common(
+        b"openat64",
+        open_schemas!("openat64"),
+        dirfd,
+        path,
+        flags,
+        0,
+        || real(dirfd, path, flags),
+    )
 }
 
 #[no_mangle]
@@ -187,9 +274,15 @@ pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
         return missing(-1);
     };
     let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
-    open_common(b"creat", libc::AT_FDCWD, path, flags, mode, || {
-        real(path, mode)
-    })
+    open_common(
+        b"creat",
+        open_schemas!("creat"),
+        libc::AT_FDCWD,
+        path,
+        flags,
+        mode,
+        || real(path, mode),
+    )
 }
 
 #[no_mangle]
@@ -198,9 +291,15 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
         return missing(-1);
     };
     let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
-    open_common(b"creat64", libc::AT_FDCWD, path, flags, mode, || {
-        real(path, mode)
-    })
+    open_common(
+        b"creat64",
+        open_schemas!("creat64"),
+        libc::AT_FDCWD,
+        path,
+        flags,
+        mode,
+        || real(path, mode),
+    )
 }
 
 #[no_mangle]
@@ -220,17 +319,20 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let ret = real(fd);
     let _errno = SavedErrno::new();
     let t1 = now();
+    static CLOSE: Schema = Schema::new(
+        Layer::LibcIo,
+        "close",
+        "POSIX",
+        &[("fd", Slot::Int), ("ret", Slot::Int)],
+        "fhash",
+    );
     guarded(|| {
-        record(
-            POSIX,
-            b"close",
+        record_static(
+            &CLOSE,
             t0,
             t1,
-            &[
-                Arg::int("fd", fd as i64),
-                Arg::int("ret", ret as i64),
-                Arg::new("fhash", Value::Path(&file.file.path)),
-            ],
+            &[fd as i64 as u64, ret as i64 as u64],
+            &file.file,
         )
     });
     drop(busy);
