@@ -671,6 +671,11 @@ impl<'a> Record<'a> {
             })
     }
 
+    /// Bytes of the record's encoded args (a bound on what they expand to, see `json`).
+    pub fn args_len(&self) -> usize {
+        self.args.len()
+    }
+
     /// The record's args in order.
     pub fn args(&self) -> ArgIter<'a> {
         ArgIter {

@@ -145,7 +145,101 @@ fn user_args(out: &mut Vec<u8>, rec: &Record, hash_of: &mut dyn FnMut(&[u8]) -> 
 }
 
 /// A complete event (ph 1): `id,name,cat,type,pid,tid,ts,dur,ph[,args]`.
+///
+/// Written into space reserved once: every byte of a record expands to at most 6 bytes of
+/// JSON (`\u00XX`), a number's 8 bytes to at most 21 characters, and each string may add a
+/// truncation marker, so `LINE_SLACK + 6 × record bytes` bounds the line. Records whose bound
+/// exceeds [`PUT_MAX`] (long strings) take the growable path.
 pub fn complete(
+    out: &mut Vec<u8>,
+    ctx: &Ctx,
+    id: u64,
+    tid: u32,
+    rec: &Record,
+    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
+) {
+    let bound = LINE_SLACK
+        + ctx.hhash.len()
+        + 6 * (rec.name.bytes.len() + rec.cat.bytes.len() + rec.args_len())
+        + 64 * (rec.nargs as usize + 2);
+    if bound > PUT_MAX {
+        return complete_vec(out, ctx, id, tid, rec, hash_of);
+    }
+    let start = out.len();
+    out.resize(start + bound, 0);
+    let mut p = Put {
+        buf: &mut out[start..],
+        pos: 0,
+    };
+    p.lit(b"{\"id\":");
+    p.num(id);
+    p.lit(b",\"name\":");
+    p.text(&rec.name);
+    p.lit(b",\"cat\":");
+    p.text(&rec.cat);
+    p.lit(b",\"type\":");
+    p.num(rec.layer as u64);
+    p.lit(b",\"pid\":");
+    p.num(ctx.pid as u64);
+    p.lit(b",\"tid\":");
+    p.num(tid as u64);
+    p.lit(b",\"ts\":");
+    p.num(rec.ts);
+    p.lit(b",\"dur\":");
+    p.num(rec.dur);
+    p.lit(b",\"ph\":1");
+    if ctx.metadata {
+        p.lit(b",\"args\":{\"hhash\":\"");
+        p.bytes(ctx.hhash.as_bytes());
+        p.lit(b"\"");
+        for (k, v) in rec.args() {
+            p.lit(b",");
+            if k.bytes == b"hhash" {
+                p.lit(b"\"user_hhash\"");
+            } else {
+                p.text(&k);
+            }
+            p.lit(b":");
+            match v {
+                ArgValue::Int(i) if i < 0 => {
+                    p.lit(b"-");
+                    p.num(i.unsigned_abs());
+                }
+                ArgValue::Int(i) => p.num(i as u64),
+                ArgValue::UInt(u) => p.num(u),
+                ArgValue::Float(f) if f.is_finite() => {
+                    p.bytes(ryu::Buffer::new().format_finite(f).as_bytes())
+                }
+                ArgValue::Float(_) => p.lit(b"null"),
+                ArgValue::Bool(true) => p.lit(b"true"),
+                ArgValue::Bool(false) => p.lit(b"false"),
+                ArgValue::Str(t) => p.text(&t),
+                ArgValue::Path(t) => {
+                    let h = hash_of(t.bytes);
+                    p.lit(b"\"");
+                    p.lit(&h);
+                    p.lit(b"\"");
+                }
+            }
+        }
+        if rec.args_dropped > 0 {
+            p.lit(b",\"dft_args_dropped\":");
+            p.num(rec.args_dropped as u64);
+        }
+        p.lit(b"}");
+    }
+    p.lit(b"}\n");
+    let end = start + p.pos;
+    out.truncate(end);
+}
+
+/// Fixed text of a line besides its strings and numbers, with room to spare.
+const LINE_SLACK: usize = 256;
+/// Largest line bound written through [`Put`]; longer records use [`complete_vec`].
+const PUT_MAX: usize = 16 * 1024;
+
+/// [`complete`] into a growable buffer (records with long strings).
+fn complete_vec(
     out: &mut Vec<u8>,
     ctx: &Ctx,
     id: u64,
@@ -295,6 +389,58 @@ impl Put<'_> {
         self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
         self.pos += s.len();
     }
+    /// A JSON string: the same bytes [`write_str`] writes.
+    fn text(&mut self, t: &Text) {
+        self.lit(b"\"");
+        let b = t.bytes;
+        if b.iter()
+            .all(|&c| (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\')
+        {
+            self.bytes(b);
+        } else {
+            self.escaped(b);
+        }
+        if t.orig_len > b.len() {
+            self.lit(b"...[truncated, ");
+            self.num(t.orig_len as u64);
+            self.lit(b" bytes]");
+        }
+        self.lit(b"\"");
+    }
+
+    /// [`escape_into`]'s output (at most 6 bytes per input byte).
+    fn escaped(&mut self, bytes: &[u8]) {
+        for chunk in bytes.utf8_chunks() {
+            let valid = chunk.valid().as_bytes();
+            let mut start = 0;
+            for (i, &b) in valid.iter().enumerate() {
+                let esc: &[u8] = match b {
+                    b'"' => b"\\\"",
+                    b'\\' => b"\\\\",
+                    b'\n' => b"\\n",
+                    b'\r' => b"\\r",
+                    b'\t' => b"\\t",
+                    0x08 => b"\\b",
+                    0x0c => b"\\f",
+                    0..=0x1f | 0x7f => b"",
+                    _ => continue,
+                };
+                self.bytes(&valid[start..i]);
+                if esc.is_empty() {
+                    self.lit(b"\\u00");
+                    self.lit(&[HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+                } else {
+                    self.bytes(esc);
+                }
+                start = i + 1;
+            }
+            self.bytes(&valid[start..]);
+            if !chunk.invalid().is_empty() {
+                self.bytes("\u{fffd}".as_bytes());
+            }
+        }
+    }
+
     /// Decimal digits of `v`, written back to front four at a time into a fixed scratch
     /// array (no bounds checks), then copied once.
     #[inline(always)]
@@ -442,7 +588,7 @@ mod tests {
             assert_eq!(&buf[..n], v.to_string().as_bytes(), "{v}");
         }
     }
-    use crate::event::{Arg, Layer, Pending, Value};
+    use crate::event::{Arg, Layer, Pending, Record, Value};
 
     fn enc(bytes: &[u8]) -> String {
         let mut out = Vec::new();
@@ -505,6 +651,68 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn reserved_line_equals_the_growable_line() {
+        let long = "é\u{1}\"\\x".repeat(2000);
+        let weird: &[u8] = b"a\x00b\x1f\x7f\xff\xfe\"q\\\n\t\r\x08\x0c\xe2\x82";
+        let many: Vec<Arg> = (0..40).map(|i| Arg::int("k", -i)).collect();
+        let sets: Vec<(&[u8], Vec<Arg>)> = vec![
+            (b"plain", vec![]),
+            (
+                weird,
+                vec![
+                    Arg::new("hhash", Value::Str(weird)),
+                    Arg::new(weird_key(), Value::Bool(false)),
+                ],
+            ),
+            (
+                b"nums",
+                vec![
+                    Arg::int("i", i64::MIN),
+                    Arg::new("u", Value::UInt(u64::MAX)),
+                    Arg::new("f", Value::Float(-0.0)),
+                    Arg::new("n", Value::Float(f64::NAN)),
+                    Arg::new("e", Value::Float(1e300)),
+                    Arg::new("b", Value::Bool(true)),
+                    Arg::new("p", Value::Path(b"/d/f")),
+                ],
+            ),
+            (
+                long.as_bytes(),
+                vec![Arg::new("s", Value::Str(long.as_bytes()))],
+            ),
+            (b"many", many),
+        ];
+        for metadata in [true, false] {
+            let ctx = Ctx {
+                pid: 7,
+                hhash: "6882804a826580cd",
+                metadata,
+            };
+            for (name, args) in &sets {
+                let p = Pending::Complete {
+                    layer: Layer::Python,
+                    name,
+                    cat: weird,
+                    ts: u64::MAX,
+                    dur: 0,
+                    args,
+                };
+                let mut buf = vec![0u8; p.len()];
+                p.write(&mut buf);
+                let rec = Record::decode(&buf).unwrap();
+                let (mut a, mut b) = (b"prev\n".to_vec(), b"prev\n".to_vec());
+                complete(&mut a, &ctx, 12, 34, &rec, &mut |_| *b"0123456789abcdef");
+                complete_vec(&mut b, &ctx, 12, 34, &rec, &mut |_| *b"0123456789abcdef");
+                assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+            }
+        }
+    }
+
+    fn weird_key() -> &'static str {
+        "k\u{7f}\"y"
     }
 
     #[test]
