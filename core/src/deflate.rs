@@ -138,8 +138,8 @@ fn read64(b: &[u8], i: usize) -> u64 {
 
 /// Hash of the first [`HASH_LEN`] bytes of `x` (little-endian).
 #[inline(always)]
-fn hash(x: u64) -> usize {
-    ((x << (64 - 8 * HASH_LEN)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - HASH_BITS)) as usize
+fn hash(x: u64, shift: u32) -> usize {
+    ((x << (64 - 8 * HASH_LEN)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
 }
 
 /// Length of the common prefix of `b[a..]` and `b[p..]`, not reaching `end` on the `p` side
@@ -176,6 +176,9 @@ fn extend(b: &[u8], a: usize, p: usize, end: usize) -> usize {
 /// Reusable deflate state: hash table, token buffer, frequencies, Huffman scratch.
 pub struct FastDeflate {
     table: Box<[u32; HASH_SIZE]>,
+    /// `64 - bits` of this call's hash: small inputs use only the first `2^bits` entries of
+    /// the table (a 3 KB member probing 128 KiB of cold table costs more than compressing).
+    shift: u32,
     /// Table value of the next position: values below a segment's start value are stale.
     next: u32,
     tokens: Vec<u32>,
@@ -425,6 +428,7 @@ impl FastDeflate {
         fixed_tabs.fill(&fixed_lit, &fixed_dist);
         FastDeflate {
             table,
+            shift: 64 - HASH_BITS,
             next: 1,
             tokens: Vec::with_capacity(TOKEN_CAP),
             lit_freq: [0; 288],
@@ -454,6 +458,10 @@ impl FastDeflate {
         self.blk_start = 0;
         self.bb = 0;
         self.bc = 0;
+        // About one table entry per two input bytes, between 2^10 and 2^HASH_BITS entries.
+        // Entries written under another size are older than this call's floor: stale.
+        let bits = (usize::BITS - input.len().leading_zeros()).clamp(11, HASH_BITS + 1) - 1;
+        self.shift = 64 - bits;
         let mut s = 0;
         while s < input.len() {
             let e = (s + SEGMENT).min(input.len());
@@ -473,6 +481,7 @@ impl FastDeflate {
 
     /// Greedy LZ77 over `input[s..e]`; table value of position `p` is `floor + (p - s)`.
     fn lz(&mut self, input: &[u8], s: usize, e: usize, floor: u32, out: &mut Vec<u8>) {
+        let shift = self.shift;
         let mut p = s;
         let mut lit = s;
         let mut last_dist = 0usize;
@@ -481,7 +490,7 @@ impl FastDeflate {
             while p <= last {
                 let x8 = read64(input, p);
                 let x = x8 as u32;
-                let h = hash(x8);
+                let h = hash(x8, shift);
                 let cv = self.table[h];
                 self.table[h] = floor + (p - s) as u32;
                 // The previous match distance first: in trace lines the same field of the
@@ -515,7 +524,7 @@ impl FastDeflate {
                     // that follows this field in this line rather than in an older one.
                     if len > 8 {
                         let q = p - 1;
-                        self.table[hash(read64(input, q))] = floor + (q - s) as u32;
+                        self.table[hash(read64(input, q), shift)] = floor + (q - s) as u32;
                     }
                     // A field that differs (a number) is usually followed by the same text at
                     // the same distance: look for 4 equal bytes at that distance in the next
@@ -544,7 +553,7 @@ impl FastDeflate {
                     }
                     let q = p + (run.trailing_zeros() / 8) as usize;
                     // The first literal still goes into the table.
-                    self.table[hash(read64(input, p))] = floor + (p - s) as u32;
+                    self.table[hash(read64(input, p), shift)] = floor + (p - s) as u32;
                     p = q;
                 }
             }

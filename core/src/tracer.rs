@@ -119,6 +119,8 @@ struct Writer {
     epoch: u64,
     /// Rendered constant parts of static lines.
     cache: json::StaticCache,
+    /// `drain_all`'s copy of the ring list, kept to reuse its allocation.
+    rings_scratch: Vec<Arc<Ring>>,
     used: [bool; Layer::ALL.len()],
     events: u64,
     pending_events: u64,
@@ -344,6 +346,7 @@ impl Shared {
                 paths: HashMap::default(),
                 epoch: WRITER_EPOCH.fetch_add(1, Ordering::Relaxed),
                 cache: json::StaticCache::default(),
+                rings_scratch: Vec::new(),
                 used: [false; Layer::ALL.len()],
                 events: 0,
                 pending_events: 0,
@@ -398,7 +401,9 @@ impl Shared {
     /// Drains every ring into the JSON buffer; cuts members as needed. Drains in chunks and
     /// yields the lock between them, so a producer draining its own full ring waits little.
     fn drain_all(&self, w: &mut MutexGuard<'_, Writer>, force_member: bool) {
-        let rings: Vec<Arc<Ring>> = self.rings.lock().clone();
+        // The writer's own list (reused: no allocation per wake once grown).
+        let mut rings = std::mem::take(&mut w.rings_scratch);
+        rings.extend(self.rings.lock().iter().cloned());
         let mut gone = false;
         for ring in &rings {
             let closed = ring.closed.load(Ordering::Acquire);
@@ -415,6 +420,8 @@ impl Shared {
             }
             gone |= closed;
         }
+        rings.clear();
+        w.rings_scratch = rings;
         if gone {
             self.rings
                 .lock()

@@ -529,8 +529,9 @@ fn sample(
     // more than reading five /proc files). The sampling thread writes the trace itself right
     // after a tick, while it is awake anyway; the core's writer thread, which still wakes at
     // least once a second, gets a timer slack of one interval (it inherits the slack set
-    // here: it starts at the first record), so the kernel fires its timer together with the
-    // next tick instead of on a wake-up of its own.
+    // here: it starts at the first record). That does not make it fire with the next tick
+    // (its deadline is its own wake-up + 1 s, just after our next tick, so it fires on a
+    // later interrupt: see benches/service/RESULTS.md, 2026-11-30 02:14); it is harmless.
     sys::set_timer_slack(interval.as_nanos().min(u64::MAX as u128) as u64);
     dftracer_core::init(cfg.clone(), Origin::Service, None).map_err(|e| Error::LogFile {
         prefix: prefix.clone(),
