@@ -40,7 +40,55 @@ pub fn write_str(out: &mut Vec<u8>, bytes: &[u8], orig_len: usize) {
     out.push(b'"');
 }
 
-fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
+/// Where a line goes: a growable buffer or a [`Put`] cursor over reserved space.
+trait Sink {
+    fn put(&mut self, b: &[u8]);
+    fn u64(&mut self, v: u64);
+    fn text(&mut self, t: &Text);
+    fn i64(&mut self, v: i64) {
+        if v < 0 {
+            self.put(b"-");
+        }
+        self.u64(v.unsigned_abs());
+    }
+    fn f64(&mut self, v: f64) {
+        if v.is_finite() {
+            self.put(ryu::Buffer::new().format_finite(v).as_bytes());
+        } else {
+            self.put(b"null");
+        }
+    }
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn put(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+    fn u64(&mut self, v: u64) {
+        write_u64(self, v);
+    }
+    fn text(&mut self, t: &Text) {
+        write_str(self, t.bytes, t.orig_len);
+    }
+}
+
+impl Sink for Put<'_> {
+    #[inline]
+    fn put(&mut self, b: &[u8]) {
+        self.bytes(b);
+    }
+    fn u64(&mut self, v: u64) {
+        self.num(v);
+    }
+    fn text(&mut self, t: &Text) {
+        Put::text(self, t);
+    }
+}
+
+/// The escaped form of `bytes` (at most 6 output bytes per input byte): quotes, backslashes
+/// and control bytes escaped, invalid UTF-8 replaced by U+FFFD.
+fn escape_into(out: &mut impl Sink, bytes: &[u8]) {
     for chunk in bytes.utf8_chunks() {
         let valid = chunk.valid().as_bytes();
         let mut start = 0;
@@ -56,19 +104,24 @@ fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
                 0..=0x1f | 0x7f => b"",
                 _ => continue,
             };
-            out.extend_from_slice(&valid[start..i]);
+            out.put(&valid[start..i]);
             if esc.is_empty() {
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[(b >> 4) as usize]);
-                out.push(HEX[(b & 15) as usize]);
+                out.put(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 15) as usize],
+                ]);
             } else {
-                out.extend_from_slice(esc);
+                out.put(esc);
             }
             start = i + 1;
         }
-        out.extend_from_slice(&valid[start..]);
+        out.put(&valid[start..]);
         if !chunk.invalid().is_empty() {
-            out.extend_from_slice("\u{fffd}".as_bytes());
+            out.put("\u{fffd}".as_bytes());
         }
     }
 }
@@ -114,33 +167,32 @@ fn hhash_open(out: &mut Vec<u8>, ctx: &Ctx) {
 
 /// Writes user args after `hhash` (which is already open). Path args are written as the hash
 /// `hash_of` gives.
-fn user_args(out: &mut Vec<u8>, rec: &Record, hash_of: &mut dyn FnMut(&[u8]) -> Hash16) {
+fn user_args(out: &mut impl Sink, rec: &Record, hash_of: &mut dyn FnMut(&[u8]) -> Hash16) {
     for (k, v) in rec.args() {
-        out.push(b',');
+        out.put(b",");
         if k.bytes == b"hhash" {
             // Never a duplicate key: the user's own `hhash` is kept under another name.
-            write_str(out, b"user_hhash", 10);
+            out.put(b"\"user_hhash\"");
         } else {
-            text(out, &k);
+            out.text(&k);
         }
-        out.push(b':');
+        out.put(b":");
         match v {
-            ArgValue::Int(i) => write_i64(out, i),
-            ArgValue::UInt(u) => write_u64(out, u),
-            ArgValue::Float(f) => write_f64(out, f),
-            ArgValue::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-            ArgValue::Str(t) => text(out, &t),
+            ArgValue::Int(i) => out.i64(i),
+            ArgValue::UInt(u) => out.u64(u),
+            ArgValue::Float(f) => out.f64(f),
+            ArgValue::Bool(b) => out.put(if b { b"true" } else { b"false" }),
+            ArgValue::Str(t) => out.text(&t),
             ArgValue::Path(t) => {
-                let h = hash_of(t.bytes);
-                out.push(b'"');
-                out.extend_from_slice(&h);
-                out.push(b'"');
+                out.put(b"\"");
+                out.put(&hash_of(t.bytes));
+                out.put(b"\"");
             }
         }
     }
     if rec.args_dropped > 0 {
-        out.extend_from_slice(b",\"dft_args_dropped\":");
-        write_u64(out, rec.args_dropped as u64);
+        out.put(b",\"dft_args_dropped\":");
+        out.u64(rec.args_dropped as u64);
     }
 }
 
@@ -165,72 +217,33 @@ pub fn complete(
     if bound > PUT_MAX {
         return complete_vec(out, ctx, id, tid, rec, hash_of);
     }
-    let start = out.len();
-    out.resize(start + bound, 0);
-    let mut p = Put {
-        buf: &mut out[start..],
-        pos: 0,
-    };
-    p.lit(b"{\"id\":");
-    p.num(id);
-    p.lit(b",\"name\":");
-    p.text(&rec.name);
-    p.lit(b",\"cat\":");
-    p.text(&rec.cat);
-    p.lit(b",\"type\":");
-    p.num(rec.layer as u64);
-    p.lit(b",\"pid\":");
-    p.num(ctx.pid as u64);
-    p.lit(b",\"tid\":");
-    p.num(tid as u64);
-    p.lit(b",\"ts\":");
-    p.num(rec.ts);
-    p.lit(b",\"dur\":");
-    p.num(rec.dur);
-    p.lit(b",\"ph\":1");
-    if ctx.metadata {
-        p.lit(b",\"args\":{\"hhash\":\"");
-        p.bytes(ctx.hhash.as_bytes());
-        p.lit(b"\"");
-        for (k, v) in rec.args() {
-            p.lit(b",");
-            if k.bytes == b"hhash" {
-                p.lit(b"\"user_hhash\"");
-            } else {
-                p.text(&k);
-            }
-            p.lit(b":");
-            match v {
-                ArgValue::Int(i) if i < 0 => {
-                    p.lit(b"-");
-                    p.num(i.unsigned_abs());
-                }
-                ArgValue::Int(i) => p.num(i as u64),
-                ArgValue::UInt(u) => p.num(u),
-                ArgValue::Float(f) if f.is_finite() => {
-                    p.bytes(ryu::Buffer::new().format_finite(f).as_bytes())
-                }
-                ArgValue::Float(_) => p.lit(b"null"),
-                ArgValue::Bool(true) => p.lit(b"true"),
-                ArgValue::Bool(false) => p.lit(b"false"),
-                ArgValue::Str(t) => p.text(&t),
-                ArgValue::Path(t) => {
-                    let h = hash_of(t.bytes);
-                    p.lit(b"\"");
-                    p.lit(&h);
-                    p.lit(b"\"");
-                }
-            }
+    reserved(out, bound, |p| {
+        p.lit(b"{\"id\":");
+        p.num(id);
+        p.lit(b",\"name\":");
+        p.text(&rec.name);
+        p.lit(b",\"cat\":");
+        p.text(&rec.cat);
+        p.lit(b",\"type\":");
+        p.num(rec.layer as u64);
+        p.lit(b",\"pid\":");
+        p.num(ctx.pid as u64);
+        p.lit(b",\"tid\":");
+        p.num(tid as u64);
+        p.lit(b",\"ts\":");
+        p.num(rec.ts);
+        p.lit(b",\"dur\":");
+        p.num(rec.dur);
+        p.lit(b",\"ph\":1");
+        if ctx.metadata {
+            p.lit(b",\"args\":{\"hhash\":\"");
+            p.bytes(ctx.hhash.as_bytes());
+            p.lit(b"\"");
+            user_args(p, rec, hash_of);
+            p.lit(b"}");
         }
-        if rec.args_dropped > 0 {
-            p.lit(b",\"dft_args_dropped\":");
-            p.num(rec.args_dropped as u64);
-        }
-        p.lit(b"}");
-    }
-    p.lit(b"}\n");
-    let end = start + p.pos;
-    out.truncate(end);
+        p.lit(b"}\n");
+    });
 }
 
 /// Fixed text of a line besides its strings and numbers, with room to spare.
@@ -323,45 +336,53 @@ pub fn complete_static(
     // At most 20 digits (and a sign) per number, and some punctuation.
     let keys: usize = schema.keys.iter().map(|(k, _)| k.len() + 25).sum();
     let bound = 128 + prefix.len() + ctx.hhash.len() + schema.file_key.len() + keys;
+    reserved(out, bound, |p| {
+        p.lit(b"{\"id\":");
+        p.num(id);
+        p.bytes(prefix);
+        p.num(rec.ts);
+        p.lit(b",\"dur\":");
+        p.num(rec.dur);
+        p.lit(b",\"ph\":1");
+        if ctx.metadata {
+            p.lit(b",\"args\":{\"hhash\":\"");
+            p.bytes(ctx.hhash.as_bytes());
+            p.lit(b"\"");
+            for (k, slot, v) in rec.slots() {
+                p.lit(b",\"");
+                p.bytes(k.as_bytes());
+                p.lit(b"\":");
+                match slot {
+                    Slot::Int if (v as i64) < 0 => {
+                        p.lit(b"-");
+                        p.num((v as i64).unsigned_abs());
+                    }
+                    _ => p.num(v),
+                }
+            }
+            if let Some(f) = rec.file {
+                p.lit(b",\"");
+                p.bytes(schema.file_key.as_bytes());
+                p.lit(b"\":\"");
+                p.lit(&f.hash);
+                p.lit(b"\"");
+            }
+            p.lit(b"}");
+        }
+        p.lit(b"}\n");
+    });
+}
+
+/// Runs `f` on a cursor over `bound` bytes reserved at the end of `out`, then keeps what it
+/// wrote.
+fn reserved(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put)) {
     let start = out.len();
     out.resize(start + bound, 0);
     let mut p = Put {
         buf: &mut out[start..],
         pos: 0,
     };
-    p.lit(b"{\"id\":");
-    p.num(id);
-    p.bytes(prefix);
-    p.num(rec.ts);
-    p.lit(b",\"dur\":");
-    p.num(rec.dur);
-    p.lit(b",\"ph\":1");
-    if ctx.metadata {
-        p.lit(b",\"args\":{\"hhash\":\"");
-        p.bytes(ctx.hhash.as_bytes());
-        p.lit(b"\"");
-        for (k, slot, v) in rec.slots() {
-            p.lit(b",\"");
-            p.bytes(k.as_bytes());
-            p.lit(b"\":");
-            match slot {
-                Slot::Int if (v as i64) < 0 => {
-                    p.lit(b"-");
-                    p.num((v as i64).unsigned_abs());
-                }
-                _ => p.num(v),
-            }
-        }
-        if let Some(f) = rec.file {
-            p.lit(b",\"");
-            p.bytes(schema.file_key.as_bytes());
-            p.lit(b"\":\"");
-            p.lit(&f.hash);
-            p.lit(b"\"");
-        }
-        p.lit(b"}");
-    }
-    p.lit(b"}\n");
+    f(&mut p);
     let end = start + p.pos;
     out.truncate(end);
 }
@@ -398,7 +419,7 @@ impl Put<'_> {
         {
             self.bytes(b);
         } else {
-            self.escaped(b);
+            escape_into(self, b);
         }
         if t.orig_len > b.len() {
             self.lit(b"...[truncated, ");
@@ -406,39 +427,6 @@ impl Put<'_> {
             self.lit(b" bytes]");
         }
         self.lit(b"\"");
-    }
-
-    /// [`escape_into`]'s output (at most 6 bytes per input byte).
-    fn escaped(&mut self, bytes: &[u8]) {
-        for chunk in bytes.utf8_chunks() {
-            let valid = chunk.valid().as_bytes();
-            let mut start = 0;
-            for (i, &b) in valid.iter().enumerate() {
-                let esc: &[u8] = match b {
-                    b'"' => b"\\\"",
-                    b'\\' => b"\\\\",
-                    b'\n' => b"\\n",
-                    b'\r' => b"\\r",
-                    b'\t' => b"\\t",
-                    0x08 => b"\\b",
-                    0x0c => b"\\f",
-                    0..=0x1f | 0x7f => b"",
-                    _ => continue,
-                };
-                self.bytes(&valid[start..i]);
-                if esc.is_empty() {
-                    self.lit(b"\\u00");
-                    self.lit(&[HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-                } else {
-                    self.bytes(esc);
-                }
-                start = i + 1;
-            }
-            self.bytes(&valid[start..]);
-            if !chunk.invalid().is_empty() {
-                self.bytes("\u{fffd}".as_bytes());
-            }
-        }
     }
 
     /// Decimal digits of `v`, written back to front four at a time into a fixed scratch
