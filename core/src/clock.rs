@@ -99,16 +99,8 @@ pub fn recalibrate(allowed: bool) {
             }
             return;
         }
-        match USABLE.load(Ordering::Relaxed) {
-            0 => {
-                let ok = tsc_trusted();
-                USABLE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
-                if !ok {
-                    return;
-                }
-            }
-            1 => {}
-            _ => return,
+        if USABLE.load(Ordering::Relaxed) == 2 {
+            return;
         }
         let Some((ns, tsc)) = paired_read() else {
             return;
@@ -139,6 +131,15 @@ pub fn recalibrate(allowed: bool) {
         let (dn, dt) = (ns - on, tsc - ot);
         if dn < MIN_BASELINE_NS {
             return;
+        }
+        // Checked once, and only by processes that live past the baseline: short-lived ones
+        // (every exec'd tool under the preload library) never read /proc/cpuinfo.
+        if USABLE.load(Ordering::Relaxed) == 0 {
+            let ok = tsc_trusted();
+            USABLE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
+            if !ok {
+                return;
+            }
         }
         let mult = ((dn as u128) << 32) / dt as u128;
         // Between 100 MHz and 20 GHz, or something is wrong.
@@ -187,13 +188,26 @@ fn tsc_trusted() -> bool {
     if source.trim() != "tsc" {
         return false;
     }
-    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+    // The first CPU's block is enough (all CPUs report the same flags); on a large machine
+    // the whole file is megabytes.
+    let mut head = vec![0u8; 64 * 1024];
+    let n = std::fs::File::open("/proc/cpuinfo")
+        .and_then(|mut f| {
+            use std::io::Read;
+            let mut n = 0;
+            while n < head.len() {
+                match f.read(&mut head[n..])? {
+                    0 => break,
+                    k => n += k,
+                }
+            }
+            Ok(n)
+        })
+        .unwrap_or(0);
+    let info = String::from_utf8_lossy(&head[..n]);
+    let Some(flags) = info.lines().find(|l| l.starts_with("flags")) else {
         return false;
     };
-    let flags = info
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .unwrap_or_default();
     let has = |f: &str| flags.split_whitespace().any(|w| w == f);
     has("constant_tsc") && has("nonstop_tsc")
 }

@@ -922,7 +922,6 @@ extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_void {
     crate::clock::recalibrate(sh.cfg.tsc);
     loop {
         sh.wake.wait_ms(sh.cfg.flush_interval_ms.min(1000));
-        crate::clock::recalibrate(sh.cfg.tsc);
         let sig = sh.signal.load(Ordering::Acquire);
         if sig != 0 {
             if PHASE.swap(PHASE_DONE, Ordering::AcqRel) == PHASE_RUNNING {
@@ -934,6 +933,8 @@ extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_void {
         if sh.stop.load(Ordering::Acquire) {
             break;
         }
+        // Not on the way out: a process that ends never pays for a calibration.
+        crate::clock::recalibrate(sh.cfg.tsc);
         let mut w = sh.writer.lock();
         sh.drain_all(&mut w, false);
     }
