@@ -210,6 +210,20 @@ pub fn complete(
     rec: &Record,
     hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
 ) {
+    complete_cached(out, None, ctx, id, tid, rec, hash_of)
+}
+
+/// [`complete`], taking the line's constant middle (`,"name":..,"ts":`) from `cache` when
+/// the writer has rendered it before for this name, category, layer and thread.
+pub fn complete_cached(
+    out: &mut Vec<u8>,
+    cache: Option<&mut PrefixCache>,
+    ctx: &Ctx,
+    id: u64,
+    tid: u32,
+    rec: &Record,
+    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
+) {
     let bound = LINE_SLACK
         + ctx.hhash.len()
         + 6 * (rec.name.bytes.len() + rec.cat.bytes.len() + rec.args_len())
@@ -217,20 +231,26 @@ pub fn complete(
     if bound > PUT_MAX {
         return complete_vec(out, ctx, id, tid, rec, hash_of);
     }
+    let prefix = cache.and_then(|c| c.named_prefix(ctx, rec, tid));
     reserved(out, bound, |p| {
         p.lit(b"{\"id\":");
         p.num(id);
-        p.lit(b",\"name\":");
-        p.text(&rec.name);
-        p.lit(b",\"cat\":");
-        p.text(&rec.cat);
-        p.lit(b",\"type\":");
-        p.num(rec.layer as u64);
-        p.lit(b",\"pid\":");
-        p.num(ctx.pid as u64);
-        p.lit(b",\"tid\":");
-        p.num(tid as u64);
-        p.lit(b",\"ts\":");
+        match prefix {
+            Some(prefix) => p.bytes(prefix),
+            None => {
+                p.lit(b",\"name\":");
+                p.text(&rec.name);
+                p.lit(b",\"cat\":");
+                p.text(&rec.cat);
+                p.lit(b",\"type\":");
+                p.num(rec.layer as u64);
+                p.lit(b",\"pid\":");
+                p.num(ctx.pid as u64);
+                p.lit(b",\"tid\":");
+                p.num(tid as u64);
+                p.lit(b",\"ts\":");
+            }
+        }
         p.num(rec.ts);
         p.lit(b",\"dur\":");
         p.num(rec.dur);
@@ -282,41 +302,106 @@ fn complete_vec(
     out.extend_from_slice(b"}\n");
 }
 
-/// Rendered constant parts of static lines: `,"name":..,"cat":..,"type":..,"pid":..,"tid":..,
-/// "ts":` per (schema, tid), in a small direct-mapped table owned by the writer.
+/// Rendered constant middles of lines (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`),
+/// in small direct-mapped tables owned by the writer: per (schema, tid) for static records,
+/// per (name, category, layer, tid) for others. A hit replaces two escaped strings and
+/// three numbers by one copy.
 #[derive(Default)]
-pub struct StaticCache {
-    slots: Vec<(usize, u32, Vec<u8>)>,
+pub struct PrefixCache {
+    statics: Vec<(usize, u32, Vec<u8>)>,
+    named: Vec<Named>,
+}
+
+/// A cached middle for a name and category: the key's bytes are kept and compared.
+#[derive(Default)]
+struct Named {
+    tid: u32,
+    layer: u8,
+    name_len: usize,
+    /// name ++ cat
+    key: Vec<u8>,
+    prefix: Vec<u8>,
 }
 
 const CACHE_SLOTS: usize = 64;
 
-impl StaticCache {
+/// The line's middle from `,"name":` to `"ts":`, as [`complete`] writes it.
+fn middle(v: &mut Vec<u8>, ctx: &Ctx, name: &Text, cat: &Text, layer: u64, tid: u32) {
+    v.clear();
+    v.extend_from_slice(b",\"name\":");
+    text(v, name);
+    v.extend_from_slice(b",\"cat\":");
+    text(v, cat);
+    v.extend_from_slice(b",\"type\":");
+    write_u64(v, layer);
+    v.extend_from_slice(b",\"pid\":");
+    write_u64(v, ctx.pid as u64);
+    v.extend_from_slice(b",\"tid\":");
+    write_u64(v, tid as u64);
+    v.extend_from_slice(b",\"ts\":");
+}
+
+impl PrefixCache {
     fn prefix(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32) -> &[u8] {
-        if self.slots.is_empty() {
-            self.slots = (0..CACHE_SLOTS).map(|_| (0, 0, Vec::new())).collect();
+        if self.statics.is_empty() {
+            self.statics = (0..CACHE_SLOTS).map(|_| (0, 0, Vec::new())).collect();
         }
         let key = schema as *const Schema as usize;
         let i = (key >> 3 ^ tid as usize).wrapping_mul(0x9e37_79b9) >> 7 & (CACHE_SLOTS - 1);
-        let slot = &mut self.slots[i];
+        let slot = &mut self.statics[i];
         if slot.0 != key || slot.1 != tid || slot.2.is_empty() {
-            let v = &mut slot.2;
-            v.clear();
-            v.extend_from_slice(b",\"name\":\"");
-            v.extend_from_slice(schema.name.as_bytes());
-            v.extend_from_slice(b"\",\"cat\":\"");
-            v.extend_from_slice(schema.cat.as_bytes());
-            v.extend_from_slice(b"\",\"type\":");
-            write_u64(v, layer);
-            v.extend_from_slice(b",\"pid\":");
-            write_u64(v, ctx.pid as u64);
-            v.extend_from_slice(b",\"tid\":");
-            write_u64(v, tid as u64);
-            v.extend_from_slice(b",\"ts\":");
+            let t = |s: &'static str| Text {
+                bytes: s.as_bytes(),
+                orig_len: s.len(),
+            };
+            middle(
+                &mut slot.2,
+                ctx,
+                &t(schema.name),
+                &t(schema.cat),
+                layer,
+                tid,
+            );
             slot.0 = key;
             slot.1 = tid;
         }
         &slot.2
+    }
+
+    /// The middle of `rec`'s line; `None` for clipped names or categories (not cached).
+    fn named_prefix(&mut self, ctx: &Ctx, rec: &Record, tid: u32) -> Option<&[u8]> {
+        let (name, cat) = (&rec.name, &rec.cat);
+        if name.truncated() || cat.truncated() || name.bytes.len() + cat.bytes.len() > 512 {
+            return None;
+        }
+        if self.named.is_empty() {
+            self.named = (0..CACHE_SLOTS).map(|_| Named::default()).collect();
+        }
+        let mut h = crate::hash::FastHasher::default();
+        std::hash::Hasher::write(&mut h, name.bytes);
+        std::hash::Hasher::write(&mut h, cat.bytes);
+        let i = (std::hash::Hasher::finish(&h) as usize ^ tid as usize).wrapping_mul(0x9e37_79b9)
+            >> 7
+            & (CACHE_SLOTS - 1);
+        let layer = rec.layer as u8;
+        let slot = &mut self.named[i];
+        let hit = !slot.prefix.is_empty()
+            && slot.tid == tid
+            && slot.layer == layer
+            && slot.name_len == name.bytes.len()
+            && slot.key.len() == name.bytes.len() + cat.bytes.len()
+            && slot.key[..name.bytes.len()] == *name.bytes
+            && slot.key[name.bytes.len()..] == *cat.bytes;
+        if !hit {
+            middle(&mut slot.prefix, ctx, name, cat, layer as u64, tid);
+            slot.key.clear();
+            slot.key.extend_from_slice(name.bytes);
+            slot.key.extend_from_slice(cat.bytes);
+            slot.name_len = name.bytes.len();
+            slot.tid = tid;
+            slot.layer = layer;
+        }
+        Some(&slot.prefix)
     }
 }
 
@@ -325,7 +410,7 @@ impl StaticCache {
 /// The line is written into space reserved once (its length is bounded by the schema).
 pub fn complete_static(
     out: &mut Vec<u8>,
-    cache: &mut StaticCache,
+    cache: &mut PrefixCache,
     ctx: &Ctx,
     id: u64,
     tid: u32,
@@ -601,7 +686,7 @@ mod tests {
             (&[7], Some(file)),
             (&[1, 2, 3, 4, 5], None),
         ];
-        let mut cache = StaticCache::default();
+        let mut cache = PrefixCache::default();
         for metadata in [true, false] {
             let ctx = Ctx {
                 pid: 4242,
@@ -695,6 +780,45 @@ mod tests {
                 complete(&mut a, &ctx, 12, 34, &rec, &mut |_| *b"0123456789abcdef");
                 complete_vec(&mut b, &ctx, 12, 34, &rec, &mut |_| *b"0123456789abcdef");
                 assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn cached_middles_equal_uncached_lines() {
+        let ctx = Ctx {
+            pid: 99,
+            hhash: "6882804a826580cd",
+            metadata: true,
+        };
+        let long = vec![b'n'; crate::event::MAX_STR + 5];
+        let names: [&[u8]; 6] = [b"step", b"st\"ep", b"step2", b"\xff\x01", b"", &long];
+        let mut cache = PrefixCache::default();
+        // Enough names x tids x layers to evict slots and revisit them.
+        for round in 0..3 {
+            for (i, name) in names.iter().enumerate() {
+                for tid in [1u32, 2, 70_000] {
+                    for layer in [Layer::Python, Layer::CppApp] {
+                        let cat: &[u8] = if i % 2 == 0 { b"train" } else { b"io" };
+                        let args = [Arg::int("step", round)];
+                        let p = Pending::Complete {
+                            layer,
+                            name,
+                            cat,
+                            ts: 1_000 + round as u64,
+                            dur: 3,
+                            args: &args,
+                        };
+                        let mut buf = vec![0u8; p.len()];
+                        p.write(&mut buf);
+                        let rec = Record::decode(&buf).unwrap();
+                        let (mut a, mut b) = (Vec::new(), Vec::new());
+                        let h = &mut |_: &[u8]| *b"0123456789abcdef";
+                        complete_cached(&mut a, Some(&mut cache), &ctx, 5, tid, &rec, h);
+                        complete(&mut b, &ctx, 5, tid, &rec, h);
+                        assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+                    }
+                }
             }
         }
     }

@@ -117,8 +117,8 @@ struct Writer {
     /// Unique per writer: a [`crate::FileRef`] whose `fh_epoch` equals it has its `FH`
     /// record in this writer's file.
     epoch: u64,
-    /// Rendered constant parts of static lines.
-    cache: json::StaticCache,
+    /// Rendered constant middles of lines.
+    cache: json::PrefixCache,
     /// `drain_all`'s copy of the ring list, kept to reuse its allocation.
     rings_scratch: Vec<Arc<Ring>>,
     used: [bool; Layer::ALL.len()],
@@ -345,7 +345,7 @@ impl Shared {
                 next_id: 1,
                 paths: HashMap::default(),
                 epoch: WRITER_EPOCH.fetch_add(1, Ordering::Relaxed),
-                cache: json::StaticCache::default(),
+                cache: json::PrefixCache::default(),
                 rings_scratch: Vec::new(),
                 used: [false; Layer::ALL.len()],
                 events: 0,
@@ -642,7 +642,15 @@ impl Shared {
         let mut hash_of = |p: &[u8]| paths.get(p).copied().unwrap_or_else(|| hash16(p));
         match rec.kind {
             KIND_COMPLETE => {
-                json::complete(&mut w.json, &ctx, w.next_id, tid, rec, &mut hash_of);
+                json::complete_cached(
+                    &mut w.json,
+                    Some(&mut w.cache),
+                    &ctx,
+                    w.next_id,
+                    tid,
+                    rec,
+                    &mut hash_of,
+                );
                 w.next_id += 1;
                 w.events += 1;
                 w.pending_events += 1;
