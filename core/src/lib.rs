@@ -5,8 +5,9 @@
 //! dftracer-utils, dfanalyzer and Perfetto.
 //!
 //! Contract:
-//! - **Hot path** ([`complete`], [`counter`], [`metadata`]): one load when disabled; when
-//!   enabled, a thread-local read and a ring push: no lock, no allocation, no syscall.
+//! - **Hot path** ([`complete`], [`complete_static`], [`counter`], [`metadata`], [`now`]):
+//!   one load when disabled; when enabled, a thread-local read and a ring push: no lock, no
+//!   allocation, no syscall ([`now`] reads the calibrated TSC, or the vDSO clock).
 //! - **Bounded**: memory is (threads × `DFTRACER_RING_SIZE`) + the write buffer; strings,
 //!   keys and args per event are capped (see [`event`]), over-long values visibly truncated.
 //! - **Full ring**: the producer drains its own ring (bounded work, nothing lost); with
