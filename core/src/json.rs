@@ -201,7 +201,7 @@ fn user_args(out: &mut impl Sink, rec: &Record, hash_of: &mut dyn FnMut(&[u8]) -
 /// Written into space reserved once: every byte of a record expands to at most 6 bytes of
 /// JSON (`\u00XX`), a number's 8 bytes to at most 21 characters, and each string may add a
 /// truncation marker, so `LINE_SLACK + 6 × record bytes` bounds the line. Records whose bound
-/// exceeds [`PUT_MAX`] (long strings) take the growable path.
+/// exceeds `PUT_MAX` (16 KiB: long strings) take the growable path.
 pub fn complete(
     out: &mut Vec<u8>,
     ctx: &Ctx,
