@@ -237,32 +237,9 @@ pub fn complete_cached(
         p.num(id);
         match prefix {
             Some(prefix) => p.bytes(prefix),
-            None => {
-                p.lit(b",\"name\":");
-                p.text(&rec.name);
-                p.lit(b",\"cat\":");
-                p.text(&rec.cat);
-                p.lit(b",\"type\":");
-                p.num(rec.layer as u64);
-                p.lit(b",\"pid\":");
-                p.num(ctx.pid as u64);
-                p.lit(b",\"tid\":");
-                p.num(tid as u64);
-                p.lit(b",\"ts\":");
-            }
+            None => middle(p, ctx, &rec.name, &rec.cat, rec.layer as u64, tid),
         }
-        p.num(rec.ts);
-        p.lit(b",\"dur\":");
-        p.num(rec.dur);
-        p.lit(b",\"ph\":1");
-        if ctx.metadata {
-            p.lit(b",\"args\":{\"hhash\":\"");
-            p.bytes(ctx.hhash.as_bytes());
-            p.lit(b"\"");
-            user_args(p, rec, hash_of);
-            p.lit(b"}");
-        }
-        p.lit(b"}\n");
+        line_end(p, ctx, rec, |p| user_args(p, rec, hash_of));
     });
 }
 
@@ -326,19 +303,35 @@ struct Named {
 const CACHE_SLOTS: usize = 64;
 
 /// The line's middle from `,"name":` to `"ts":`, as [`complete`] writes it.
-fn middle(v: &mut Vec<u8>, ctx: &Ctx, name: &Text, cat: &Text, layer: u64, tid: u32) {
-    v.clear();
-    v.extend_from_slice(b",\"name\":");
-    text(v, name);
-    v.extend_from_slice(b",\"cat\":");
-    text(v, cat);
-    v.extend_from_slice(b",\"type\":");
-    write_u64(v, layer);
-    v.extend_from_slice(b",\"pid\":");
-    write_u64(v, ctx.pid as u64);
-    v.extend_from_slice(b",\"tid\":");
-    write_u64(v, tid as u64);
-    v.extend_from_slice(b",\"ts\":");
+fn middle(v: &mut impl Sink, ctx: &Ctx, name: &Text, cat: &Text, layer: u64, tid: u32) {
+    v.put(b",\"name\":");
+    v.text(name);
+    v.put(b",\"cat\":");
+    v.text(cat);
+    v.put(b",\"type\":");
+    v.u64(layer);
+    v.put(b",\"pid\":");
+    v.u64(ctx.pid as u64);
+    v.put(b",\"tid\":");
+    v.u64(tid as u64);
+    v.put(b",\"ts\":");
+}
+
+/// Everything after the middle: `ts`, `dur`, `ph` and, with metadata, the args that `args`
+/// writes after `hhash`.
+fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
+    p.num(rec.ts);
+    p.lit(b",\"dur\":");
+    p.num(rec.dur);
+    p.lit(b",\"ph\":1");
+    if ctx.metadata {
+        p.lit(b",\"args\":{\"hhash\":\"");
+        p.bytes(ctx.hhash.as_bytes());
+        p.lit(b"\"");
+        args(p);
+        p.lit(b"}");
+    }
+    p.lit(b"}\n");
 }
 
 impl PrefixCache {
@@ -393,6 +386,7 @@ impl PrefixCache {
             && slot.key[..name.bytes.len()] == *name.bytes
             && slot.key[name.bytes.len()..] == *cat.bytes;
         if !hit {
+            slot.prefix.clear();
             middle(&mut slot.prefix, ctx, name, cat, layer as u64, tid);
             slot.key.clear();
             slot.key.extend_from_slice(name.bytes);
@@ -425,24 +419,14 @@ pub fn complete_static(
         p.lit(b"{\"id\":");
         p.num(id);
         p.bytes(prefix);
-        p.num(rec.ts);
-        p.lit(b",\"dur\":");
-        p.num(rec.dur);
-        p.lit(b",\"ph\":1");
-        if ctx.metadata {
-            p.lit(b",\"args\":{\"hhash\":\"");
-            p.bytes(ctx.hhash.as_bytes());
-            p.lit(b"\"");
+        line_end(p, ctx, rec, |p| {
             for (k, slot, v) in rec.slots() {
                 p.lit(b",\"");
                 p.bytes(k.as_bytes());
                 p.lit(b"\":");
                 match slot {
-                    Slot::Int if (v as i64) < 0 => {
-                        p.lit(b"-");
-                        p.num((v as i64).unsigned_abs());
-                    }
-                    _ => p.num(v),
+                    Slot::Int => p.i64(v as i64),
+                    Slot::UInt => p.num(v),
                 }
             }
             if let Some(f) = rec.file {
@@ -452,9 +436,7 @@ pub fn complete_static(
                 p.lit(&f.hash);
                 p.lit(b"\"");
             }
-            p.lit(b"}");
-        }
-        p.lit(b"}\n");
+        });
     });
 }
 
