@@ -347,6 +347,7 @@ impl PrefixCache {
                 bytes: s.as_bytes(),
                 orig_len: s.len(),
             };
+            slot.2.clear();
             middle(
                 &mut slot.2,
                 ctx,
@@ -807,6 +808,58 @@ mod tests {
 
     fn weird_key() -> &'static str {
         "k\u{7f}\"y"
+    }
+
+    #[test]
+    fn static_cache_evictions_keep_lines_exact() {
+        use crate::event::FileRef;
+        static A: Schema = Schema::new(
+            Layer::LibcIo,
+            "read",
+            "POSIX",
+            &[("fd", Slot::Int)],
+            "fhash",
+        );
+        static B: Schema = Schema::new(
+            Layer::LibcIo,
+            "ftruncate",
+            "POSIX",
+            &[("ret", Slot::Int)],
+            "fhash",
+        );
+        let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
+        let ctx = Ctx {
+            pid: 1,
+            hhash: "6882804a826580cd",
+            metadata: true,
+        };
+        let mut cache = PrefixCache::default();
+        // Many (schema, tid) pairs into 64 slots: collisions evict and refill slots.
+        for round in 0..3u64 {
+            for tid in 0..200u32 {
+                for schema in [&A, &B] {
+                    let p = Pending::Static {
+                        schema,
+                        ts: round,
+                        dur: 1,
+                        vals: &[7],
+                        file: Some(file),
+                    };
+                    let mut buf = vec![0u8; p.len()];
+                    p.write(&mut buf);
+                    // SAFETY: written just above by Pending::write in this process.
+                    #[allow(unsafe_code)]
+                    let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
+                    let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                    complete_static(&mut fast, &mut cache, &ctx, 3, tid, &rec, schema);
+                    complete(&mut slow, &ctx, 3, tid, &rec, &mut |_| file.hash);
+                    assert_eq!(
+                        String::from_utf8(fast).unwrap(),
+                        String::from_utf8(slow).unwrap()
+                    );
+                }
+            }
+        }
     }
 
     #[test]
