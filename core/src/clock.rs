@@ -21,6 +21,7 @@
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
+use crate::config::TimeMetric;
 use crate::sys::realtime_ns;
 
 /// Odd while the writer updates the anchor; 0 while the TSC is not in use.
@@ -212,6 +213,18 @@ fn tsc_trusted() -> bool {
     has("constant_tsc") && has("nonstop_tsc")
 }
 
+/// Epoch time in `unit` (true nanosecond resolution for NS).
+#[inline]
+pub fn now_in(unit: TimeMetric) -> u64 {
+    let ns = now_ns();
+    match unit {
+        TimeMetric::Ns => ns,
+        TimeMetric::Us => ns / 1_000,
+        TimeMetric::Ms => ns / 1_000_000,
+        TimeMetric::Sec => ns / 1_000_000_000,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,5 +252,13 @@ mod tests {
         assert!(y >= x);
         recalibrate(false);
         assert!(!tsc_in_use());
+    }
+
+    #[test]
+    fn clock_units() {
+        let us = now_in(TimeMetric::Us);
+        let ns = now_in(TimeMetric::Ns);
+        assert!(ns / 1000 >= us && ns / 1000 - us < 1_000_000);
+        assert!(now_in(TimeMetric::Sec) > 1_700_000_000);
     }
 }

@@ -27,23 +27,38 @@
 //! ```
 #![deny(unsafe_code)]
 
+// Frontends use the API re-exported below, plus `config` (the knob table) and `filter` (the
+// DATA_DIR policy). The other modules are hidden: public only so that the fuzz targets and
+// benches (separate crates) can reach the encoder, rings and compressors; no stability promise.
+#[doc(hidden)]
 pub mod aggregate;
+#[doc(hidden)]
 pub mod clock;
 pub mod config;
+#[doc(hidden)]
 pub mod deflate;
+#[doc(hidden)]
 pub mod event;
 pub mod filter;
+#[doc(hidden)]
 pub mod gzip;
+#[doc(hidden)]
 pub mod hash;
+#[doc(hidden)]
 pub mod json;
+#[doc(hidden)]
 pub mod ring;
+#[doc(hidden)]
 pub mod sink;
+#[doc(hidden)]
 pub mod sys;
 mod tracer;
 
 pub use config::{Config, ConfigError, InitMode, TimeMetric, KNOBS};
 pub use event::{Arg, FileRef, Layer, Schema, Slot, Value};
-pub use sink::Origin;
+pub use sink::{check_dir as check_log_dir, Origin};
+pub use sys::{cwd, dir_writable, eprint_line, hostname};
+
 pub use tracer::{
     complete, complete_static, config, counter, finalize, flush, init, is_enabled, is_finalized,
     is_internal, is_running, mark_used, metadata, now, retarget, set_app_metadata, set_bind, stats,

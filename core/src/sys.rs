@@ -2,8 +2,6 @@
 //! (atexit, atfork, signals) and the writer thread. Each unsafe block says why it is sound.
 #![allow(unsafe_code)]
 
-use crate::config::TimeMetric;
-
 /// Nanoseconds since the epoch from `CLOCK_REALTIME` (vDSO: no syscall).
 #[inline]
 pub fn realtime_ns() -> u64 {
@@ -16,18 +14,6 @@ pub fn realtime_ns() -> u64 {
     (ts.tv_sec as u64)
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64)
-}
-
-/// Epoch time in `unit` (true nanosecond resolution for NS).
-#[inline]
-pub fn now_in(unit: TimeMetric) -> u64 {
-    let ns = crate::clock::now_ns();
-    match unit {
-        TimeMetric::Ns => ns,
-        TimeMetric::Us => ns / 1_000,
-        TimeMetric::Ms => ns / 1_000_000,
-        TimeMetric::Sec => ns / 1_000_000_000,
-    }
 }
 
 /// Nanoseconds of `CLOCK_MONOTONIC`, for intervals.
@@ -349,13 +335,5 @@ mod tests {
             ])),
             "DEFAULT-spawn"
         );
-    }
-
-    #[test]
-    fn clock_units() {
-        let us = now_in(TimeMetric::Us);
-        let ns = now_in(TimeMetric::Ns);
-        assert!(ns / 1000 >= us && ns / 1000 - us < 1_000_000);
-        assert!(now_in(TimeMetric::Sec) > 1_700_000_000);
     }
 }

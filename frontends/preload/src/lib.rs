@@ -207,7 +207,7 @@ pub(crate) fn start() {
     if !cfg.enable || cfg.init != dftracer_core::InitMode::Preload {
         return;
     }
-    let cwd = dftracer_core::sys::cwd();
+    let cwd = dftracer_core::cwd();
     let _ = FILTER.set(DataDirs::parse(cfg.data_dirs.as_deref(), cwd.as_bytes()));
     let mut mode = 0;
     if cfg.io && cfg.posix {
@@ -227,7 +227,7 @@ pub(crate) fn start() {
             dftracer_core::set_bind(mode & (POSIX | STDIO) != 0);
         }
         Err(dftracer_core::Error::Disabled) => {}
-        Err(e) => dftracer_core::sys::eprint_line(&format!("[DFTRACER ERROR] preload: {e}")),
+        Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] preload: {e}")),
     }
 }
 

@@ -54,7 +54,7 @@ fn start_from_env() -> bool {
 fn report_once(e: &dftracer_core::Error) {
     static REPORTED: AtomicBool = AtomicBool::new(false);
     if !REPORTED.swap(true, Ordering::Relaxed) {
-        dftracer_core::sys::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+        dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
     }
 }
 
@@ -326,7 +326,7 @@ fn initialize(
         // Started implicitly by an earlier event: the explicit path still names the file.
         if let Some(path) = log_file {
             if let Err(e) = dftracer_core::retarget(&path) {
-                dftracer_core::sys::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+                dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
             }
         }
         return Ok(());

@@ -154,7 +154,7 @@ fn check_prefix(prefix: &str) -> Result<(), Error> {
         prefix: prefix.to_string(),
         reason,
     };
-    dftracer_core::sink::check_dir(prefix).map_err(|e| {
+    dftracer_core::check_log_dir(prefix).map_err(|e| {
         let dir = Path::new(prefix).parent().unwrap_or(Path::new("/"));
         fail(format!("directory {}: {e}", dir.display()))
     })?;
@@ -179,7 +179,7 @@ fn prepare_log_dir(st: &State) -> Result<(), Error> {
         reason: e.to_string(),
     };
     fs::create_dir_all(&st.log_dir).map_err(fail)?;
-    dftracer_core::sys::dir_writable(&st.log_dir.to_string_lossy()).map_err(fail)
+    dftracer_core::dir_writable(&st.log_dir.to_string_lossy()).map_err(fail)
 }
 
 /// Waits until none of `pids` is alive (zombies count as gone); returns those still alive.

@@ -1,0 +1,231 @@
+//! Lifecycle: start, finalize, exit and signal hooks, fork, retarget.
+
+use super::*;
+
+/// Starts tracing in this process with `cfg`. `api_log_file` is a path given to an
+/// `initialize(log_file)` call (its extension is stripped, reference §1.1).
+pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(), Error> {
+    if !cfg.enable {
+        return Err(Error::Disabled);
+    }
+    match PHASE.compare_exchange(PHASE_NONE, PHASE_INIT, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {}
+        Err(PHASE_DONE) => return Err(Error::Finalized),
+        Err(_) => return Err(Error::AlreadyInitialized),
+    }
+    let prefix = resolve_prefix(&cfg, api_log_file);
+    if let Err(e) = sink::check_dir(&prefix) {
+        PHASE.store(PHASE_NONE, Ordering::Release);
+        return Err(Error::LogDir {
+            prefix,
+            reason: e.to_string(),
+        });
+    }
+    // Children (subprocess, multiprocessing spawn) inherit where to write.
+    std::env::set_var("DFTRACER_LOG_FILE", &prefix);
+    std::env::set_var("DFTRACER_ENABLE", "1");
+    if let Some(d) = &cfg.data_dirs {
+        std::env::set_var("DFTRACER_DATA_DIR", d);
+    }
+    let sh = Shared::new(cfg, origin, prefix, sys::gettid());
+    UNIT.store(unit_code(sh.cfg.time_metric), Ordering::Relaxed);
+    let bind_signals = sh.cfg.bind_signals;
+    SHARED.store(Box::into_raw(Box::new(sh)), Ordering::Release);
+    HOOKS.call_once(|| {
+        sys::at_exit(at_exit_hook);
+        sys::at_fork_child(after_fork_child);
+        if bind_signals {
+            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                sys::install_if_default(s, on_signal);
+            }
+        }
+    });
+    let gen = STATE.load(Ordering::Relaxed) & !1;
+    STATE.store(gen | 1, Ordering::Release);
+    PHASE.store(PHASE_RUNNING, Ordering::Release);
+    Ok(())
+}
+
+fn unit_code(m: TimeMetric) -> u8 {
+    match m {
+        TimeMetric::Ns => 0,
+        TimeMetric::Us => 1,
+        TimeMetric::Ms => 2,
+        TimeMetric::Sec => 3,
+    }
+}
+
+fn resolve_prefix(cfg: &Config, api_log_file: Option<&str>) -> String {
+    let p = match api_log_file.filter(|p| !p.is_empty()) {
+        Some(path) => sink::prefix_from_api_path(path),
+        None => cfg.log_file.clone().unwrap_or_else(|| "./trace".into()),
+    };
+    if p.starts_with('/') {
+        p
+    } else {
+        // Resolve now: a later chdir must not move the trace.
+        let cwd = sys::cwd();
+        format!("{}/{}", cwd, p.strip_prefix("./").unwrap_or(&p))
+    }
+}
+
+/// Stops tracing: drains every ring, writes `end`, flushes and closes the file. Idempotent;
+/// later events are ignored. Called by the API, `atexit` and the frontends' `_exit` hooks.
+pub fn finalize() {
+    if PHASE
+        .compare_exchange(
+            PHASE_RUNNING,
+            PHASE_DONE,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
+        return;
+    }
+    STATE.fetch_and(!1, Ordering::AcqRel);
+    let Some(sh) = shared() else { return };
+    // A TERM/INT/HUP arriving now (a pool's terminate() racing a worker's own exit) stays
+    // pending on this thread until the file is whole; then it acts as usual.
+    let _mask = sys::SignalBlock::new();
+    sh.stop.store(true, Ordering::Release);
+    sh.wake.post();
+    if let Some(t) = sh.writer_thread.lock().take() {
+        // SAFETY: pthread_self is always valid.
+        if t != unsafe { libc::pthread_self() } {
+            sys::join_thread(t);
+        }
+    }
+    sh.finish();
+}
+
+extern "C" fn at_exit_hook() {
+    finalize();
+}
+
+extern "C" fn on_signal(sig: i32) {
+    let saved = sys::errno();
+    if let Some(sh) = shared() {
+        if PHASE.load(Ordering::Acquire) == PHASE_RUNNING
+            && sh.writer_started.load(Ordering::Acquire)
+        {
+            STATE.fetch_and(!1, Ordering::AcqRel);
+            sh.signal.store(sig, Ordering::Release);
+            sh.wake.post();
+            // Bounded wait for the writer thread to finish the trace.
+            for _ in 0..500 {
+                if sh.signal_done.load(Ordering::Acquire) {
+                    break;
+                }
+                sys::sleep_ms(10);
+            }
+        } else if PHASE.load(Ordering::Acquire) == PHASE_DONE {
+            // Another thread is finalizing (with these signals blocked there): let it finish.
+            for _ in 0..500 {
+                if FINISHED.load(Ordering::Acquire) {
+                    break;
+                }
+                sys::sleep_ms(10);
+            }
+        }
+    }
+    sys::set_errno(saved);
+    // SA_RESETHAND restored the default action: the process now dies by this signal.
+    sys::raise(sig);
+}
+
+unsafe extern "C" fn after_fork_child() {
+    let Some(old) = shared() else { return };
+    if PHASE.load(Ordering::Acquire) != PHASE_RUNNING {
+        // Finalizing or finalized in the parent: the child stays off.
+        STATE.fetch_and(!1, Ordering::AcqRel);
+        PHASE.store(PHASE_DONE, Ordering::Release);
+        return;
+    }
+    let tid = sys::gettid();
+    FINISHED.store(false, Ordering::Release);
+    let sh: &'static Shared = Box::leak(Box::new(Shared::new(
+        old.cfg.clone(),
+        Origin::Fork,
+        old.prefix.lock_arc_free(),
+        tid,
+    )));
+    sh.bind
+        .store(old.bind.load(Ordering::Relaxed), Ordering::Relaxed);
+    *sh.used_names.lock() = old
+        .used_names
+        .try_lock()
+        .map(|g| g.clone())
+        .unwrap_or_default();
+    *sh.app.lock() = old.app.try_lock().map(|g| g.clone()).unwrap_or_default();
+    let _ = LOCAL.try_with(|l| {
+        let r = l.ring.get();
+        if !r.is_null() {
+            // SAFETY: the thread's own ring is alive (held by its Arc); no other thread exists
+            // in the child, so nobody produces or consumes concurrently.
+            let ring = unsafe { &*r };
+            ring.discard();
+            ring.tid.store(tid, Ordering::Relaxed);
+            // SAFETY: r came from Arc::into_raw; we add one strong count for the registry.
+            unsafe { Arc::increment_strong_count(r) };
+            // SAFETY: as above, the registry owns the new count.
+            sh.rings.lock().push(unsafe { Arc::from_raw(r) });
+        }
+    });
+    SHARED.store(sh as *const Shared as *mut Shared, Ordering::Release);
+    // New generation: every thread (the only one left) re-attaches and starts the writer.
+    let gen = (STATE.load(Ordering::Relaxed) | 1).wrapping_add(2);
+    STATE.store(gen, Ordering::Release);
+}
+
+trait LockFree {
+    fn lock_arc_free(&self) -> String;
+}
+
+impl LockFree for Mutex<String> {
+    /// Reads the prefix in a fork child, where the lock may be held by a thread that no
+    /// longer exists.
+    fn lock_arc_free(&self) -> String {
+        match self.try_lock() {
+            Some(g) => g.clone(),
+            // SAFETY: only reached in a fork child where the holder thread is gone; the
+            // String is not being mutated (the mutating thread does not exist).
+            None => unsafe { (*self.data_ptr()).clone() },
+        }
+    }
+}
+
+/// Changes the file prefix (an `initialize(path)` that arrives after events were already
+/// recorded). An existing file is renamed, so its events stay with the new name.
+pub fn retarget(api_log_file: &str) -> Result<String, Error> {
+    let Some(sh) = shared() else {
+        return Err(Error::Disabled);
+    };
+    let mut cfg = sh.cfg.clone();
+    cfg.log_file = None;
+    let prefix = resolve_prefix(&cfg, Some(api_log_file));
+    if let Err(e) = sink::check_dir(&prefix) {
+        return Err(Error::LogDir {
+            prefix,
+            reason: e.to_string(),
+        });
+    }
+    std::env::set_var("DFTRACER_LOG_FILE", &prefix);
+    let _g = InternalGuard::new();
+    let _w = sh.writer.lock();
+    let mut o = sh.output.lock();
+    *sh.prefix.lock() = prefix.clone();
+    if let Some(s) = o.sink.as_mut() {
+        for n in 0..10_000 {
+            let new = sink::trace_path(&prefix, &sh.file_hash, sh.origin, n, sh.cfg.compression);
+            if std::path::Path::new(&new).exists() {
+                continue;
+            }
+            if std::fs::rename(&s.path, &new).is_ok() {
+                s.path = new;
+            }
+            break;
+        }
+    }
+    Ok(prefix)
+}

@@ -1,0 +1,350 @@
+//! The process-wide tracer: thread rings, the writer thread, stats and lifecycle.
+//!
+//! Hot path ([`record`]): one relaxed load of `STATE` (enabled bit + fork generation), one
+//! thread-local read, one ring push (no lock, no allocation, no syscall). A ring more than
+//! half full posts the writer's semaphore once (amortised). A full ring is drained by its own
+//! producer under the writer lock (bounded work, nothing dropped) unless drop mode is on.
+//!
+//! Off the hot path, the writer thread wakes every `flush_interval_ms` (or when posted),
+//! drains every ring, assigns ids in file order, encodes JSON lines, and cuts a gzip member
+//! when `write_buffer_size` bytes are pending or the interval has passed.
+//!
+//! Lifecycle: [`init`] resolves names and facts; the file is created lazily at the first
+//! member. [`finalize`] runs from the API, `atexit`, the frontends' `_exit` hooks and (via the
+//! writer thread) from SIGTERM/SIGINT/SIGHUP handlers. A fork child gets a fresh state
+//! (`-fork` file, ids from 1, its own HH/FH/SH records, the parent's buffered events
+//! discarded) through a `pthread_atfork` child handler.
+#![allow(unsafe_code)]
+
+use crate::config::{Config, TimeMetric};
+use crate::event::{
+    ArgValue, Layer, Pending, Record, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
+};
+use crate::gzip::GzipWriter;
+use crate::hash::{hash16, hash_str, Hash16};
+use crate::json::{self, Ctx};
+use crate::ring::Ring;
+use crate::sink::{self, Origin, Sink};
+use crate::sys;
+use parking_lot::{Mutex, MutexGuard};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Once};
+
+mod lifecycle;
+mod output;
+mod producer;
+mod records;
+mod writer;
+
+pub use lifecycle::{finalize, init, retarget};
+use output::Output;
+use producer::LOCAL;
+pub use producer::{complete, complete_static, counter, is_enabled, metadata, now};
+pub use writer::flush;
+use writer::Writer;
+
+/// Bit 0: tracing enabled. Bits 1..: generation, bumped in each fork child so that threads
+/// re-attach their ring to the child's state.
+static STATE: AtomicU64 = AtomicU64::new(0);
+/// The live state; never freed (a fork child leaks its parent's copy).
+static SHARED: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
+/// Lifecycle phase.
+static PHASE: AtomicU8 = AtomicU8::new(PHASE_NONE);
+const PHASE_NONE: u8 = 0;
+const PHASE_INIT: u8 = 1;
+const PHASE_RUNNING: u8 = 2;
+const PHASE_DONE: u8 = 3;
+/// Time unit for `now()` without touching SHARED.
+static UNIT: AtomicU8 = AtomicU8::new(1);
+/// Source of `Writer::epoch` values (0 is never handed out).
+static WRITER_EPOCH: AtomicU64 = AtomicU64::new(1);
+static HOOKS: Once = Once::new();
+/// Bytes of ring drained between two chances for other threads to take the writer lock.
+const DRAIN_CHUNK: usize = 128 * 1024;
+/// Set when `finish` completed: the trace file is whole.
+static FINISHED: AtomicBool = AtomicBool::new(false);
+
+/// A value of `end.args.app`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AppValue {
+    Int(i64),
+    Str(String),
+}
+
+/// Why [`init`] did not start tracing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// `DFTRACER_ENABLE` (or the config) says off.
+    Disabled,
+    /// The tracer already runs in this process.
+    AlreadyInitialized,
+    /// The tracer was finalized; it does not start twice.
+    Finalized,
+    /// The trace directory cannot take files.
+    LogDir { prefix: String, reason: String },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Disabled => write!(f, "tracing is disabled (DFTRACER_ENABLE is not set)"),
+            Error::AlreadyInitialized => write!(f, "the tracer is already initialized"),
+            Error::Finalized => write!(f, "the tracer was finalized in this process"),
+            Error::LogDir { prefix, reason } => write!(
+                f,
+                "cannot write trace files with prefix {prefix}: {reason}; tracing disabled"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Counters of what the tracer did, for `end` records, stderr and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Complete events encoded (user events; not `start`/`end`).
+    pub events: u64,
+    /// Bytes written to the trace file.
+    pub bytes: u64,
+    /// Events dropped because a ring was full (drop mode only).
+    pub dropped: u64,
+    /// Events encoded but not written (the file could not be created or written).
+    pub lost: u64,
+    /// The trace file, once created.
+    pub path: Option<String>,
+}
+
+struct Shared {
+    cfg: Config,
+    origin: Origin,
+    prefix: Mutex<String>,
+    host: String,
+    hhash: String,
+    file_hash: String,
+    pid: u32,
+    ppid: u32,
+    init_tid: u32,
+    cwd: String,
+    cmd: String,
+    exec: String,
+    start_ts: u64,
+    date: String,
+    rings: Mutex<Vec<Arc<Ring>>>,
+    writer: Mutex<Writer>,
+    output: Mutex<Output>,
+    wake: sys::Wake,
+    app: Mutex<Vec<(String, AppValue)>>,
+    used_names: Mutex<Vec<String>>,
+    bind: AtomicBool,
+    dropped: AtomicU64,
+    writer_started: AtomicBool,
+    writer_thread: Mutex<Option<libc::pthread_t>>,
+    stop: AtomicBool,
+    signal: AtomicI32,
+    signal_done: AtomicBool,
+}
+
+thread_local! {
+    static INTERNAL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True on threads (or inside sections) where the tracer itself does I/O: interposers must
+/// pass such calls straight through.
+#[inline]
+pub fn is_internal() -> bool {
+    INTERNAL.try_with(|c| c.get()).unwrap_or(true)
+}
+
+struct InternalGuard(bool);
+impl InternalGuard {
+    fn new() -> Self {
+        InternalGuard(INTERNAL.try_with(|c| c.replace(true)).unwrap_or(true))
+    }
+}
+impl Drop for InternalGuard {
+    fn drop(&mut self) {
+        let prev = self.0;
+        let _ = INTERNAL.try_with(|c| c.set(prev));
+    }
+}
+
+fn shared() -> Option<&'static Shared> {
+    let p = SHARED.load(Ordering::Acquire);
+    // SAFETY: SHARED only ever holds pointers from Box::into_raw that are never freed.
+    unsafe { p.as_ref() }
+}
+
+impl Shared {
+    fn new(cfg: Config, origin: Origin, prefix: String, init_tid: u32) -> Shared {
+        let host = sys::hostname();
+        let pid = sys::getpid();
+        let argv = sys::cmdline();
+        let exec = sys::exec_name(&argv);
+        let file_hash = if origin == Origin::Service {
+            host.clone()
+        } else {
+            hash_str(&hash16(format!("{exec}-{host}-{pid}").as_bytes())).to_string()
+        };
+        let gz = cfg
+            .compression
+            .then(|| GzipWriter::new(cfg.compression_level));
+        let json_cap = cfg.write_buffer_size.clamp(64 * 1024, 16 * 1024 * 1024);
+        Shared {
+            hhash: hash_str(&hash16(host.as_bytes())).to_string(),
+            host,
+            file_hash,
+            pid,
+            ppid: sys::getppid(),
+            init_tid,
+            cwd: sys::cwd(),
+            cmd: argv.join(";"),
+            exec,
+            start_ts: crate::clock::now_in(cfg.time_metric),
+            date: sys::asctime_now(),
+            rings: Mutex::new(Vec::new()),
+            writer: Mutex::new(Writer {
+                json: Vec::with_capacity(json_cap + crate::event::MAX_RECORD * 8),
+                spare: Vec::new(),
+                header_done: false,
+                next_id: 1,
+                paths: HashMap::default(),
+                epoch: WRITER_EPOCH.fetch_add(1, Ordering::Relaxed),
+                cache: json::PrefixCache::default(),
+                rings_scratch: Vec::new(),
+                used: [false; Layer::ALL.len()],
+                events: 0,
+                pending_events: 0,
+                last_member_ns: sys::monotonic_ns(),
+                ended: false,
+                agg: cfg
+                    .aggregation_enable
+                    .then(crate::aggregate::Aggregator::default),
+            }),
+            output: Mutex::new(Output {
+                out: Vec::new(),
+                gz,
+                sink: None,
+                failed: false,
+                lost: 0,
+                closed: None,
+            }),
+            wake: sys::Wake::new(),
+            app: Mutex::new(Vec::new()),
+            used_names: Mutex::new(Vec::new()),
+            bind: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+            writer_started: AtomicBool::new(false),
+            writer_thread: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            signal: AtomicI32::new(0),
+            signal_done: AtomicBool::new(false),
+            prefix: Mutex::new(prefix),
+            cfg,
+            origin,
+        }
+    }
+
+    fn tid_of(&self, ring_tid: u32) -> u32 {
+        if self.cfg.tids {
+            ring_tid
+        } else {
+            0
+        }
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            pid: self.pid,
+            hhash: &self.hhash,
+            metadata: self.cfg.metadata,
+        }
+    }
+
+    fn stats(&self) -> Stats {
+        let events = self.writer.lock().events;
+        let o = self.output.lock();
+        let (path, bytes) = match (&o.sink, &o.closed) {
+            (Some(s), _) => (Some(s.path.clone()), s.bytes),
+            (None, Some((p, b))) => (Some(p.clone()), *b),
+            (None, None) => (None, 0),
+        };
+        Stats {
+            events,
+            bytes,
+            dropped: self.dropped.load(Ordering::Relaxed),
+            lost: o.lost,
+            path,
+        }
+    }
+}
+
+fn plain(s: &str) -> Text<'_> {
+    Text {
+        bytes: s.as_bytes(),
+        orig_len: s.len(),
+    }
+}
+
+/// Adds `name` to `end.args.used`.
+pub fn mark_used(name: &str) {
+    if let Some(sh) = shared() {
+        let mut u = sh.used_names.lock();
+        if !u.iter().any(|n| n == name) {
+            u.push(name.to_string());
+        }
+    }
+}
+
+/// Sets `end.args.app.<key>` (last write wins).
+pub fn set_app_metadata(key: &str, value: AppValue) {
+    if let Some(sh) = shared() {
+        let mut app = sh.app.lock();
+        match app.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value,
+            None => app.push((key.to_string(), value)),
+        }
+    }
+}
+
+/// Records whether I/O interception is bound (`cfg.bind` in the end record).
+pub fn set_bind(bound: bool) {
+    if let Some(sh) = shared() {
+        sh.bind.store(bound, Ordering::Relaxed);
+    }
+}
+
+/// What the tracer has done so far in this process.
+pub fn stats() -> Stats {
+    shared().map(|s| s.stats()).unwrap_or_default()
+}
+
+/// The configuration in force (None before `init`).
+pub fn config() -> Option<Config> {
+    shared().map(|s| s.cfg.clone())
+}
+
+/// Where this process's trace goes (the actual file once created).
+pub fn trace_path() -> Option<String> {
+    let sh = shared()?;
+    let o = sh.output.lock();
+    Some(match (&o.sink, &o.closed) {
+        (Some(s), _) => s.path.clone(),
+        (None, Some((p, _))) => p.clone(),
+        (None, None) => sh.expected_path(),
+    })
+}
+
+/// True once `init` succeeded and `finalize` has not run.
+pub fn is_running() -> bool {
+    PHASE.load(Ordering::Acquire) == PHASE_RUNNING
+}
+
+/// True once `finalize` ran in this process.
+pub fn is_finalized() -> bool {
+    PHASE.load(Ordering::Acquire) == PHASE_DONE
+}

@@ -1,0 +1,307 @@
+//! The writer: drains the rings, assigns ids in file order, encodes JSON lines and cuts
+//! gzip members (see the crate docs for the thread model).
+
+use super::*;
+
+/// Encoder state, under `Shared::writer`: what producers draining their own ring need.
+pub(super) struct Writer {
+    pub(super) json: Vec<u8>,
+    /// The previous member's buffer, returned cleared after it was written.
+    pub(super) spare: Vec<u8>,
+    pub(super) header_done: bool,
+    pub(super) next_id: u64,
+    pub(super) paths: HashMap<Box<[u8]>, Hash16, crate::hash::FastBuild>,
+    /// Unique per writer: a [`crate::FileRef`] whose `fh_epoch` equals it has its `FH`
+    /// record in this writer's file.
+    pub(super) epoch: u64,
+    /// Rendered constant middles of lines.
+    pub(super) cache: json::PrefixCache,
+    /// `drain_all`'s copy of the ring list, kept to reuse its allocation.
+    pub(super) rings_scratch: Vec<Arc<Ring>>,
+    pub(super) used: [bool; Layer::ALL.len()],
+    pub(super) events: u64,
+    pub(super) pending_events: u64,
+    pub(super) last_member_ns: u64,
+    pub(super) ended: bool,
+    /// Open buckets when aggregation is on.
+    pub(super) agg: Option<crate::aggregate::Aggregator>,
+}
+
+impl Shared {
+    pub(super) fn ensure_writer(&'static self) {
+        if !self.writer_started.swap(true, Ordering::AcqRel) {
+            // SAFETY: `self` is a leaked, never-freed Shared: valid for the thread's lifetime.
+            let t = unsafe {
+                sys::spawn_thread(writer_main, self as *const Shared as *mut libc::c_void)
+            };
+            *self.writer_thread.lock() = t;
+        }
+    }
+
+    /// Drains every ring into the JSON buffer; cuts members as needed. Drains in chunks and
+    /// yields the lock between them, so a producer draining its own full ring waits little.
+    pub(super) fn drain_all(&self, w: &mut MutexGuard<'_, Writer>, force_member: bool) {
+        // The writer's own list (reused: no allocation per wake once grown).
+        let mut rings = std::mem::take(&mut w.rings_scratch);
+        rings.extend(self.rings.lock().iter().cloned());
+        let mut gone = false;
+        for ring in &rings {
+            let closed = ring.closed.load(Ordering::Acquire);
+            // Everything published now (not what producers add meanwhile: bounded work).
+            let target = ring.used();
+            let mut done = 0;
+            while done < target {
+                let n = self.drain_ring(w, ring, DRAIN_CHUNK, true);
+                if n == 0 {
+                    break;
+                }
+                done += n;
+                MutexGuard::bump(w);
+            }
+            gone |= closed;
+        }
+        rings.clear();
+        w.rings_scratch = rings;
+        if gone {
+            self.rings
+                .lock()
+                .retain(|r| !(r.closed.load(Ordering::Acquire) && r.used() == 0));
+        }
+        let interval_ns = self.cfg.flush_interval_ms * 1_000_000;
+        // Producers that drained their own ring only encoded: a full buffer is cut here.
+        let full = w.json.len() >= self.cfg.write_buffer_size.max(1);
+        if force_member
+            || full
+            || sys::monotonic_ns().saturating_sub(w.last_member_ns) >= interval_ns
+        {
+            self.flush_buckets(w, false);
+            self.member(w);
+        }
+    }
+
+    /// Encodes up to about `max_bytes` of `ring`; returns the bytes drained. Only the writer
+    /// (`may_cut`) cuts members; a producer draining its own ring only encodes.
+    pub(super) fn drain_ring(
+        &self,
+        w: &mut MutexGuard<'_, Writer>,
+        ring: &Ring,
+        max_bytes: usize,
+        may_cut: bool,
+    ) -> usize {
+        ring.clear_wake();
+        let tid = self.tid_of(ring.tid.load(Ordering::Relaxed));
+        let threshold = self.cfg.write_buffer_size.max(1);
+        let mut cut = false;
+        let drained = ring.drain(max_bytes, |bytes| {
+            // SAFETY: a ring only ever holds records written by `Pending::write` in this
+            // process (a fork child's copy included: same addresses, same static data).
+            #[allow(unsafe_code)]
+            let rec = unsafe { Record::decode_trusted(bytes) };
+            if let Some(rec) = rec {
+                self.encode(w, tid, &rec);
+                cut |= w.json.len() >= threshold;
+            }
+            cut && may_cut
+        });
+        if cut {
+            if may_cut {
+                self.member(w);
+            } else {
+                self.wake.post();
+            }
+        }
+        drained
+    }
+
+    /// Aggregation bucket width in time units.
+    pub(super) fn agg_width(&self) -> u64 {
+        (self.cfg.trace_interval_ms * self.cfg.time_metric.per_second() / 1000).max(1)
+    }
+
+    /// Writes the aggregation buckets that closed at least one interval ago (all: `all`).
+    pub(super) fn flush_buckets(&self, w: &mut Writer, all: bool) {
+        let ctx = self.ctx();
+        let width = self.agg_width();
+        let Writer { agg, json, .. } = w;
+        if let Some(agg) = agg.as_mut() {
+            let before = if all {
+                u64::MAX
+            } else {
+                let now = crate::clock::now_in(self.cfg.time_metric);
+                (now - now % width).saturating_sub(width)
+            };
+            agg.flush(json, &ctx, before);
+        }
+    }
+
+    pub(super) fn encode(&self, w: &mut Writer, tid: u32, rec: &Record) {
+        if !w.header_done {
+            self.header(w);
+        }
+        if rec.kind == KIND_COMPLETE && rec.cat.bytes != b"dftracer" {
+            if let Some(agg) = w.agg.as_mut() {
+                agg.add(rec, tid, self.agg_width());
+                w.used[rec.layer as usize] = true;
+                return;
+            }
+        }
+        let ctx = self.ctx();
+        if let Some(schema) = rec.schema {
+            if let Some(f) = rec.file.filter(|_| self.cfg.metadata) {
+                if f.fh_epoch.load(Ordering::Relaxed) != w.epoch {
+                    // First time in this file: the FH record, unless a path arg wrote it.
+                    if !w.paths.contains_key(&*f.path) {
+                        json::meta(
+                            &mut w.json,
+                            &ctx,
+                            tid,
+                            1,
+                            &plain("FH"),
+                            &Text {
+                                bytes: &f.path,
+                                orig_len: f.path.len(),
+                            },
+                            &Text {
+                                bytes: &f.hash,
+                                orig_len: 16,
+                            },
+                        );
+                        w.paths.insert(f.path.clone(), f.hash);
+                    }
+                    f.fh_epoch.store(w.epoch, Ordering::Relaxed);
+                }
+            }
+            let id = w.next_id;
+            let Writer { json, cache, .. } = w;
+            json::complete_static(json, cache, &ctx, id, tid, rec, schema);
+            w.next_id += 1;
+            w.events += 1;
+            w.pending_events += 1;
+            w.used[rec.layer as usize] = true;
+            return;
+        }
+        if self.cfg.metadata && rec.has_path {
+            // FH records precede the first event that names a file.
+            for (_, v) in rec.args() {
+                if let ArgValue::Path(t) = v {
+                    if !w.paths.contains_key(t.bytes) {
+                        let h = hash16(t.bytes);
+                        json::meta(
+                            &mut w.json,
+                            &ctx,
+                            tid,
+                            1,
+                            &plain("FH"),
+                            &t,
+                            &Text {
+                                bytes: &h,
+                                orig_len: 16,
+                            },
+                        );
+                        w.paths.insert(t.bytes.into(), h);
+                    }
+                }
+            }
+        }
+        let paths = &w.paths;
+        let mut hash_of = |p: &[u8]| paths.get(p).copied().unwrap_or_else(|| hash16(p));
+        match rec.kind {
+            KIND_COMPLETE => {
+                json::complete_cached(
+                    &mut w.json,
+                    Some(&mut w.cache),
+                    &ctx,
+                    w.next_id,
+                    tid,
+                    rec,
+                    &mut hash_of,
+                );
+                w.next_id += 1;
+                w.events += 1;
+                w.pending_events += 1;
+                w.used[rec.layer as usize] = true;
+            }
+            KIND_COUNTER => {
+                json::counter(&mut w.json, &ctx, tid, rec, &mut hash_of);
+                w.pending_events += 1;
+                w.used[rec.layer as usize] = true;
+            }
+            KIND_META => {
+                json::meta(
+                    &mut w.json,
+                    &ctx,
+                    tid,
+                    rec.layer as u8,
+                    &rec.name,
+                    &rec.cat,
+                    &rec.value,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// Cuts one member from the pending JSON and writes it (creating the file on first use).
+    /// The encoder lock is released while compressing and writing; the output lock, taken
+    /// before releasing it, keeps members in order.
+    pub(super) fn member(&self, w: &mut MutexGuard<'_, Writer>) {
+        w.last_member_ns = sys::monotonic_ns();
+        if w.json.is_empty() {
+            return;
+        }
+        // Lock order is writer → output. The output lock is taken before the writer lock is
+        // released (members stay in order) and dropped before it is taken back (no cycle).
+        let o = self.output.lock();
+        let spare = std::mem::take(&mut w.spare);
+        let mut json = std::mem::replace(&mut w.json, spare);
+        let pending = std::mem::take(&mut w.pending_events);
+        MutexGuard::unlocked(w, || {
+            let mut o = o;
+            let _g = InternalGuard::new();
+            self.write_member(&mut o, &json, pending);
+            drop(o);
+        });
+        json.clear();
+        if json.capacity() <= 64 * 1024 * 1024 {
+            w.spare = json;
+        }
+    }
+}
+
+pub(super) extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: arg is the &'static Shared passed by ensure_writer (never freed).
+    let sh: &'static Shared = unsafe { &*(arg as *const Shared) };
+    let _ = INTERNAL.try_with(|c| c.set(true));
+    crate::clock::recalibrate(sh.cfg.tsc);
+    loop {
+        sh.wake.wait_ms(sh.cfg.flush_interval_ms.min(1000));
+        let sig = sh.signal.load(Ordering::Acquire);
+        if sig != 0 {
+            if PHASE.swap(PHASE_DONE, Ordering::AcqRel) == PHASE_RUNNING {
+                sh.finish();
+            }
+            sh.signal_done.store(true, Ordering::Release);
+            break;
+        }
+        if sh.stop.load(Ordering::Acquire) {
+            break;
+        }
+        // Not on the way out: a process that ends never pays for a calibration.
+        crate::clock::recalibrate(sh.cfg.tsc);
+        let mut w = sh.writer.lock();
+        sh.drain_all(&mut w, false);
+    }
+    ptr::null_mut()
+}
+
+/// Writes everything recorded so far to the file now (before `exec`, in tests).
+pub fn flush() {
+    if let Some(sh) = shared() {
+        if PHASE.load(Ordering::Acquire) != PHASE_RUNNING {
+            return;
+        }
+        let _g = InternalGuard::new();
+        let mut w = sh.writer.lock();
+        sh.drain_all(&mut w, true);
+    }
+}
