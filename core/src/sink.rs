@@ -5,9 +5,9 @@
 //! of that name (another run's) is never appended to or clobbered; the next free
 //! `<prefix>-<h16>-<suffix>-<n>.pfw[.gz]` is used instead.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
+
+use crate::sys;
 
 /// Which part of the program started the tracer; the last part of the file name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,11 +86,41 @@ pub fn check_dir(prefix: &str) -> io::Result<()> {
     crate::sys::dir_writable(dir)
 }
 
-/// An open trace file.
+/// An open trace file, owned by the tracer even inside a hostile host program.
+///
+/// The descriptor lives far above the ones programs use ([`sys::high_fd_floor`]) and is
+/// close-on-exec. Programs may still close it (`closefrom`, `close_range`, a close loop) or
+/// make its number point at one of their files (`dup2`, `exec 3>` in a shell): before every
+/// write the sink checks that the descriptor still names its own file (device and inode) and,
+/// if not, forgets the number (never closing it: it may be the program's now) and reopens its
+/// file by path. Writes are positional at the end of the last complete member, so a failed or
+/// partial write is cut back ([`Sink::write`]) and the file stays a sequence of whole members.
 pub struct Sink {
-    file: File,
+    fd: i32,
+    id: (u64, u64),
     pub path: String,
+    /// Bytes of complete members in the file.
     pub bytes: u64,
+    /// Times the descriptor was found closed or taken over and the file reopened.
+    pub reopened: u32,
+}
+
+/// Why a write did not reach the file.
+#[derive(Debug)]
+pub enum WriteError {
+    /// The write failed (full disk, I/O error); the file was cut back to its complete members.
+    Io(io::Error),
+    /// The descriptor was taken and the file cannot be reopened (deleted, replaced).
+    Lost(io::Error),
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WriteError::Io(e) => write!(f, "{e}"),
+            WriteError::Lost(e) => write!(f, "the trace file cannot be reopened: {e}"),
+        }
+    }
 }
 
 impl Sink {
@@ -98,18 +128,19 @@ impl Sink {
     pub fn create(prefix: &str, hash: &str, origin: Origin, compressed: bool) -> io::Result<Sink> {
         for n in 0..10_000 {
             let path = trace_path(prefix, hash, origin, n, compressed);
-            match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o644)
-                .open(&path)
-            {
-                Ok(file) => {
+            match sys::open_trace_fd(&path, true) {
+                Ok(fd) => {
+                    let Some(id) = sys::fd_identity(fd) else {
+                        sys::close_fd(fd);
+                        return Err(io::Error::last_os_error());
+                    };
                     return Ok(Sink {
-                        file,
+                        fd,
+                        id,
                         path,
                         bytes: 0,
-                    })
+                        reopened: 0,
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
@@ -121,15 +152,65 @@ impl Sink {
         ))
     }
 
-    /// Writes `data` completely (one `write` in the common case).
-    pub fn write(&mut self, data: &[u8]) -> io::Result<()> {
-        self.file.write_all(data)?;
-        self.bytes += data.len() as u64;
+    /// The descriptor, when it still names this sink's file (for a fork child to close).
+    pub fn fd(&self) -> i32 {
+        self.fd
+    }
+
+    /// Device and inode of the file.
+    pub fn identity(&self) -> (u64, u64) {
+        self.id
+    }
+
+    /// Makes sure `self.fd` is this sink's file, reopening it by path if the program closed
+    /// the descriptor or made it point elsewhere.
+    fn ensure_own_fd(&mut self) -> Result<(), WriteError> {
+        if self.fd >= 0 && sys::fd_identity(self.fd) == Some(self.id) {
+            return Ok(());
+        }
+        // Not ours any more: the number may now be one of the program's files. Forget it.
+        self.fd = -1;
+        let fd = sys::open_trace_fd(&self.path, false).map_err(WriteError::Lost)?;
+        if sys::fd_identity(fd) != Some(self.id) {
+            sys::close_fd(fd);
+            return Err(WriteError::Lost(io::Error::new(
+                io::ErrorKind::NotFound,
+                "another file now has its name",
+            )));
+        }
+        self.fd = fd;
+        self.reopened += 1;
         Ok(())
     }
 
+    /// Appends one complete member. On failure nothing of it stays in the file (it is cut
+    /// back to the previous member), so the file remains valid and later writes can resume.
+    pub fn write(&mut self, data: &[u8]) -> Result<(), WriteError> {
+        self.ensure_own_fd()?;
+        match sys::pwrite_all(self.fd, data, self.bytes) {
+            Ok(()) => {
+                self.bytes += data.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = sys::truncate_fd(self.fd, self.bytes);
+                Err(WriteError::Io(e))
+            }
+        }
+    }
+
     pub fn sync(&mut self) {
-        let _ = self.file.sync_data();
+        if self.ensure_own_fd().is_ok() {
+            sys::sync_fd(self.fd);
+        }
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        if self.fd >= 0 && sys::fd_identity(self.fd) == Some(self.id) {
+            sys::close_fd(self.fd);
+        }
     }
 }
 

@@ -144,6 +144,142 @@ pub fn dir_writable(path: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Lowest descriptor number the tracer moves its files to: far above what programs use
+/// (shells keep their own at 10 and up, `exec 3>` and close loops work low), below the soft
+/// `RLIMIT_NOFILE` (F_DUPFD fails at or above it) and at most about 4,000 so the kernel's
+/// descriptor table stays small. 0 when no such number exists (the file keeps its fd).
+pub fn high_fd_floor() -> i32 {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return 0;
+    }
+    let top = rl.rlim_cur.min(4096) as i32;
+    if top < 128 {
+        return 0;
+    }
+    top - 64
+}
+
+/// Opens `path` for writing, close-on-exec, and moves it to a descriptor at or above
+/// [`high_fd_floor`]. `create`: the file must not exist (`O_EXCL`); else it must.
+pub fn open_trace_fd(path: &str, create: bool) -> std::io::Result<i32> {
+    let c = std::ffi::CString::new(path)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let mut flags = libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+    if create {
+        flags |= libc::O_CREAT | libc::O_EXCL;
+    }
+    // SAFETY: c is a valid NUL-terminated path; the mode is passed as the variadic argument.
+    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o644 as libc::c_uint) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let floor = high_fd_floor();
+    if floor > fd {
+        // SAFETY: fd is ours and open; F_DUPFD_CLOEXEC only creates a new descriptor.
+        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
+        if high >= 0 {
+            close_fd(fd);
+            return Ok(high);
+        }
+    }
+    Ok(fd)
+}
+
+/// Device and inode of the file behind `fd` (`None` if `fd` is not open).
+pub fn fd_identity(fd: i32) -> Option<(u64, u64)> {
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: an all-zero `stat` is a valid value; fstat writes into it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat buffer; fstat on any int is safe (EBADF).
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some((st.st_dev as u64, st.st_ino as u64))
+}
+
+/// Writes all of `data` at `offset` (positional: a shared or moved file offset is ignored).
+pub fn pwrite_all(fd: i32, mut data: &[u8], mut offset: u64) -> std::io::Result<()> {
+    while !data.is_empty() {
+        // SAFETY: the buffer is valid for its length.
+        let n =
+            unsafe { libc::pwrite(fd, data.as_ptr().cast(), data.len(), offset as libc::off_t) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
+        }
+        data = &data[n as usize..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// Cuts the file behind `fd` back to `len` bytes.
+pub fn truncate_fd(fd: i32, len: u64) -> std::io::Result<()> {
+    // SAFETY: ftruncate on any int is safe (EBADF/EINVAL on misuse).
+    if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+pub fn sync_fd(fd: i32) {
+    // SAFETY: fdatasync on any int is safe.
+    unsafe { libc::fdatasync(fd) };
+}
+
+/// Renames `from` to `to` unless `to` exists (`AlreadyExists`): `renameat2(RENAME_NOREPLACE)`,
+/// or a hard link and an unlink where the file system does not support it.
+pub fn rename_noreplace(from: &str, to: &str) -> std::io::Result<()> {
+    let cstr = |s: &str| {
+        std::ffi::CString::new(s)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (f, t) = (cstr(from)?, cstr(to)?);
+    // SAFETY: both are valid NUL-terminated paths.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EINVAL) && e.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(e);
+    }
+    // SAFETY: as above; link fails with EEXIST instead of replacing.
+    if unsafe { libc::link(f.as_ptr(), t.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    unsafe { libc::unlink(f.as_ptr()) };
+    Ok(())
+}
+
+/// Closes `fd` (async-signal-safe).
+pub fn close_fd(fd: i32) {
+    // SAFETY: the caller owns `fd`.
+    unsafe { libc::close(fd) };
+}
+
 pub fn errno() -> i32 {
     // SAFETY: __errno_location returns the calling thread's errno slot.
     unsafe { *libc::__errno_location() }

@@ -280,6 +280,39 @@ fn scenario_entry() {
             .unwrap_or(());
             println!("STATS {} {}", s.events, s.lost);
         }
+        "flush_loop" => {
+            // This thread holds the writer and output locks most of the time (flush encodes,
+            // compresses and writes); the signal is aimed at it, not at whichever thread the
+            // kernel would pick.
+            start_tracer();
+            // SAFETY: pthread_self has no preconditions.
+            let me = unsafe { libc::pthread_self() } as usize;
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                // SAFETY: `me` is the scenario thread, alive (it loops forever).
+                unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGTERM) };
+            });
+            let mut n = 0u64;
+            loop {
+                for _ in 0..2000 {
+                    dftracer_core::complete(Layer::CppApp, b"busy", b"c", n, 1, &[]);
+                    n += 1;
+                }
+                dftracer_core::flush();
+            }
+        }
+        "writer_fault" => {
+            start_tracer();
+            for i in 0..1000 {
+                dftracer_core::complete(Layer::CppApp, b"before", b"c", i, 1, &[]);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            for i in 0..1000 {
+                dftracer_core::complete(Layer::CppApp, b"after", b"c", i, 1, &[]);
+            }
+            dftracer_core::finalize();
+            println!("PROGRAM DONE");
+        }
         "dir_removed" => {
             start_tracer();
             for i in 0..100 {
@@ -626,6 +659,54 @@ fn sigterm_finishes_the_trace_and_dies_by_the_signal() {
     let lines = read_trace(&files(&dir)[0]);
     assert_eq!(named(&lines, "before_kill").len(), 500);
     assert_eq!(named(&lines, "end").len(), 1);
+}
+
+#[test]
+fn sigterm_while_a_thread_holds_the_writer_lock_still_finishes_the_trace() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("term-lock");
+    let st = scenario_cmd("flush_loop", &dir, &[]).status().unwrap();
+    assert_eq!(st.signal(), Some(libc::SIGTERM));
+    let lines = read_trace(&files(&dir)[0]);
+    let end = named(&lines, "end");
+    assert_eq!(
+        end.len(),
+        1,
+        "the handler never waited on a lock its thread held"
+    );
+    assert_eq!(
+        end[0]["args"]["num_events"].as_u64().unwrap() as usize,
+        named(&lines, "busy").len() + 1,
+        "num_events counts start and every event before end"
+    );
+}
+
+#[test]
+fn a_writer_failure_is_reported_counted_and_the_program_goes_on() {
+    let dir = scratch("fault");
+    let out = scenario_output(
+        "writer_fault",
+        &dir,
+        &[
+            ("DFTRACER_FAULT", "writer"),
+            ("DFTRACER_FLUSH_INTERVAL_MS", "100"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("PROGRAM DONE"),
+        "the program ran to its end"
+    );
+    assert!(
+        stderr.contains("internal error in the tracer's writer thread"),
+        "{stderr}"
+    );
+    // The file holds whole members: the first burst, no end record.
+    let lines = read_trace(&files(&dir)[0]);
+    assert_eq!(named(&lines, "before").len(), 1000);
+    assert_eq!(named(&lines, "end").len(), 0);
 }
 
 #[test]

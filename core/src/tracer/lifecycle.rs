@@ -100,12 +100,32 @@ pub fn finalize() {
 }
 
 extern "C" fn at_exit_hook() {
-    finalize();
+    no_unwind("exit hook", finalize);
 }
 
+/// Runs `f` so that a panic never unwinds into C (which would abort the program): one line on
+/// stderr instead, and the program goes on.
+pub(super) fn no_unwind(what: &str, f: impl FnOnce()) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+        sys::eprint_line(&format!(
+            "[DFTRACER ERROR] internal error in the tracer's {what}; the program goes on"
+        ));
+    }
+}
+
+/// TERM/INT/HUP handler (installed only where the disposition was the default). The writer
+/// thread finishes the file; this thread waits for it, then dies by the signal. It never waits
+/// for a lock: application threads hold the tracer's locks only with these signals blocked
+/// ([`Section`]), so the writer can always take them.
 extern "C" fn on_signal(sig: i32) {
     let saved = sys::errno();
-    if let Some(sh) = shared() {
+    // Nothing of a fork child's own has been recorded while its state is pending.
+    let sh = if FORKED.load(Ordering::Acquire) == FORK_NONE {
+        current()
+    } else {
+        None
+    };
+    if let Some(sh) = sh {
         if PHASE.load(Ordering::Acquire) == PHASE_RUNNING
             && sh.writer_started.load(Ordering::Acquire)
         {
@@ -134,21 +154,86 @@ extern "C" fn on_signal(sig: i32) {
     sys::raise(sig);
 }
 
+/// The `pthread_atfork` child handler. Only async-signal-safe work happens here (atomics,
+/// `fstat`, `close`): the parent's other threads may have held any lock when it forked. The
+/// child's own state (which allocates and reads `/proc`) is built later, on its first use
+/// ([`rebuild_after_fork`]).
 unsafe extern "C" fn after_fork_child() {
-    let Some(old) = shared() else { return };
+    no_unwind("fork handler", fork_child);
+}
+
+fn fork_child() {
+    let Some(old) = current() else { return };
+    // The parent's trace descriptor is not the child's business: close the inherited copy
+    // (if it still names the parent's file; the number may be the program's by now).
+    let fd = old.file_fd.load(Ordering::Acquire);
+    if fd >= 0
+        && sys::fd_identity(fd)
+            == Some((
+                old.file_dev.load(Ordering::Relaxed),
+                old.file_ino.load(Ordering::Relaxed),
+            ))
+    {
+        sys::close_fd(fd);
+    }
     if PHASE.load(Ordering::Acquire) != PHASE_RUNNING {
         // Finalizing or finalized in the parent: the child stays off.
         STATE.fetch_and(!1, Ordering::AcqRel);
         PHASE.store(PHASE_DONE, Ordering::Release);
         return;
     }
-    let tid = sys::gettid();
     FINISHED.store(false, Ordering::Release);
+    let tid = sys::gettid();
+    let _ = LOCAL.try_with(|l| {
+        let r = l.ring.get();
+        if !r.is_null() {
+            // SAFETY: the thread's own ring is alive (held by its Arc); no other thread exists
+            // in the child, so nobody produces or consumes concurrently.
+            let ring = unsafe { &*r };
+            ring.discard();
+            ring.tid.store(tid, Ordering::Relaxed);
+            // SAFETY: r came from Arc::into_raw; the new strong count is owned by FORK_RING
+            // until the rebuild hands it to the child's ring registry.
+            unsafe { Arc::increment_strong_count(r) };
+            FORK_RING.store(r as *mut Ring, Ordering::Release);
+        }
+    });
+    FORK_TID.store(tid, Ordering::Relaxed);
+    FORKED.store(FORK_PENDING, Ordering::Release);
+    // New generation: every thread re-attaches (and so rebuilds the state) on its next event.
+    let gen = (STATE.load(Ordering::Relaxed) | 1).wrapping_add(2);
+    STATE.store(gen, Ordering::Release);
+}
+
+/// Builds a fork child's own state (a `-fork` file, ids from 1, its own header records) from
+/// its parent's, whose locks may be held by threads that no longer exist. Runs once, on the
+/// first thread that needs the state; others wait for it.
+#[cold]
+pub(super) fn rebuild_after_fork() {
+    match FORKED.compare_exchange(
+        FORK_PENDING,
+        FORK_BUILDING,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => {}
+        Err(FORK_BUILDING) => {
+            while FORKED.load(Ordering::Acquire) == FORK_BUILDING {
+                std::thread::yield_now();
+            }
+            return;
+        }
+        Err(_) => return,
+    }
+    let Some(old) = current() else {
+        FORKED.store(FORK_NONE, Ordering::Release);
+        return;
+    };
     let sh: &'static Shared = Box::leak(Box::new(Shared::new(
         old.cfg.clone(),
         Origin::Fork,
         old.prefix.lock_arc_free(),
-        tid,
+        FORK_TID.load(Ordering::Relaxed),
     )));
     sh.bind
         .store(old.bind.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -158,24 +243,15 @@ unsafe extern "C" fn after_fork_child() {
         .map(|g| g.clone())
         .unwrap_or_default();
     *sh.app.lock() = old.app.try_lock().map(|g| g.clone()).unwrap_or_default();
-    let _ = LOCAL.try_with(|l| {
-        let r = l.ring.get();
-        if !r.is_null() {
-            // SAFETY: the thread's own ring is alive (held by its Arc); no other thread exists
-            // in the child, so nobody produces or consumes concurrently.
-            let ring = unsafe { &*r };
-            ring.discard();
-            ring.tid.store(tid, Ordering::Relaxed);
-            // SAFETY: r came from Arc::into_raw; we add one strong count for the registry.
-            unsafe { Arc::increment_strong_count(r) };
-            // SAFETY: as above, the registry owns the new count.
-            sh.rings.lock().push(unsafe { Arc::from_raw(r) });
-        }
-    });
+    let r = FORK_RING.swap(ptr::null_mut(), Ordering::AcqRel);
+    if !r.is_null() {
+        // SAFETY: the strong count taken in after_fork_child, handed to the registry.
+        sh.rings
+            .lock()
+            .push(unsafe { Arc::from_raw(r as *const Ring) });
+    }
     SHARED.store(sh as *const Shared as *mut Shared, Ordering::Release);
-    // New generation: every thread (the only one left) re-attaches and starts the writer.
-    let gen = (STATE.load(Ordering::Relaxed) | 1).wrapping_add(2);
-    STATE.store(gen, Ordering::Release);
+    FORKED.store(FORK_NONE, Ordering::Release);
 }
 
 trait LockFree {
@@ -211,20 +287,22 @@ pub fn retarget(api_log_file: &str) -> Result<String, Error> {
         });
     }
     std::env::set_var("DFTRACER_LOG_FILE", &prefix);
-    let _g = InternalGuard::new();
+    let _s = Section::new();
     let _w = sh.writer.lock();
     let mut o = sh.output.lock();
     *sh.prefix.lock() = prefix.clone();
     if let Some(s) = o.sink.as_mut() {
         for n in 0..10_000 {
             let new = sink::trace_path(&prefix, &sh.file_hash, sh.origin, n, sh.cfg.compression);
-            if std::path::Path::new(&new).exists() {
-                continue;
+            // Never onto an existing name (no check-then-rename race).
+            match sys::rename_noreplace(&s.path, &new) {
+                Ok(()) => {
+                    s.path = new;
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(_) => break,
             }
-            if std::fs::rename(&s.path, &new).is_ok() {
-                s.path = new;
-            }
-            break;
         }
     }
     Ok(prefix)

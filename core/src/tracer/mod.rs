@@ -31,7 +31,9 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering,
+};
 use std::sync::{Arc, Once};
 
 mod lifecycle;
@@ -65,6 +67,15 @@ static WRITER_EPOCH: AtomicU64 = AtomicU64::new(1);
 static HOOKS: Once = Once::new();
 /// Bytes of ring drained between two chances for other threads to take the writer lock.
 const DRAIN_CHUNK: usize = 128 * 1024;
+/// A fork child's state: `FORK_PENDING` from the atfork handler until the first use builds
+/// it (`FORK_BUILDING` meanwhile).
+static FORKED: AtomicU8 = AtomicU8::new(FORK_NONE);
+const FORK_NONE: u8 = 0;
+const FORK_PENDING: u8 = 1;
+const FORK_BUILDING: u8 = 2;
+/// The forking thread's ring (one strong count) and tid, for the child's rebuild.
+static FORK_RING: AtomicPtr<Ring> = AtomicPtr::new(ptr::null_mut());
+static FORK_TID: AtomicU32 = AtomicU32::new(0);
 /// Set when `finish` completed: the trace file is whole.
 static FINISHED: AtomicBool = AtomicBool::new(false);
 
@@ -147,6 +158,10 @@ struct Shared {
     stop: AtomicBool,
     signal: AtomicI32,
     signal_done: AtomicBool,
+    /// The trace file's descriptor and identity (see `publish_fd`); -1 when none.
+    file_fd: AtomicI32,
+    file_dev: AtomicU64,
+    file_ino: AtomicU64,
 }
 
 thread_local! {
@@ -173,7 +188,34 @@ impl Drop for InternalGuard {
     }
 }
 
+/// An application thread inside one of the tracer's cold paths, where it takes the tracer's
+/// locks: its I/O is internal, and TERM/INT/HUP stay pending until the section ends, so the
+/// signal handler (which waits for the writer to finish the file) never runs on a thread that
+/// holds a lock the writer needs.
+struct Section {
+    _internal: InternalGuard,
+    _signals: sys::SignalBlock,
+}
+
+impl Section {
+    fn new() -> Section {
+        Section {
+            _signals: sys::SignalBlock::new(),
+            _internal: InternalGuard::new(),
+        }
+    }
+}
+
+/// The live state (in a fork child, built on first use).
 fn shared() -> Option<&'static Shared> {
+    if FORKED.load(Ordering::Acquire) != FORK_NONE {
+        lifecycle::rebuild_after_fork();
+    }
+    current()
+}
+
+/// The state as it is, without building a fork child's (for signal and atfork handlers).
+fn current() -> Option<&'static Shared> {
     let p = SHARED.load(Ordering::Acquire);
     // SAFETY: SHARED only ever holds pointers from Box::into_raw that are never freed.
     unsafe { p.as_ref() }
@@ -225,14 +267,7 @@ impl Shared {
                     .aggregation_enable
                     .then(crate::aggregate::Aggregator::default),
             }),
-            output: Mutex::new(Output {
-                out: Vec::new(),
-                gz,
-                sink: None,
-                failed: false,
-                lost: 0,
-                closed: None,
-            }),
+            output: Mutex::new(Output::new(gz)),
             wake: sys::Wake::new(),
             app: Mutex::new(Vec::new()),
             used_names: Mutex::new(Vec::new()),
@@ -243,6 +278,9 @@ impl Shared {
             stop: AtomicBool::new(false),
             signal: AtomicI32::new(0),
             signal_done: AtomicBool::new(false),
+            file_fd: AtomicI32::new(-1),
+            file_dev: AtomicU64::new(0),
+            file_ino: AtomicU64::new(0),
             prefix: Mutex::new(prefix),
             cfg,
             origin,
@@ -263,6 +301,39 @@ impl Shared {
             hhash: &self.hhash,
             metadata: self.cfg.metadata,
         }
+    }
+
+    /// A panic inside the tracer (writer thread, a producer's hand-over): tracing stops, what
+    /// was recorded but not written is counted as lost, and the program goes on. The file keeps
+    /// its complete members.
+    #[cold]
+    fn broken(&self, what: &str) {
+        STATE.fetch_and(!1, Ordering::AcqRel);
+        PHASE.store(PHASE_DONE, Ordering::Release);
+        let mut unwritten = 0u64;
+        for ring in self.rings.lock().iter() {
+            ring.drain(usize::MAX, |_| {
+                unwritten += 1;
+                false
+            });
+        }
+        unwritten += std::mem::take(&mut self.writer.lock().pending_events);
+        let mut o = self.output.lock();
+        unwritten += o.held();
+        o.lost += unwritten;
+        o.failed = true;
+        let path = o
+            .sink
+            .as_ref()
+            .map(|s| s.path.clone())
+            .unwrap_or_else(|| self.expected_path());
+        drop(o);
+        sys::eprint_line(&format!(
+            "[DFTRACER ERROR] internal error in the tracer's {what} (pid {}): tracing is off, {unwritten} events lost; {path} keeps what was written before",
+            self.pid
+        ));
+        self.signal_done.store(true, Ordering::Release);
+        FINISHED.store(true, Ordering::Release);
     }
 
     fn stats(&self) -> Stats {
@@ -293,6 +364,7 @@ fn plain(s: &str) -> Text<'_> {
 /// Adds `name` to `end.args.used`.
 pub fn mark_used(name: &str) {
     if let Some(sh) = shared() {
+        let _s = Section::new();
         let mut u = sh.used_names.lock();
         if !u.iter().any(|n| n == name) {
             u.push(name.to_string());
@@ -303,6 +375,7 @@ pub fn mark_used(name: &str) {
 /// Sets `end.args.app.<key>` (last write wins).
 pub fn set_app_metadata(key: &str, value: AppValue) {
     if let Some(sh) = shared() {
+        let _s = Section::new();
         let mut app = sh.app.lock();
         match app.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = value,
@@ -320,7 +393,12 @@ pub fn set_bind(bound: bool) {
 
 /// What the tracer has done so far in this process.
 pub fn stats() -> Stats {
-    shared().map(|s| s.stats()).unwrap_or_default()
+    shared()
+        .map(|s| {
+            let _s = Section::new();
+            s.stats()
+        })
+        .unwrap_or_default()
 }
 
 /// The configuration in force (None before `init`).
@@ -331,6 +409,7 @@ pub fn config() -> Option<Config> {
 /// Where this process's trace goes (the actual file once created).
 pub fn trace_path() -> Option<String> {
     let sh = shared()?;
+    let _s = Section::new();
     let o = sh.output.lock();
     Some(match (&o.sink, &o.closed) {
         (Some(s), _) => s.path.clone(),

@@ -3,16 +3,51 @@
 
 use super::*;
 
+/// Members that could not be written (full disk) are kept, in order, up to this many bytes,
+/// and written before the next member once writes succeed again; past it, new members are
+/// lost (and counted).
+const RETRY_CAP: usize = 8 * 1024 * 1024;
+
 /// File state, under `Shared::output`: compression and writes happen here, with the encoder
 /// lock released, so producers never wait for a compression.
 pub(super) struct Output {
     pub(super) out: Vec<u8>,
     pub(super) gz: Option<GzipWriter>,
     pub(super) sink: Option<Sink>,
+    /// The file cannot be created or reopened: every later event is lost.
     pub(super) failed: bool,
     pub(super) lost: u64,
+    /// Members waiting for a write to succeed, in file order: (bytes, events).
+    retry: std::collections::VecDeque<(Vec<u8>, u64)>,
+    retry_bytes: usize,
+    /// `lost` when the current run of write errors began (`None`: writes succeed).
+    streak: Option<u64>,
+    /// Reopens already reported on stderr.
+    reopens_told: u32,
     /// Path and size of the file once closed by finalize.
     pub(super) closed: Option<(String, u64)>,
+}
+
+impl Output {
+    pub(super) fn new(gz: Option<GzipWriter>) -> Output {
+        Output {
+            out: Vec::new(),
+            gz,
+            sink: None,
+            failed: false,
+            lost: 0,
+            retry: Default::default(),
+            retry_bytes: 0,
+            streak: None,
+            reopens_told: 0,
+            closed: None,
+        }
+    }
+
+    /// Events held back for a retry.
+    pub(super) fn held(&self) -> u64 {
+        self.retry.iter().map(|(_, n)| n).sum()
+    }
 }
 
 impl Shared {
@@ -26,11 +61,16 @@ impl Shared {
         )
     }
 
+    /// Compresses `json` into one member and writes it (creating the file on first use).
+    /// Members held back by earlier write errors go first, so the file keeps its order.
     pub(super) fn write_member(&self, o: &mut Output, json: &[u8], pending: u64) {
         if o.sink.is_none() && !o.failed {
             let prefix = self.prefix.lock().clone();
             match Sink::create(&prefix, &self.file_hash, self.origin, self.cfg.compression) {
-                Ok(s) => o.sink = Some(s),
+                Ok(s) => {
+                    self.publish_fd(&s);
+                    o.sink = Some(s);
+                }
                 Err(e) => {
                     o.failed = true;
                     sys::eprint_line(&format!(
@@ -41,32 +81,107 @@ impl Shared {
                 }
             }
         }
-        if !o.failed {
-            let Output { out, gz, sink, .. } = o;
-            let data: &[u8] = match gz {
-                Some(g) => {
-                    out.clear();
-                    g.member(json, out);
-                    out
+        if o.failed {
+            o.lost += pending;
+            return;
+        }
+        let Output {
+            out,
+            gz,
+            sink,
+            retry,
+            retry_bytes,
+            ..
+        } = o;
+        let data: &[u8] = match gz {
+            Some(g) => {
+                out.clear();
+                g.member(json, out);
+                out
+            }
+            None => json,
+        };
+        let Some(s) = sink.as_mut() else { return };
+        let mut result = Ok(());
+        while let Some((m, _)) = retry.front() {
+            result = s.write(m);
+            if result.is_err() {
+                break;
+            }
+            *retry_bytes -= m.len();
+            retry.pop_front();
+        }
+        if result.is_ok() {
+            result = s.write(data);
+        }
+        let mut newly_lost = 0;
+        match &result {
+            Ok(()) => {}
+            Err(sink::WriteError::Io(_)) => {
+                if *retry_bytes + data.len() <= RETRY_CAP {
+                    *retry_bytes += data.len();
+                    retry.push_back((data.to_vec(), pending));
+                } else {
+                    newly_lost = pending;
                 }
-                None => json,
-            };
-            if let Some(s) = sink.as_mut() {
-                if let Err(e) = s.write(data) {
-                    o.failed = true;
+            }
+            Err(sink::WriteError::Lost(_)) => {
+                newly_lost = pending + retry.iter().map(|(_, n)| n).sum::<u64>();
+                retry.clear();
+                *retry_bytes = 0;
+            }
+        }
+        let reopened = s.reopened;
+        let path = s.path.clone();
+        if reopened > o.reopens_told {
+            o.reopens_told = reopened;
+            if let Some(s) = o.sink.as_ref() {
+                self.publish_fd(s);
+            }
+            sys::eprint_line(&format!(
+                "[DFTRACER WARN] the program closed or reused the trace file's descriptor; reopened {path}"
+            ));
+        }
+        o.lost += newly_lost;
+        match result {
+            Ok(()) => {
+                if let Some(start) = o.streak.take() {
                     sys::eprint_line(&format!(
-                        "[DFTRACER ERROR] cannot write trace file {}: {e}; later events of pid {} are lost",
-                        s.path, self.pid
+                        "[DFTRACER WARN] writing {path} again; {} events of pid {} were lost meanwhile",
+                        o.lost - start,
+                        self.pid
                     ));
                 }
             }
-        }
-        if o.failed {
-            o.lost += pending;
+            Err(sink::WriteError::Io(e)) => {
+                if o.streak.is_none() {
+                    o.streak = Some(o.lost - newly_lost);
+                    sys::eprint_line(&format!(
+                        "[DFTRACER WARN] cannot write trace file {path}: {e}; the file keeps its complete members, up to {} MiB more are held and retried, later events are lost and counted",
+                        RETRY_CAP >> 20
+                    ));
+                }
+            }
+            Err(e @ sink::WriteError::Lost(_)) => {
+                o.failed = true;
+                sys::eprint_line(&format!(
+                    "[DFTRACER ERROR] {path}: {e}; later events of pid {} are lost",
+                    self.pid
+                ));
+            }
         }
         if o.out.capacity() > 64 * 1024 * 1024 {
             o.out = Vec::new();
         }
+    }
+
+    /// Makes the file's descriptor known to a fork child (which closes its inherited copy
+    /// without taking a lock).
+    pub(super) fn publish_fd(&self, s: &Sink) {
+        let (dev, ino) = s.identity();
+        self.file_dev.store(dev, Ordering::Relaxed);
+        self.file_ino.store(ino, Ordering::Relaxed);
+        self.file_fd.store(s.fd(), Ordering::Release);
     }
 
     /// Drains everything, writes `end`, writes the last member and closes the file.
@@ -79,6 +194,11 @@ impl Shared {
         self.end_record(&mut w);
         self.member(&mut w);
         let mut o = self.output.lock();
+        // Whatever is still held after the last attempt is lost.
+        let held = o.held();
+        o.lost += held;
+        o.retry.clear();
+        o.retry_bytes = 0;
         if let Some(s) = o.sink.as_mut() {
             s.sync();
         }
@@ -92,7 +212,8 @@ impl Shared {
                 o.lost
             ));
         }
-        o.closed = o.sink.take().map(|s| (s.path, s.bytes));
+        self.file_fd.store(-1, Ordering::Release);
+        o.closed = o.sink.take().map(|s| (s.path.clone(), s.bytes));
         FINISHED.store(true, Ordering::Release);
     }
 }

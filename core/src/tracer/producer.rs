@@ -139,6 +139,7 @@ fn attach(l: &Local, s: u64) -> *const Ring {
         return ptr::null();
     }
     if l.ring.get().is_null() {
+        let _s = Section::new();
         let ring = Arc::new(Ring::new(sh.cfg.ring_size, sys::gettid()));
         sh.rings.lock().push(ring.clone());
         l.ring.set(Arc::into_raw(ring));
@@ -157,15 +158,24 @@ fn ring_full(ring: &Ring, p: &Pending, len: usize) {
     }
     // Hand work over: encode a bounded part of our own ring (no compression, no I/O: the
     // writer cuts members), then retry, up to 8 chunks (more than any record needs).
-    for _ in 0..8 {
-        {
-            let _g = InternalGuard::new();
-            let mut w = sh.writer.lock();
-            sh.drain_ring(&mut w, ring, DRAIN_CHUNK.min(ring.capacity() / 4), false);
+    let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for _ in 0..8 {
+            {
+                let _s = Section::new();
+                let mut w = sh.writer.lock();
+                sh.drain_ring(&mut w, ring, DRAIN_CHUNK.min(ring.capacity() / 4), false);
+            }
+            if ring.push(len, |buf| p.write(buf)) {
+                return true;
+            }
         }
-        if ring.push(len, |buf| p.write(buf)) {
-            return;
+        false
+    }));
+    match handed {
+        Ok(true) => {}
+        Ok(false) => {
+            sh.dropped.fetch_add(1, Ordering::Relaxed);
         }
+        Err(_) => sh.broken("hand-over of a full ring"),
     }
-    sh.dropped.fetch_add(1, Ordering::Relaxed);
 }

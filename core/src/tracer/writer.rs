@@ -272,6 +272,15 @@ pub(super) extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_voi
     // SAFETY: arg is the &'static Shared passed by ensure_writer (never freed).
     let sh: &'static Shared = unsafe { &*(arg as *const Shared) };
     let _ = INTERNAL.try_with(|c| c.set(true));
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_loop(sh))).is_err() {
+        sh.broken("writer thread");
+    }
+    ptr::null_mut()
+}
+
+fn writer_loop(sh: &'static Shared) {
+    // Fault injection for the tests (not a knob): the writer fails after its first member.
+    let fault = std::env::var_os("DFTRACER_FAULT").is_some_and(|v| v == "writer");
     crate::clock::recalibrate(sh.cfg.tsc);
     loop {
         sh.wake.wait_ms(sh.cfg.flush_interval_ms.min(1000));
@@ -290,8 +299,10 @@ pub(super) extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_voi
         crate::clock::recalibrate(sh.cfg.tsc);
         let mut w = sh.writer.lock();
         sh.drain_all(&mut w, false);
+        if fault && sh.output.lock().sink.is_some() {
+            panic!("injected writer fault (DFTRACER_FAULT=writer)");
+        }
     }
-    ptr::null_mut()
 }
 
 /// Writes everything recorded so far to the file now (before `exec`, in tests).
@@ -300,7 +311,7 @@ pub fn flush() {
         if PHASE.load(Ordering::Acquire) != PHASE_RUNNING {
             return;
         }
-        let _g = InternalGuard::new();
+        let _s = Section::new();
         let mut w = sh.writer.lock();
         sh.drain_all(&mut w, true);
     }

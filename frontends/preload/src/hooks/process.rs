@@ -23,15 +23,43 @@ use dftracer_core::{Arg, Value};
 use super::{c_bytes, missing, POSIX};
 use crate::{busy_here, enter, guarded, now, owner_pid, posix_on, real, record, SavedErrno};
 
-/// Records the exec and writes everything recorded so far, so that nothing is lost when the
-/// image is replaced.
+/// Records the exec and finishes the trace (its `end` record last), so that nothing is lost
+/// when the image is replaced. An exec that fails leaves the process untraced from then on
+/// (said once on stderr): the file already ended.
 unsafe fn before_exec(name: &'static [u8], path: *const c_char, argv: *const *const c_char) {
-    if !posix_on() || real::getpid() != owner_pid() {
+    if real::getpid() != owner_pid() || !dftracer_core::is_running() {
         return;
     }
     let Some(busy) = enter() else { return };
     let _errno = SavedErrno::new();
     guarded(|| {
+        if posix_on() {
+            record_exec(name, path, argv);
+        }
+        dftracer_core::finalize();
+        EXEC_FINALIZED.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    drop(busy);
+}
+
+/// The trace was finished by an exec.
+static EXEC_FINALIZED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// After an exec returned (it failed): say once that tracing ended with it.
+fn after_failed_exec() {
+    if EXEC_FINALIZED.swap(false, std::sync::atomic::Ordering::Relaxed)
+        && real::getpid() == owner_pid()
+    {
+        let _errno = SavedErrno::new();
+        dftracer_core::eprint_line(&format!(
+            "[DFTRACER WARN] an exec failed in pid {} after its trace was finished; later calls of this process are not traced",
+            real::getpid()
+        ));
+    }
+}
+
+unsafe fn record_exec(name: &'static [u8], path: *const c_char, argv: *const *const c_char) {
+    {
         // Recorded under the same DATA_DIR rule as every other path: a program under a data
         // dir, or any program when every file is traced (a PATH-searched bare name counts as
         // traced only then). Otherwise every shell in a pipeline would leave a file.
@@ -43,7 +71,6 @@ unsafe fn before_exec(name: &'static [u8], path: *const c_char, argv: *const *co
             crate::filter() == Some(&dftracer_core::filter::DataDirs::All)
         };
         if !traced {
-            dftracer_core::flush();
             return;
         }
         let mut argc = 0i64;
@@ -63,9 +90,7 @@ unsafe fn before_exec(name: &'static [u8], path: *const c_char, argv: *const *co
                 Arg::new("fhash", Value::Path(c_bytes(path).unwrap_or(b""))),
             ],
         );
-        dftracer_core::flush();
-    });
-    drop(busy);
+    }
 }
 
 type ExecveFn =
@@ -82,7 +107,9 @@ unsafe fn do_execve(
         return missing(-1);
     };
     before_exec(name, path, argv);
-    real(path, argv, envp)
+    let r = real(path, argv, envp);
+    after_failed_exec();
+    r
 }
 
 unsafe fn do_execv(name: &'static [u8], path: *const c_char, argv: *const *const c_char) -> c_int {
@@ -90,7 +117,9 @@ unsafe fn do_execv(name: &'static [u8], path: *const c_char, argv: *const *const
         return missing(-1);
     };
     before_exec(name, path, argv);
-    real(path, argv)
+    let r = real(path, argv);
+    after_failed_exec();
+    r
 }
 
 unsafe fn do_execvp(name: &'static [u8], file: *const c_char, argv: *const *const c_char) -> c_int {
@@ -98,7 +127,9 @@ unsafe fn do_execvp(name: &'static [u8], file: *const c_char, argv: *const *cons
         return missing(-1);
     };
     before_exec(name, file, argv);
-    real(file, argv)
+    let r = real(file, argv);
+    after_failed_exec();
+    r
 }
 
 #[no_mangle]
@@ -130,7 +161,9 @@ pub unsafe extern "C" fn execvpe(
         return missing(-1);
     };
     before_exec(b"execvpe", file, argv);
-    real(file, argv, envp)
+    let r = real(file, argv, envp);
+    after_failed_exec();
+    r
 }
 
 const KIND_EXECL: usize = 0;
