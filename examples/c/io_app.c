@@ -43,6 +43,7 @@ static long read_file(const char *path) {
     close(fd);
   }
   DFTRACER_C_FUNCTION_UPDATE_INT_TYPE("bytes", (int)total, 1);
+  DFTRACER_C_FUNCTION_UPDATE_STR_TYPE("kind", "sequential", 2);
   DFTRACER_C_FUNCTION_END();
   return total;
 }
@@ -58,6 +59,7 @@ static size_t stream_file(const char *path) {
   }
   DFTRACER_C_REGION_UPDATE_INT(stream, "bytes", (int)total);
   DFTRACER_C_REGION_UPDATE_STR_TYPE(stream, "mode", "r", 0);
+  DFTRACER_C_REGION_UPDATE_INT_TYPE(stream, "calls", 1, 1);
   DFTRACER_C_REGION_END(stream);
   return total;
 }

@@ -55,6 +55,7 @@ static size_t stream(const std::string &path) {
     std::fclose(f);
   }
   DFTRACER_CPP_REGION_UPDATE(stream, "bytes", static_cast<int>(total));
+  DFTRACER_CPP_REGION_UPDATE_TYPE(stream, "mode", "r", MT_KEY);
   return total;
 }
 

@@ -71,7 +71,10 @@ fn c_string(p: *const c_char) -> Option<String> {
 fn args_on() -> bool {
     match ARGS.load(Ordering::Relaxed) {
         0 => {
-            let on = dftracer_core::config().map_or(true, |c| c.metadata);
+            let on = match dftracer_core::config() {
+                Some(c) => c.metadata,
+                None => true,
+            };
             ARGS.store(if on { 2 } else { 1 }, Ordering::Relaxed);
             on
         }
@@ -265,7 +268,9 @@ fn region_begin(
         let meta = event_type == DF_METADATA_EVENT;
         let ts = if meta { 0 } else { dftracer_core::now() };
         let name = c_str(name, MAX_STR).unwrap_or_default();
-        let cat = c_str(cat, MAX_STR).unwrap_or(layer.name().as_bytes());
+        // A data region without a category takes its layer's (a metadata one: an empty value).
+        let default_cat: &[u8] = if meta { b"" } else { layer.name().as_bytes() };
+        let cat = c_str(cat, MAX_STR).unwrap_or(default_cat);
         region::begin(layer, meta, name, cat, ts).unwrap_or(std::ptr::null_mut())
     })
 }

@@ -192,14 +192,14 @@ fn slot(index: usize) -> &'static Slot {
 pub fn lookup(p: *const DFTracerData) -> Option<(usize, &'static Slot)> {
     let addr = p as usize;
     let size = std::mem::size_of::<Slot>();
-    for k in 0..CHUNKS {
-        let base = CHUNK[k].load(Ordering::Acquire);
+    for (k, chunk) in CHUNK.iter().enumerate() {
+        let base = chunk.load(Ordering::Acquire);
         if base.is_null() {
             break; // chunks are published in order
         }
         let b = base as usize;
-        if addr >= b && addr < b + chunk_len(k) * size && (addr - b) % size == 0 {
-            let i = (addr - b) / size;
+        let i = addr.wrapping_sub(b) / size;
+        if addr >= b && i < chunk_len(k) && b + i * size == addr {
             // SAFETY: in range of a published, never-freed chunk, on a slot boundary.
             return Some((chunk_start(k) + i, unsafe { &*base.add(i) }));
         }
@@ -240,8 +240,8 @@ fn pop() -> Option<usize> {
 
 /// Publishes the next chunk and returns its first slot (the others go on the free list).
 fn grow() -> Option<usize> {
-    for k in 0..CHUNKS {
-        if !CHUNK[k].load(Ordering::Acquire).is_null() {
+    for (k, chunk) in CHUNK.iter().enumerate() {
+        if !chunk.load(Ordering::Acquire).is_null() {
             continue;
         }
         let mut v: Vec<Slot> = (0..chunk_len(k))
@@ -258,12 +258,7 @@ fn grow() -> Option<usize> {
             s.data.profiler = s as *mut Slot as *mut std::ffi::c_void;
         }
         let p = Box::into_raw(v.into_boxed_slice()) as *mut Slot;
-        match CHUNK[k].compare_exchange(
-            std::ptr::null_mut(),
-            p,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
+        match chunk.compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
                 let first = chunk_start(k);
                 for i in 1..chunk_len(k) {

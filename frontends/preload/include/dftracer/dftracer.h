@@ -107,14 +107,14 @@ static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
   (void)data_fn;
 #define DFTRACER_C_FUNCTION_END() \
   finalize_region(data_fn);       \
-  data_fn = NULL;
+  data_fn = (struct DFTracerData *)0;
 #define DFTRACER_C_REGION_START(name)                               \
   struct DFTracerData *data_##name DFTRACER_C_REGION_CLEANUP =      \
       initialize_region(#name, C_LOG_CATEGORY, DF_DATA_EVENT);      \
   (void)data_##name;
 #define DFTRACER_C_REGION_END(name) \
   finalize_region(data_##name);     \
-  data_##name = NULL;
+  data_##name = (struct DFTracerData *)0;
 #define DFTRACER_C_METADATA(name, key, val)                     \
   {                                                             \
     struct DFTracerData *data_##name =                          \
