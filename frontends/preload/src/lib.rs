@@ -1,4 +1,8 @@
-//! `libdftracer_preload.so`: POSIX and stdio I/O tracing by `LD_PRELOAD`.
+//! `libdftracer_preload.so` / `libdftracer_core.so` (one file, SONAME `libdftracer_core.so`):
+//! POSIX and stdio I/O tracing by `LD_PRELOAD`, and the C/C++ API of
+//! `include/dftracer/dftracer.h` (module `capi`: `initialize_main`, regions, ...) for
+//! programs linked with `-ldftracer_core`. Both paths start the same core (`start_tracing`),
+//! so a linked program that is also preloaded has one tracer and one trace file.
 //!
 //! ```text
 //! LD_PRELOAD=/path/libdftracer_preload.so DFTRACER_ENABLE=1 DFTRACER_INIT=PRELOAD \
@@ -21,8 +25,9 @@
 //! - **No panic crosses the C boundary**: all recording runs inside [`guarded`]
 //!   (`catch_unwind`); a failure loses an event, never the program's call.
 //!
-//! The unsafe surface is this crate's reason to exist: `hooks` (the C ABI), [`real`] (symbol
-//! resolution) and [`table`] (lock-free tables); each unsafe block states why it is sound.
+//! The unsafe surface is this crate's reason to exist: `hooks` and `capi` (the C ABI), [`real`]
+//! (symbol resolution), [`table`] and [`region`] (lock-free tables and region slots); each
+//! unsafe block states why it is sound.
 #![deny(unsafe_code)]
 // The unit-test build leaves out the C entry points (they would interpose the test harness).
 #![cfg_attr(test, allow(dead_code))]
