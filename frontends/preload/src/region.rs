@@ -151,24 +151,33 @@ impl Region {
         }
     }
 
-    /// Calls `f` with the region's args as the core takes them.
+    /// Calls `f` with the region's args as the core takes them (on the stack up to
+    /// [`INLINE_ARGS`]; more, which is rare, in a short-lived `Vec`).
     pub fn with_args<R>(&self, f: impl FnOnce(&[Arg]) -> R) -> R {
-        let mut out = [Arg {
-            key: b"",
-            value: Value::Int(0),
-        }; MAX_REGION_ARGS];
-        for (o, a) in out.iter_mut().zip(&self.args) {
-            *o = Arg {
-                key: self.text(a.key),
-                value: match a.val {
-                    ArgVal::Int(v) => Value::Int(v),
-                    ArgVal::Str(s, n) => Value::Str(self.text((s, n))),
-                },
-            };
+        let arg = |a: &ArgSlot| Arg {
+            key: self.text(a.key),
+            value: match a.val {
+                ArgVal::Int(v) => Value::Int(v),
+                ArgVal::Str(s, n) => Value::Str(self.text((s, n))),
+            },
+        };
+        if self.args.len() <= INLINE_ARGS {
+            let mut out = [Arg {
+                key: b"",
+                value: Value::Int(0),
+            }; INLINE_ARGS];
+            for (o, a) in out.iter_mut().zip(&self.args) {
+                *o = arg(a);
+            }
+            f(&out[..self.args.len()])
+        } else {
+            f(&self.args.iter().map(arg).collect::<Vec<_>>())
         }
-        f(&out[..self.args.len()])
     }
 }
+
+/// Args handed to the core from the stack (a 64-entry array cost ~400 instructions to fill).
+const INLINE_ARGS: usize = 8;
 
 fn chunk_len(k: usize) -> usize {
     BASE << k
@@ -370,6 +379,24 @@ mod tests {
         );
         assert!(!end(p, |_| panic!("ended twice")));
         with_live(p, |_| panic!("updated after end"));
+    }
+
+    #[test]
+    fn many_args_beyond_the_inline_array_and_the_cap() {
+        let p = begin(Layer::CApp, false, b"n", b"c", 0).unwrap();
+        with_live(p, |r| {
+            for i in 0..MAX_REGION_ARGS + 5 {
+                r.set_int(format!("k{i}").as_bytes(), i as i64);
+            }
+        });
+        assert!(end(p, |r| r.with_args(|a| {
+            assert_eq!(a.len(), MAX_REGION_ARGS);
+            assert_eq!(a[INLINE_ARGS].key, format!("k{INLINE_ARGS}").as_bytes());
+            assert_eq!(
+                a[MAX_REGION_ARGS - 1].value,
+                Value::Int(MAX_REGION_ARGS as i64 - 1)
+            );
+        })));
     }
 
     #[test]
