@@ -1,8 +1,11 @@
 # The handful of targets the README and CI call. Each one sets up what it needs.
-.PHONY: demo test lint test-rust test-python test-fuzz ecosystem bench fuzz-long
+.PHONY: demo native test lint test-rust test-python test-fuzz ecosystem bench fuzz-long
 
 demo:            ## traced training-like run + the service; prints where the traces are
 	bash scripts/demo.sh
+
+native:          ## the C/C++ library under both names; with PREFIX=dir also the install layout
+	bash scripts/native-lib.sh $(if $(PREFIX),--prefix $(PREFIX))
 
 test:            ## everything CI runs
 	bash scripts/test.sh

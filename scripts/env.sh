@@ -8,6 +8,10 @@ command -v cargo >/dev/null 2>&1 || { echo "scripts/env.sh: cargo not found; ins
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv python3-dev)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+# The C/C++ API tests build the examples with g++, pkg-config and CMake.
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 if ((${#need_apt[@]})); then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi

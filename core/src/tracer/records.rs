@@ -119,6 +119,11 @@ impl Shared {
                 }
             }
             for name in self.used_names.lock().iter() {
+                // `mark_used("C_APP")` of a layer that also recorded events: one key.
+                let is_layer = |l: &Layer| used[*l as usize] && l.name() == name.as_str();
+                if Layer::ALL.iter().any(is_layer) {
+                    continue;
+                }
                 sep(out);
                 json::write_str(out, name.as_bytes(), name.len());
                 out.extend_from_slice(b":1");

@@ -1,4 +1,8 @@
-//! `libdftracer_preload.so`: POSIX and stdio I/O tracing by `LD_PRELOAD`.
+//! `libdftracer_preload.so` / `libdftracer_core.so` (one file, SONAME `libdftracer_core.so`):
+//! POSIX and stdio I/O tracing by `LD_PRELOAD`, and the C/C++ API of
+//! `include/dftracer/dftracer.h` (module `capi`: `initialize_main`, regions, ...) for
+//! programs linked with `-ldftracer_core`. Both paths start the same core (`start_tracing`),
+//! so a linked program that is also preloaded has one tracer and one trace file.
 //!
 //! ```text
 //! LD_PRELOAD=/path/libdftracer_preload.so DFTRACER_ENABLE=1 DFTRACER_INIT=PRELOAD \
@@ -21,15 +25,19 @@
 //! - **No panic crosses the C boundary**: all recording runs inside [`guarded`]
 //!   (`catch_unwind`); a failure loses an event, never the program's call.
 //!
-//! The unsafe surface is this crate's reason to exist: `hooks` (the C ABI), [`real`] (symbol
-//! resolution) and [`table`] (lock-free tables); each unsafe block states why it is sound.
+//! The unsafe surface is this crate's reason to exist: `hooks` and `capi` (the C ABI), [`real`]
+//! (symbol resolution), [`table`] and [`region`] (lock-free tables and region slots); each
+//! unsafe block states why it is sound.
 #![deny(unsafe_code)]
 // The unit-test build leaves out the C entry points (they would interpose the test harness).
 #![cfg_attr(test, allow(dead_code))]
 
 #[cfg(not(test))]
+mod capi;
+#[cfg(not(test))]
 mod hooks;
 pub mod real;
+pub mod region;
 pub mod table;
 
 use std::cell::Cell;
@@ -207,8 +215,41 @@ pub(crate) fn start() {
     if !cfg.enable || cfg.init != dftracer_core::InitMode::Preload {
         return;
     }
+    match start_tracing(cfg, dftracer_core::Origin::Preload, None, true) {
+        Ok(()) | Err(dftracer_core::Error::Disabled) => {}
+        Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] preload: {e}")),
+    }
+}
+
+/// Starts the core and, with `io`, this library's I/O interception: the one start path of the
+/// preload constructor and of the C API's `initialize_main` / `initialize_no_bind`.
+pub(crate) fn start_tracing(
+    cfg: dftracer_core::Config,
+    origin: dftracer_core::Origin,
+    api_log_file: Option<&str>,
+    io: bool,
+) -> Result<(), dftracer_core::Error> {
+    let io_cfg = io.then(|| cfg.clone());
+    {
+        // The core reads /proc and the cwd while starting: keep that out of the trace.
+        let _busy = enter();
+        dftracer_core::init(cfg, origin, api_log_file)?;
+    }
+    if let Some(c) = io_cfg {
+        bind_io(&c);
+    }
+    Ok(())
+}
+
+/// Turns on the interception of POSIX/stdio calls by this library's exported symbols for a
+/// running core: the DATA_DIR filter first, then the mode bits that the shims read. Returns
+/// false when interception was already on (the first filter stays: it cannot change under
+/// concurrent shims).
+pub(crate) fn bind_io(cfg: &dftracer_core::Config) -> bool {
     let cwd = dftracer_core::cwd();
-    let _ = FILTER.set(DataDirs::parse(cfg.data_dirs.as_deref(), cwd.as_bytes()));
+    let fresh = FILTER
+        .set(DataDirs::parse(cfg.data_dirs.as_deref(), cwd.as_bytes()))
+        .is_ok();
     let mut mode = 0;
     if cfg.io && cfg.posix {
         mode |= POSIX;
@@ -219,16 +260,16 @@ pub(crate) fn start() {
     if cfg.metadata {
         mode |= METADATA;
     }
-    // The core reads /proc and the cwd while starting: keep that out of the trace.
-    let _busy = enter();
-    match dftracer_core::init(cfg, dftracer_core::Origin::Preload, None) {
-        Ok(()) => {
-            MODE.store(mode, Ordering::Release);
-            dftracer_core::set_bind(mode & (POSIX | STDIO) != 0);
-        }
-        Err(dftracer_core::Error::Disabled) => {}
-        Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] preload: {e}")),
+    if fresh {
+        MODE.store(mode, Ordering::Release);
     }
+    dftracer_core::set_bind(MODE.load(Ordering::Relaxed) & (POSIX | STDIO) != 0);
+    fresh
+}
+
+/// True when this library's I/O interception is on (whoever turned it on).
+pub(crate) fn io_bound() -> bool {
+    MODE.load(Ordering::Relaxed) & (POSIX | STDIO) != 0
 }
 
 extern "C" fn after_fork_child() {

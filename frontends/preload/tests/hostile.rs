@@ -4,6 +4,8 @@
 
 mod common;
 use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// A C program that records `n` traced preads, lets the tracer write a member (so its file
 /// and descriptor exist), attacks the descriptors the way `how` says, writes its own file

@@ -9,7 +9,11 @@
 //! in parallel.
 
 mod common;
+
 use common::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 // ---------------------------------------------------------------- every call

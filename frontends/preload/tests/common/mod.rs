@@ -1,13 +1,13 @@
-//! The harness shared by the preload library's end-to-end tests: the library built for this
-//! test run, scratch directories, C programs compiled at test time, and trace files read back
-//! with a real gzip decoder and a real JSON parser.
+//! Harness shared by the preload and C API tests: the library of this build, scratch
+//! directories, compiling C, and reading trace files back (every gzip member with flate2's
+//! `MultiGzDecoder`, every line with serde_json).
 #![allow(dead_code)]
 
 pub use serde_json::Value as J;
-pub use std::collections::HashMap;
-pub use std::io::Read;
-pub use std::path::{Path, PathBuf};
-pub use std::process::{Command, Output, Stdio};
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -228,6 +228,7 @@ impl Trace {
     }
 }
 
+/// Headers and a CHECK macro for the C programs the tests compile.
 pub const PRELUDE: &str = r#"
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -1,0 +1,408 @@
+//! The C/C++ API of `include/dftracer/dftracer.h` (the reference DFTracer 2.2.0 surface):
+//! `initialize_main`, `initialize_no_bind`, `finalize`, `set_app_metadata_*`, `mark_used`, and
+//! regions (`initialize_region` ... `finalize_region`, `update_metadata_*`).
+//!
+//! Contract:
+//! - **One tracer per process**: these functions drive the same core as the preload
+//!   constructor. When the constructor already started it (`LD_PRELOAD` with
+//!   `DFTRACER_INIT=PRELOAD`), `initialize_main` joins that trace: its `log_file` renames the
+//!   file (`retarget`), and I/O stays traced with the preload's `DFTRACER_DATA_DIR`.
+//! - **I/O**: `initialize_main` turns on this library's interception ([`crate::bind_io`]). When
+//!   the program is linked with `-ldftracer_core`, the library's exported `open`/`read`/...
+//!   already come before libc's in symbol lookup, so that is all it takes;
+//!   [`bind_io_in_process`] is where a dlopen'ed (RTLD_LOCAL) copy will patch the program's
+//!   GOT. `initialize_no_bind` traces regions only.
+//! - **`process_id`** is read by nobody, as in the reference (whose core overwrites it with
+//!   `getpid()`): the trace always holds the real pid. It is never written through.
+//! - **Regions** before any `initialize_*` start the tracer from the environment without I/O
+//!   (as the reference and our Python module do); a later `initialize_main` then names the file
+//!   and binds I/O.
+//! - **Off = free**: with tracing off, `initialize_region` returns NULL after two loads, and
+//!   every other call on NULL returns at once.
+//! - **Never harm the host**: no panic crosses into C ([`crate::guarded`]); NULL strings and
+//!   pointers that are not live regions are ignored ([`crate::region::lookup`]); `errno` is
+//!   restored on return; problems are one line on stderr.
+//! - **Metadata type** (`*_type` variants, C++ `MetadataType`): the reference uses it only to
+//!   choose aggregation keys; the written args are the same for every type. We write the arg
+//!   and ignore the type (our aggregation groups by name and category).
+#![allow(unsafe_code)]
+// The C entry points take C pointers; each reads only NUL-terminated strings the caller
+// passes (bounded by `strnlen`), or region pointers checked by address before any use.
+#![allow(clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use libc::{c_char, c_int};
+
+use dftracer_core::event::MAX_STR;
+use dftracer_core::{AppValue, Config, Error, Layer, Origin};
+
+use crate::region::{self, DFTracerData};
+use crate::{guarded, guarded_or, SavedErrno};
+
+/// `DF_DATA_EVENT` / `DF_METADATA_EVENT`.
+const DF_METADATA_EVENT: c_int = 1;
+
+/// An explicit `initialize_main`/`initialize_no_bind` ran (a second one is ignored).
+static EXPLICIT: AtomicBool = AtomicBool::new(false);
+/// The implicit start (first region before any initialize) was tried.
+static IMPLICIT_TRIED: AtomicBool = AtomicBool::new(false);
+/// Region args are kept: 0 not known yet, 1 no (`DFTRACER_INC_METADATA=0`), 2 yes.
+static ARGS: AtomicU8 = AtomicU8::new(0);
+
+/// The bytes of C string `p`, at most `max + 1` of them (`None` for NULL).
+fn c_str<'a>(p: *const c_char, max: usize) -> Option<&'a [u8]> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passed a NUL-terminated string (the C API's contract); strnlen reads
+    // no further than its NUL or `max + 1` bytes.
+    unsafe {
+        let n = libc::strnlen(p, max + 1);
+        Some(std::slice::from_raw_parts(p as *const u8, n))
+    }
+}
+
+fn c_string(p: *const c_char) -> Option<String> {
+    c_str(p, MAX_STR).map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// Region args are recorded (the core's `metadata` setting), read once.
+fn args_on() -> bool {
+    match ARGS.load(Ordering::Relaxed) {
+        0 => {
+            let on = match dftracer_core::config() {
+                Some(c) => c.metadata,
+                None => true,
+            };
+            ARGS.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+        v => v == 2,
+    }
+}
+
+/// Tracing is on, starting it from the environment on the first call if nobody did (events
+/// before `initialize_main`, as in the reference). Two loads once decided.
+#[inline]
+fn active() -> bool {
+    if dftracer_core::is_enabled() {
+        return true;
+    }
+    if IMPLICIT_TRIED.load(Ordering::Relaxed) {
+        return false;
+    }
+    start_implicitly()
+}
+
+#[cold]
+fn start_implicitly() -> bool {
+    if IMPLICIT_TRIED.swap(true, Ordering::AcqRel) || dftracer_core::is_finalized() {
+        return dftracer_core::is_enabled();
+    }
+    let cfg = Config::from_env();
+    if cfg.enable {
+        match crate::start_tracing(cfg, Origin::App, None, false) {
+            Ok(()) | Err(Error::Disabled) | Err(Error::AlreadyInitialized) => {}
+            Err(Error::Finalized) => {}
+            Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}")),
+        }
+    }
+    dftracer_core::is_enabled()
+}
+
+/// Where the in-process I/O binder for a dlopen'ed (RTLD_LOCAL) copy of this library will be
+/// called: it will point the program's GOT entries for the intercepted functions at this
+/// library's shims. Today it does nothing: when the library is linked into the program or
+/// preloaded, its exported symbols already interpose libc's (the common case).
+fn bind_io_in_process() {}
+
+fn initialize(log_file: *const c_char, data_dirs: *const c_char, io: bool) {
+    let _errno = SavedErrno::new();
+    let log_file = c_string(log_file).filter(|s| !s.is_empty());
+    let data_dirs = c_string(data_dirs).filter(|s| !s.is_empty());
+    guarded(|| {
+        if dftracer_core::is_finalized() {
+            return;
+        }
+        let mut cfg = Config::from_env();
+        if !cfg.enable {
+            return;
+        }
+        // The reference's order: the argument's directories, then DFTRACER_DATA_DIR's.
+        if let Some(d) = data_dirs.clone() {
+            cfg.data_dirs = Some(match cfg.data_dirs.take() {
+                Some(env) => format!("{d}:{env}"),
+                None => d,
+            });
+        }
+        if EXPLICIT.swap(true, Ordering::AcqRel) {
+            return; // a second initialize is ignored, as in the reference
+        }
+        if dftracer_core::is_running() {
+            join_running(cfg, log_file.as_deref(), data_dirs.as_deref(), io);
+        } else {
+            match crate::start_tracing(cfg, Origin::App, log_file.as_deref(), io) {
+                Ok(()) => {}
+                Err(Error::AlreadyInitialized) => {
+                    // Started by a region on another thread meanwhile.
+                    let cfg = Config::from_env();
+                    join_running(cfg, log_file.as_deref(), data_dirs.as_deref(), io);
+                }
+                Err(Error::Disabled) | Err(Error::Finalized) => return,
+                Err(e) => {
+                    dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+                    return;
+                }
+            }
+        }
+        if io && crate::io_bound() {
+            bind_io_in_process();
+        }
+    });
+}
+
+/// `initialize_*` found the tracer running: started by the preload constructor, or implicitly
+/// by an earlier region. One trace either way.
+fn join_running(cfg: Config, log_file: Option<&str>, arg_dirs: Option<&str>, io: bool) {
+    if let Some(path) = log_file {
+        if let Err(e) = dftracer_core::retarget(path) {
+            dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+        }
+    }
+    if io && !crate::bind_io(&cfg) {
+        // The preload's filter stays (shims read it concurrently). Say so only when the
+        // argument names a directory that filter does not cover.
+        let env = std::env::var("DFTRACER_DATA_DIR").ok();
+        let covered = |d: &str| match env.as_deref() {
+            None | Some("") => true, // unset: every file is traced
+            Some(list) => list.split(':').any(|e| e == "all" || e == d),
+        };
+        if let Some(dirs) = arg_dirs {
+            if !dirs.split(':').filter(|d| !d.is_empty()).all(covered) {
+                dftracer_core::eprint_line(&format!(
+                    "[DFTRACER WARN] initialize_main: I/O tracing was already started by \
+                     LD_PRELOAD with DFTRACER_DATA_DIR={}; data_dirs \"{dirs}\" is not applied",
+                    env.unwrap_or_default()
+                ));
+            }
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn initialize_main(
+    log_file: *const c_char,
+    data_dirs: *const c_char,
+    process_id: *mut c_int,
+) {
+    let _ = process_id;
+    initialize(log_file, data_dirs, true);
+}
+
+#[no_mangle]
+pub extern "C" fn initialize_no_bind(
+    log_file: *const c_char,
+    data_dirs: *const c_char,
+    process_id: *mut c_int,
+) {
+    let _ = process_id;
+    initialize(log_file, data_dirs, false);
+}
+
+#[no_mangle]
+pub extern "C" fn finalize() {
+    let _errno = SavedErrno::new();
+    guarded(dftracer_core::finalize);
+}
+
+#[no_mangle]
+pub extern "C" fn set_app_metadata_int(key: *const c_char, value: c_int) {
+    let _errno = SavedErrno::new();
+    guarded(|| {
+        if let Some(k) = c_string(key) {
+            if active() {
+                dftracer_core::set_app_metadata(&k, AppValue::Int(value as i64));
+            }
+        }
+    });
+}
+
+#[no_mangle]
+pub extern "C" fn set_app_metadata_string(key: *const c_char, value: *const c_char) {
+    let _errno = SavedErrno::new();
+    guarded(|| {
+        if let (Some(k), Some(v)) = (c_string(key), c_string(value)) {
+            if active() {
+                dftracer_core::set_app_metadata(&k, AppValue::Str(v));
+            }
+        }
+    });
+}
+
+#[no_mangle]
+pub extern "C" fn mark_used(name: *const c_char) {
+    let _errno = SavedErrno::new();
+    guarded(|| {
+        if let Some(n) = c_string(name) {
+            if active() {
+                dftracer_core::mark_used(&n);
+            }
+        }
+    });
+}
+
+/// Opens a region of layer `layer` (NULL when tracing is off). A NULL `cat` takes the layer's
+/// category (`C_APP` / `CPP_APP`); a NULL `name` is an empty name.
+fn region_begin(
+    name: *const c_char,
+    cat: *const c_char,
+    event_type: c_int,
+    layer: Layer,
+) -> *mut DFTracerData {
+    if !active() {
+        return std::ptr::null_mut();
+    }
+    let _errno = SavedErrno::new();
+    guarded_or(std::ptr::null_mut(), || {
+        let meta = event_type == DF_METADATA_EVENT;
+        let ts = if meta { 0 } else { dftracer_core::now() };
+        let name = c_str(name, MAX_STR).unwrap_or_default();
+        // A data region without a category takes its layer's (a metadata one: an empty value).
+        let default_cat: &[u8] = if meta { b"" } else { layer.name().as_bytes() };
+        let cat = c_str(cat, MAX_STR).unwrap_or(default_cat);
+        region::begin(layer, meta, name, cat, ts).unwrap_or(std::ptr::null_mut())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn initialize_region(
+    name: *const c_char,
+    cat: *const c_char,
+    event_type: c_int,
+) -> *mut DFTracerData {
+    region_begin(name, cat, event_type, Layer::CApp)
+}
+
+/// Ours (used by the header's C++ `DFTracer`): `initialize_region` with the event's layer
+/// (`TraceEventType`: 2 C_APP, 9 CPP_APP, ...).
+#[no_mangle]
+pub extern "C" fn dftracer_region_begin(
+    name: *const c_char,
+    cat: *const c_char,
+    event_type: c_int,
+    trace_type: c_int,
+) -> *mut DFTracerData {
+    let layer = match u8::try_from(trace_type) {
+        Ok(t) => Layer::from_u8(t),
+        Err(_) => Layer::Unknown,
+    };
+    region_begin(name, cat, event_type, layer)
+}
+
+#[no_mangle]
+pub extern "C" fn finalize_region(data: *mut DFTracerData) {
+    if data.is_null() {
+        return;
+    }
+    let _errno = SavedErrno::new();
+    guarded(|| {
+        let t1 = dftracer_core::now();
+        region::end(data, |r| {
+            if r.meta {
+                dftracer_core::metadata(r.layer, b"CM", r.name(), r.cat());
+            } else {
+                r.with_args(|args| {
+                    dftracer_core::complete(
+                        r.layer,
+                        r.name(),
+                        r.cat(),
+                        r.ts,
+                        t1.saturating_sub(r.ts),
+                        args,
+                    )
+                });
+            }
+        });
+    });
+}
+
+#[no_mangle]
+pub extern "C" fn finalize_region_cleanup(data: *mut *mut DFTracerData) {
+    if data.is_null() {
+        return;
+    }
+    // SAFETY: `data` is the address of the caller's region variable (the cleanup attribute
+    // passes it); it is read and then set to NULL, nothing else.
+    let p = unsafe { *data };
+    if p.is_null() {
+        return;
+    }
+    finalize_region(p);
+    // SAFETY: as above.
+    unsafe { *data = std::ptr::null_mut() };
+}
+
+fn update(
+    data: *mut DFTracerData,
+    key: *const c_char,
+    set: impl FnOnce(&mut region::Region, &[u8]),
+) {
+    if data.is_null() || key.is_null() {
+        return;
+    }
+    let _errno = SavedErrno::new();
+    guarded(|| {
+        if !args_on() {
+            return;
+        }
+        let Some(k) = c_str(key, dftracer_core::event::MAX_KEY) else {
+            return;
+        };
+        region::with_live(data, |r| {
+            // Metadata events carry no args (reference).
+            if !r.meta {
+                set(r, k)
+            }
+        });
+    });
+}
+
+#[no_mangle]
+pub extern "C" fn update_metadata_int(data: *mut DFTracerData, key: *const c_char, value: c_int) {
+    update(data, key, |r, k| r.set_int(k, value as i64));
+}
+
+#[no_mangle]
+pub extern "C" fn update_metadata_string(
+    data: *mut DFTracerData,
+    key: *const c_char,
+    value: *const c_char,
+) {
+    let Some(v) = c_str(value, MAX_STR) else {
+        return;
+    };
+    update(data, key, |r, k| r.set_str(k, v));
+}
+
+#[no_mangle]
+pub extern "C" fn update_metadata_int_type(
+    data: *mut DFTracerData,
+    key: *const c_char,
+    value: c_int,
+    metadata_type: c_int,
+) {
+    let _ = metadata_type; // see the module doc: aggregation-only in the reference
+    update_metadata_int(data, key, value);
+}
+
+#[no_mangle]
+pub extern "C" fn update_metadata_string_type(
+    data: *mut DFTracerData,
+    key: *const c_char,
+    value: *const c_char,
+    metadata_type: c_int,
+) {
+    let _ = metadata_type;
+    update_metadata_string(data, key, value);
+}

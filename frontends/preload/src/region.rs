@@ -1,0 +1,452 @@
+//! Open regions of the C/C++ API (`initialize_region` ... `finalize_region`).
+//!
+//! A region is a [`Slot`] whose first field is the C `struct DFTracerData`; the pointer handed
+//! to C is the slot's address. Slots live in chunks that are allocated on demand and never
+//! freed, and are recycled through a lock-free free list, so:
+//!
+//! - **any pointer is safe to pass back**: [`lookup`] only compares addresses against the
+//!   chunks' ranges before it touches memory, so NULL, a stack address or a pointer that was
+//!   never a region is ignored, never dereferenced;
+//! - **a region ends once**: `finalize_region` moves the slot `LIVE -> BUSY` with a CAS; a
+//!   second `finalize_region` of the same pointer (or one racing it) finds it not live and
+//!   does nothing (if the slot was already reused by a new region, that region is ended: the
+//!   same as a reuse by `malloc`, without the crash);
+//! - **no lock** anywhere (a region begin or end never waits for another thread, and a `fork`
+//!   child cannot inherit a held lock); begin and end cost a CAS each, plus an allocation only
+//!   while a slot's text buffer grows past what earlier regions of that slot needed.
+//!
+//! Memory: slots are never returned to the allocator; their number is the largest number of
+//! regions open at once. Each region keeps its name, category and args (keys and string values
+//! clipped to the core's limits, at most [`MAX_REGION_ARGS`] distinct keys; the same key again
+//! replaces the value, as in the reference).
+#![allow(unsafe_code)]
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use dftracer_core::event::{MAX_KEY, MAX_STR};
+use dftracer_core::{Arg, Layer, Value};
+
+/// The C `struct DFTracerData { void *profiler; }` (its field points at the slot itself).
+#[repr(C)]
+pub struct DFTracerData {
+    pub profiler: *mut std::ffi::c_void,
+}
+
+/// Distinct arg keys kept per region (the core writes 32 and counts the rest as dropped).
+pub const MAX_REGION_ARGS: usize = 64;
+/// A slot's text buffer is given back to the allocator above this size when it is reused.
+const TEXT_KEEP: usize = 64 * 1024;
+
+const FREE: u8 = 0;
+const LIVE: u8 = 1;
+const BUSY: u8 = 2;
+
+/// Slots in chunk 0; chunk `k` holds `BASE << k`.
+const BASE: usize = 64;
+const CHUNKS: usize = 24;
+static CHUNK: [AtomicPtr<Slot>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
+/// Free-list head: (tag << 32) | (index + 1); 0 in the low half is the empty list. The tag,
+/// bumped by every change, makes a stale compare-and-swap fail (no ABA).
+static HEAD: AtomicU64 = AtomicU64::new(0);
+
+#[repr(C)]
+pub struct Slot {
+    /// What C sees; must stay the first field (the C pointer is the slot's address).
+    data: DFTracerData,
+    state: AtomicU8,
+    /// Free-list link: index + 1 of the next free slot, 0 at the end.
+    next: AtomicU32,
+    body: UnsafeCell<Region>,
+}
+
+// SAFETY: `body` is only touched by the one thread that moved `state` to BUSY (or that popped
+// the slot off the free list, before publishing it as LIVE); `data.profiler` is written once,
+// before the chunk is published, and only read afterwards.
+unsafe impl Sync for Slot {}
+
+enum ArgVal {
+    Int(i64),
+    Str(u32, u32),
+}
+
+struct ArgSlot {
+    key: (u32, u32),
+    val: ArgVal,
+}
+
+/// One open region: where it started and what it will write.
+pub struct Region {
+    pub layer: Layer,
+    /// `DF_METADATA_EVENT`: written as a `CM` record (name = key, cat = value).
+    pub meta: bool,
+    pub ts: u64,
+    text: Vec<u8>,
+    name: (u32, u32),
+    cat: (u32, u32),
+    args: Vec<ArgSlot>,
+}
+
+impl Region {
+    const fn empty() -> Region {
+        Region {
+            layer: Layer::CApp,
+            meta: false,
+            ts: 0,
+            text: Vec::new(),
+            name: (0, 0),
+            cat: (0, 0),
+            args: Vec::new(),
+        }
+    }
+
+    fn push_text(&mut self, s: &[u8], max: usize) -> (u32, u32) {
+        // One byte over the limit is kept so that the core still sees the string as
+        // over-long and writes its truncation marker.
+        let s = &s[..s.len().min(max + 1)];
+        let start = self.text.len() as u32;
+        self.text.extend_from_slice(s);
+        (start, s.len() as u32)
+    }
+
+    fn text(&self, r: (u32, u32)) -> &[u8] {
+        &self.text[r.0 as usize..(r.0 + r.1) as usize]
+    }
+
+    pub fn name(&self) -> &[u8] {
+        self.text(self.name)
+    }
+
+    pub fn cat(&self) -> &[u8] {
+        self.text(self.cat)
+    }
+
+    /// Adds an int arg (replacing an earlier value of the same key).
+    pub fn set_int(&mut self, key: &[u8], v: i64) {
+        self.set(key, |_| ArgVal::Int(v));
+    }
+
+    /// Adds a string arg (replacing an earlier value of the same key).
+    pub fn set_str(&mut self, key: &[u8], v: &[u8]) {
+        self.set(key, |r| {
+            let (s, n) = r.push_text(v, MAX_STR);
+            ArgVal::Str(s, n)
+        });
+    }
+
+    fn set(&mut self, key: &[u8], val: impl FnOnce(&mut Region) -> ArgVal) {
+        let key = &key[..key.len().min(MAX_KEY + 1)];
+        let pos = self.args.iter().position(|a| self.text(a.key) == key);
+        match pos {
+            Some(i) => {
+                let v = val(self);
+                self.args[i].val = v;
+            }
+            None if self.args.len() < MAX_REGION_ARGS => {
+                let k = self.push_text(key, MAX_KEY);
+                let v = val(self);
+                self.args.push(ArgSlot { key: k, val: v });
+            }
+            None => {}
+        }
+    }
+
+    /// Calls `f` with the region's args as the core takes them (on the stack up to
+    /// [`INLINE_ARGS`]; more, which is rare, in a short-lived `Vec`).
+    pub fn with_args<R>(&self, f: impl FnOnce(&[Arg]) -> R) -> R {
+        let arg = |a: &ArgSlot| Arg {
+            key: self.text(a.key),
+            value: match a.val {
+                ArgVal::Int(v) => Value::Int(v),
+                ArgVal::Str(s, n) => Value::Str(self.text((s, n))),
+            },
+        };
+        if self.args.len() <= INLINE_ARGS {
+            let mut out = [Arg {
+                key: b"",
+                value: Value::Int(0),
+            }; INLINE_ARGS];
+            for (o, a) in out.iter_mut().zip(&self.args) {
+                *o = arg(a);
+            }
+            f(&out[..self.args.len()])
+        } else {
+            f(&self.args.iter().map(arg).collect::<Vec<_>>())
+        }
+    }
+}
+
+/// Args handed to the core from the stack (a 64-entry array cost ~400 instructions to fill).
+const INLINE_ARGS: usize = 8;
+
+fn chunk_len(k: usize) -> usize {
+    BASE << k
+}
+
+/// First global index of chunk `k`.
+fn chunk_start(k: usize) -> usize {
+    BASE * ((1 << k) - 1)
+}
+
+fn slot(index: usize) -> &'static Slot {
+    let k = (index / BASE + 1).ilog2() as usize;
+    let p = CHUNK[k].load(Ordering::Acquire);
+    debug_assert!(!p.is_null());
+    // SAFETY: indices on the free list (and returned by `grow`) belong to published chunks,
+    // which are never freed; `index - chunk_start(k)` is below `chunk_len(k)` by construction.
+    unsafe { &*p.add(index - chunk_start(k)) }
+}
+
+/// The slot behind a C pointer, if it is one (address checks only: `p` is not read).
+pub fn lookup(p: *const DFTracerData) -> Option<(usize, &'static Slot)> {
+    let addr = p as usize;
+    let size = std::mem::size_of::<Slot>();
+    for (k, chunk) in CHUNK.iter().enumerate() {
+        let base = chunk.load(Ordering::Acquire);
+        if base.is_null() {
+            break; // chunks are published in order
+        }
+        let b = base as usize;
+        let i = addr.wrapping_sub(b) / size;
+        if addr >= b && i < chunk_len(k) && b + i * size == addr {
+            // SAFETY: in range of a published, never-freed chunk, on a slot boundary.
+            return Some((chunk_start(k) + i, unsafe { &*base.add(i) }));
+        }
+    }
+    None
+}
+
+fn push(index: usize) {
+    let s = slot(index);
+    let mut h = HEAD.load(Ordering::Relaxed);
+    loop {
+        s.next.store(h as u32, Ordering::Relaxed);
+        let nh = (((h >> 32) + 1) << 32) | (index as u64 + 1);
+        match HEAD.compare_exchange_weak(h, nh, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(cur) => h = cur,
+        }
+    }
+}
+
+fn pop() -> Option<usize> {
+    let mut h = HEAD.load(Ordering::Acquire);
+    loop {
+        let top = h as u32;
+        if top == 0 {
+            return grow();
+        }
+        // A slot's `next` may be rewritten by a thread that popped and pushed it meanwhile:
+        // then the tag has moved and the exchange below fails.
+        let next = slot(top as usize - 1).next.load(Ordering::Relaxed);
+        let nh = (((h >> 32) + 1) << 32) | next as u64;
+        match HEAD.compare_exchange_weak(h, nh, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) => return Some(top as usize - 1),
+            Err(cur) => h = cur,
+        }
+    }
+}
+
+/// Publishes the next chunk and returns its first slot (the others go on the free list).
+fn grow() -> Option<usize> {
+    for (k, chunk) in CHUNK.iter().enumerate() {
+        if !chunk.load(Ordering::Acquire).is_null() {
+            continue;
+        }
+        let mut v: Vec<Slot> = (0..chunk_len(k))
+            .map(|_| Slot {
+                data: DFTracerData {
+                    profiler: std::ptr::null_mut(),
+                },
+                state: AtomicU8::new(FREE),
+                next: AtomicU32::new(0),
+                body: UnsafeCell::new(Region::empty()),
+            })
+            .collect();
+        for s in v.iter_mut() {
+            s.data.profiler = s as *mut Slot as *mut std::ffi::c_void;
+        }
+        let p = Box::into_raw(v.into_boxed_slice()) as *mut Slot;
+        match chunk.compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
+                let first = chunk_start(k);
+                for i in 1..chunk_len(k) {
+                    push(first + i);
+                }
+                return Some(first);
+            }
+            Err(_) => {
+                // Another thread published chunk k first: ours was never shared.
+                // SAFETY: `p` came from `Box::into_raw` of a slice of this length just above.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, chunk_len(k))) });
+                return pop();
+            }
+        }
+    }
+    None
+}
+
+/// Opens a region; `None` only when 2^30 regions are already open.
+pub fn begin(
+    layer: Layer,
+    meta: bool,
+    name: &[u8],
+    cat: &[u8],
+    ts: u64,
+) -> Option<*mut DFTracerData> {
+    let index = pop()?;
+    let s = slot(index);
+    // SAFETY: the slot was just taken off the free list, so no other thread refers to its body
+    // (a stale C pointer to it fails `lookup`'s LIVE check until the store below).
+    let r = unsafe { &mut *s.body.get() };
+    if r.text.capacity() > TEXT_KEEP {
+        r.text = Vec::new();
+    }
+    r.text.clear();
+    r.args.clear();
+    r.layer = layer;
+    r.meta = meta;
+    r.ts = ts;
+    r.name = r.push_text(name, MAX_STR);
+    r.cat = r.push_text(cat, MAX_STR);
+    s.state.store(LIVE, Ordering::Release);
+    Some(&s.data as *const DFTracerData as *mut DFTracerData)
+}
+
+/// Runs `f` on a live region (ignored when `p` is not one).
+pub fn with_live(p: *const DFTracerData, f: impl FnOnce(&mut Region)) {
+    let Some((_, s)) = lookup(p) else { return };
+    if s.state
+        .compare_exchange(LIVE, BUSY, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    // SAFETY: this thread moved the slot to BUSY: it has the body to itself until it stores
+    // LIVE again.
+    f(unsafe { &mut *s.body.get() });
+    s.state.store(LIVE, Ordering::Release);
+}
+
+/// Ends a live region: `f` sees it one last time, then the slot is recycled. Returns false
+/// when `p` is not a live region.
+pub fn end(p: *const DFTracerData, f: impl FnOnce(&Region)) -> bool {
+    let Some((index, s)) = lookup(p) else {
+        return false;
+    };
+    if s.state
+        .compare_exchange(LIVE, BUSY, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    // SAFETY: BUSY, as in `with_live`.
+    f(unsafe { &*s.body.get() });
+    s.state.store(FREE, Ordering::Release);
+    push(index);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn begin_update_end_and_double_end() {
+        let p = begin(Layer::CApp, false, b"n", b"C_APP", 5).unwrap();
+        with_live(p, |r| {
+            r.set_int(b"a", 1);
+            r.set_str(b"b", b"x");
+            r.set_int(b"a", 2);
+        });
+        let mut seen = Vec::new();
+        assert!(end(p, |r| {
+            assert_eq!(r.name(), b"n");
+            assert_eq!(r.cat(), b"C_APP");
+            r.with_args(|a| {
+                seen = a
+                    .iter()
+                    .map(|a| (a.key.to_vec(), a.value.to_owned_string()))
+                    .collect()
+            });
+        }));
+        assert_eq!(
+            seen,
+            vec![
+                (b"a".to_vec(), "2".to_string()),
+                (b"b".to_vec(), "x".to_string())
+            ]
+        );
+        assert!(!end(p, |_| panic!("ended twice")));
+        with_live(p, |_| panic!("updated after end"));
+    }
+
+    #[test]
+    fn many_args_beyond_the_inline_array_and_the_cap() {
+        let p = begin(Layer::CApp, false, b"n", b"c", 0).unwrap();
+        with_live(p, |r| {
+            for i in 0..MAX_REGION_ARGS + 5 {
+                r.set_int(format!("k{i}").as_bytes(), i as i64);
+            }
+        });
+        assert!(end(p, |r| r.with_args(|a| {
+            assert_eq!(a.len(), MAX_REGION_ARGS);
+            assert_eq!(a[INLINE_ARGS].key, format!("k{INLINE_ARGS}").as_bytes());
+            assert_eq!(
+                a[MAX_REGION_ARGS - 1].value,
+                Value::Int(MAX_REGION_ARGS as i64 - 1)
+            );
+        })));
+    }
+
+    #[test]
+    fn foreign_pointers_are_ignored() {
+        let x = 0u64;
+        let stack = &x as *const u64 as *const DFTracerData;
+        assert!(lookup(std::ptr::null()).is_none());
+        assert!(lookup(stack).is_none());
+        assert!(!end(stack, |_| panic!()));
+        let p = begin(Layer::CApp, false, b"n", b"c", 0).unwrap();
+        let inside = (p as usize + 1) as *const DFTracerData;
+        assert!(lookup(inside).is_none(), "not on a slot boundary");
+        assert!(end(p, |_| {}));
+    }
+
+    #[test]
+    fn many_threads_many_regions() {
+        let hs: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let mut open = Vec::new();
+                    for i in 0..2000u64 {
+                        open.push(begin(Layer::CppApp, false, b"r", b"c", i).unwrap() as usize);
+                        if i % 3 == 0 {
+                            let p = open.swap_remove(0) as *const DFTracerData;
+                            assert!(end(p, |r| assert_eq!(r.name(), b"r")));
+                        }
+                    }
+                    for p in open {
+                        assert!(end(p as *const DFTracerData, |_| {}));
+                    }
+                    t
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    }
+
+    trait Show {
+        fn to_owned_string(&self) -> String;
+    }
+    impl Show for Value<'_> {
+        fn to_owned_string(&self) -> String {
+            match self {
+                Value::Int(v) => v.to_string(),
+                Value::Str(s) => String::from_utf8_lossy(s).into_owned(),
+                _ => unreachable!(),
+            }
+        }
+    }
+}
