@@ -33,6 +33,8 @@
 #[doc(hidden)]
 pub mod aggregate;
 #[doc(hidden)]
+pub mod api;
+#[doc(hidden)]
 pub mod clock;
 pub mod config;
 #[doc(hidden)]
@@ -59,8 +61,12 @@ pub use event::{Arg, FileRef, Layer, Schema, Slot, Value};
 pub use sink::{check_dir as check_log_dir, Origin};
 pub use sys::{cwd, dir_writable, eprint_line, hostname};
 
+/// The word behind [`is_enabled`] (bit 0): for a frontend that reaches this core from another
+/// shared object ([`api::Api`]) and keeps the one-load disabled check.
+#[doc(hidden)]
+pub use tracer::STATE as STATE_WORD;
 pub use tracer::{
-    complete, complete_static, config, counter, finalize, flush, init, is_enabled, is_finalized,
-    is_internal, is_running, mark_used, metadata, now, retarget, set_app_metadata, set_bind, stats,
-    trace_path, AppValue, Error, Stats,
+    claim_for_app, complete, complete_static, config, counter, finalize, flush, init, is_enabled,
+    is_finalized, is_internal, is_running, mark_used, metadata, now, retarget, set_app_metadata,
+    set_bind, stats, trace_path, AppValue, Error, Stats,
 };

@@ -20,6 +20,16 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// The inverse of `origin as u8`.
+    pub fn from_u8(v: u8) -> Origin {
+        match v {
+            x if x == Origin::Preload as u8 => Origin::Preload,
+            x if x == Origin::Fork as u8 => Origin::Fork,
+            x if x == Origin::Service as u8 => Origin::Service,
+            _ => Origin::App,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Origin::App => "app",

@@ -287,13 +287,37 @@ pub fn retarget(api_log_file: &str) -> Result<String, Error> {
         });
     }
     std::env::set_var("DFTRACER_LOG_FILE", &prefix);
-    let _s = Section::new();
-    let _w = sh.writer.lock();
-    let mut o = sh.output.lock();
-    *sh.prefix.lock() = prefix.clone();
-    if let Some(s) = o.sink.as_mut() {
+    sh.rename_trace(Some(prefix.clone()), None);
+    Ok(prefix)
+}
+
+/// An API `initialize` in a process whose core the preload library started: the trace is
+/// the application's now (one file per process, named `-app` as the reference names it), so
+/// its suffix changes from `-preload` to `-app` (an existing file is renamed).
+pub fn claim_for_app() {
+    if let Some(sh) = shared() {
+        if sh.origin() == Origin::Preload {
+            sh.rename_trace(None, Some(Origin::App));
+        }
+    }
+}
+
+impl Shared {
+    /// Sets a new prefix and/or origin; renames the file if it exists, never onto another.
+    fn rename_trace(&self, prefix: Option<String>, origin: Option<Origin>) {
+        let _s = Section::new();
+        let _w = self.writer.lock();
+        let mut o = self.output.lock();
+        let mut p = self.prefix.lock();
+        if let Some(new) = prefix {
+            *p = new;
+        }
+        if let Some(origin) = origin {
+            self.origin.store(origin as u8, Ordering::Relaxed);
+        }
+        let Some(s) = o.sink.as_mut() else { return };
         for n in 0..10_000 {
-            let new = sink::trace_path(&prefix, &sh.file_hash, sh.origin, n, sh.cfg.compression);
+            let new = sink::trace_path(&p, &self.file_hash, self.origin(), n, self.cfg.compression);
             // Never onto an existing name (no check-then-rename race).
             match sys::rename_noreplace(&s.path, &new) {
                 Ok(()) => {
@@ -305,5 +329,4 @@ pub fn retarget(api_log_file: &str) -> Result<String, Error> {
             }
         }
     }
-    Ok(prefix)
 }

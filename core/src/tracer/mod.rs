@@ -42,7 +42,7 @@ mod producer;
 mod records;
 mod writer;
 
-pub use lifecycle::{finalize, init, retarget};
+pub use lifecycle::{claim_for_app, finalize, init, retarget};
 use output::Output;
 use producer::LOCAL;
 pub use producer::{complete, complete_static, counter, is_enabled, metadata, now};
@@ -51,7 +51,7 @@ use writer::Writer;
 
 /// Bit 0: tracing enabled. Bits 1..: generation, bumped in each fork child so that threads
 /// re-attach their ring to the child's state.
-static STATE: AtomicU64 = AtomicU64::new(0);
+pub static STATE: AtomicU64 = AtomicU64::new(0);
 /// The live state; never freed (a fork child leaks its parent's copy).
 static SHARED: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 /// Lifecycle phase.
@@ -132,7 +132,8 @@ pub struct Stats {
 
 struct Shared {
     cfg: Config,
-    origin: Origin,
+    /// An [`Origin`] (`as u8`): an API start in a preloaded process changes it to `App`.
+    origin: AtomicU8,
     prefix: Mutex<String>,
     host: String,
     hhash: String,
@@ -283,8 +284,12 @@ impl Shared {
             file_ino: AtomicU64::new(0),
             prefix: Mutex::new(prefix),
             cfg,
-            origin,
+            origin: AtomicU8::new(origin as u8),
         }
+    }
+
+    fn origin(&self) -> Origin {
+        Origin::from_u8(self.origin.load(Ordering::Relaxed))
     }
 
     fn tid_of(&self, ring_tid: u32) -> u32 {

@@ -55,7 +55,7 @@ impl Shared {
         sink::trace_path(
             &self.prefix.lock(),
             &self.file_hash,
-            self.origin,
+            self.origin(),
             0,
             self.cfg.compression,
         )
@@ -66,7 +66,12 @@ impl Shared {
     pub(super) fn write_member(&self, o: &mut Output, json: &[u8], pending: u64) {
         if o.sink.is_none() && !o.failed {
             let prefix = self.prefix.lock().clone();
-            match Sink::create(&prefix, &self.file_hash, self.origin, self.cfg.compression) {
+            match Sink::create(
+                &prefix,
+                &self.file_hash,
+                self.origin(),
+                self.cfg.compression,
+            ) {
                 Ok(s) => {
                     self.publish_fd(&s);
                     o.sink = Some(s);

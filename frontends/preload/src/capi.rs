@@ -5,8 +5,9 @@
 //! Contract:
 //! - **One tracer per process**: these functions drive the same core as the preload
 //!   constructor. When the constructor already started it (`LD_PRELOAD` with
-//!   `DFTRACER_INIT=PRELOAD`), `initialize_main` joins that trace: its `log_file` renames the
-//!   file (`retarget`), and I/O stays traced with the preload's `DFTRACER_DATA_DIR`.
+//!   `DFTRACER_INIT=PRELOAD`), `initialize_main` joins that trace: it becomes the application's
+//!   (`-app`, as the reference names it; `claim_for_app`), its `log_file` renames the file
+//!   (`retarget`), and I/O stays traced with the preload's `DFTRACER_DATA_DIR`.
 //! - **I/O**: `initialize_main` turns on this library's interception ([`crate::bind_io`]). When
 //!   the program is linked with `-ldftracer_core`, the library's exported `open`/`read`/...
 //!   already come before libc's in symbol lookup, so that is all it takes;
@@ -165,6 +166,7 @@ fn initialize(log_file: *const c_char, data_dirs: *const c_char, io: bool) {
 /// `initialize_*` found the tracer running: started by the preload constructor, or implicitly
 /// by an earlier region. One trace either way.
 fn join_running(cfg: Config, log_file: Option<&str>, arg_dirs: Option<&str>, io: bool) {
+    dftracer_core::claim_for_app();
     if let Some(path) = log_file {
         if let Err(e) = dftracer_core::retarget(path) {
             dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));

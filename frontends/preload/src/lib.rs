@@ -32,6 +32,7 @@
 // The unit-test build leaves out the C entry points (they would interpose the test harness).
 #![cfg_attr(test, allow(dead_code))]
 
+mod api;
 #[cfg(not(test))]
 mod capi;
 #[cfg(not(test))]

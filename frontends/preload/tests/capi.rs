@@ -567,8 +567,9 @@ fn linked_and_preloaded_is_one_library_one_file_no_duplicates() {
         .filter(|l| l.contains("calling init:") && l.contains("libdftracer"))
         .collect();
     assert_eq!(inits.len(), 1, "{inits:#?}");
-    // Started by the preload constructor: its file, and everything in it exactly once.
-    let t = only_app_trace(&s, "preload");
+    // Started by the preload constructor, claimed by initialize_main: one `-app` file, and
+    // everything in it exactly once.
+    let t = only_app_trace(&s, "app");
     check_c_trace(&t, true);
 }
 

@@ -8,6 +8,8 @@
 //! after that still decides the file name (core `retarget`).
 #![allow(unsafe_code)] // pyo3 macros, and the vectorcall entry of _Wrapped (each block has a SAFETY note).
 
+mod native;
+
 use dftracer_core::{AppValue, Arg, Config, Layer, Origin, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -26,24 +28,27 @@ static EXPLICIT: AtomicBool = AtomicBool::new(false);
 static ORIG_EXIT: GILOnceCell<PyObject> = GILOnceCell::new();
 
 fn config() -> &'static Config {
-    CONFIG.get_or_init(Config::from_env)
+    CONFIG.get_or_init(native::config_from_env)
 }
 
 /// True when events should be recorded, starting the tracer from the environment on first
 /// use. One load when running.
 #[inline]
 fn active() -> bool {
-    dftracer_core::is_enabled() || start_from_env()
+    native::is_enabled() || start_from_env()
 }
 
 #[cold]
 fn start_from_env() -> bool {
-    if dftracer_core::is_finalized() || !config().enable {
+    if native::is_finalized() || !config().enable {
         return false;
     }
-    match dftracer_core::init(config().clone(), Origin::App, None) {
+    match native::init(config().clone(), Origin::App, None) {
         Ok(()) => true,
-        Err(dftracer_core::Error::AlreadyInitialized) => dftracer_core::is_enabled(),
+        Err(dftracer_core::Error::AlreadyInitialized) => {
+            native::claim_for_app();
+            native::is_enabled()
+        }
         Err(e) => {
             report_once(&e);
             false
@@ -243,7 +248,7 @@ fn record(name: &[u8], cat: &[u8], ts: u64, dur: u64, vals: &Collected) {
             value: v.value(),
         });
     }
-    dftracer_core::complete(Layer::Python, name, cat, ts, dur, &args);
+    native::complete(Layer::Python, name, cat, ts, dur, &args);
 }
 
 fn time_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
@@ -310,7 +315,7 @@ fn initialize(
     let log_file = opt_str(log_file, "log_file")?;
     let data_dirs = opt_str(data_dirs, "data_dirs")?;
     let mut cfg = config().clone();
-    if !cfg.enable || dftracer_core::is_finalized() {
+    if !cfg.enable || native::is_finalized() {
         return Ok(());
     }
     if let Some(d) = data_dirs.filter(|d| !d.is_empty()) {
@@ -322,16 +327,18 @@ fn initialize(
     if EXPLICIT.swap(true, Ordering::AcqRel) {
         return Ok(()); // a second initialize() is ignored, as in the reference
     }
-    if dftracer_core::is_running() {
-        // Started implicitly by an earlier event: the explicit path still names the file.
+    if native::is_running() {
+        // Started implicitly by an earlier event (or by the preload library): the explicit
+        // path still names the file, and it is the application's.
+        native::claim_for_app();
         if let Some(path) = log_file {
-            if let Err(e) = dftracer_core::retarget(&path) {
+            if let Err(e) = native::retarget(&path) {
                 dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
             }
         }
         return Ok(());
     }
-    match dftracer_core::init(cfg, Origin::App, log_file.as_deref()) {
+    match native::init(cfg, Origin::App, log_file.as_deref()) {
         Ok(()) | Err(dftracer_core::Error::AlreadyInitialized) => {}
         Err(dftracer_core::Error::Disabled) | Err(dftracer_core::Error::Finalized) => {}
         Err(e) => report_once(&e),
@@ -343,7 +350,7 @@ fn initialize(
 #[pyfunction]
 fn get_time() -> u64 {
     if active() {
-        dftracer_core::now()
+        native::now()
     } else {
         0
     }
@@ -352,7 +359,7 @@ fn get_time() -> u64 {
 /// The value of a configuration key (`ENABLE`, `LOG_FILE`, ...); `""` for unknown keys.
 #[pyfunction]
 fn get_config(key: &str) -> String {
-    match dftracer_core::config() {
+    match native::config() {
         Some(c) => c.get(key),
         None => config().get(key),
     }
@@ -403,7 +410,7 @@ fn log_metadata_event(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyRes
         .map_err(|_| PyTypeError::new_err("log_metadata_event(): key must be a str"))?;
     let value = text(value);
     if active() {
-        dftracer_core::metadata(Layer::Python, b"CM", str_bytes(key), value.as_bytes());
+        native::metadata(Layer::Python, b"CM", str_bytes(key), value.as_bytes());
     }
     Ok(())
 }
@@ -417,7 +424,7 @@ fn set_app_metadata_int(key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         ))
     })?;
     if active() {
-        dftracer_core::set_app_metadata(key, AppValue::Int(v));
+        native::set_app_metadata(key, AppValue::Int(v));
     }
     Ok(())
 }
@@ -425,7 +432,7 @@ fn set_app_metadata_int(key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
 #[pyfunction]
 fn set_app_metadata_string(key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
     if active() {
-        dftracer_core::set_app_metadata(key, AppValue::Str(text(value).into_owned()));
+        native::set_app_metadata(key, AppValue::Str(text(value).into_owned()));
     }
     Ok(())
 }
@@ -434,14 +441,14 @@ fn set_app_metadata_string(key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> 
 #[pyfunction]
 fn mark_used(name: &str) {
     if active() {
-        dftracer_core::mark_used(name);
+        native::mark_used(name);
     }
 }
 
 /// Writes `end`, flushes and closes the trace. Idempotent; later events are ignored.
 #[pyfunction]
 fn finalize(py: Python<'_>) {
-    py.allow_threads(dftracer_core::finalize);
+    py.allow_threads(native::finalize);
 }
 
 // ------------------------------------------------------------------ extras for dftracer.python
@@ -449,13 +456,13 @@ fn finalize(py: Python<'_>) {
 /// Where this process's trace is (or will be); None when tracing is off.
 #[pyfunction]
 fn trace_path() -> Option<String> {
-    dftracer_core::trace_path()
+    native::trace_path()
 }
 
 /// `{events, bytes, dropped, lost, path}` of this process.
 #[pyfunction]
 fn stats(py: Python<'_>) -> PyResult<PyObject> {
-    let s = dftracer_core::stats();
+    let s = native::stats();
     let d = PyDict::new(py);
     d.set_item("events", s.events)?;
     d.set_item("bytes", s.bytes)?;
@@ -468,20 +475,20 @@ fn stats(py: Python<'_>) -> PyResult<PyObject> {
 /// Writes what was recorded so far (tests, checkpoints).
 #[pyfunction]
 fn flush(py: Python<'_>) {
-    py.allow_threads(dftracer_core::flush);
+    py.allow_threads(native::flush);
 }
 
 /// True when tracing is (or would be, on first use) on in this process.
 #[pyfunction]
 fn is_enabled() -> bool {
-    dftracer_core::is_enabled() || (config().enable && !dftracer_core::is_finalized())
+    native::is_enabled() || (config().enable && !native::is_finalized())
 }
 
 /// Replacement of `os._exit`: finishes the trace first (multiprocessing fork workers leave
 /// through `os._exit`), then exits.
 #[pyfunction]
 fn _exit(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<()> {
-    py.allow_threads(dftracer_core::finalize);
+    py.allow_threads(native::finalize);
     match ORIG_EXIT.get(py) {
         Some(orig) => orig.call1(py, (code,)).map(|_| ()),
         None => Ok(()),
@@ -598,7 +605,7 @@ impl Wrapped {
     }
 
     fn finish_call(&self, py: Python<'_>, t0: u64, vals: &Collected) {
-        let t1 = dftracer_core::now();
+        let t1 = native::now();
         record(
             self.name.as_bytes(),
             self.cat.as_bytes(),
@@ -631,7 +638,7 @@ unsafe extern "C" fn wrapped_vectorcall(
         // SAFETY: forwarding the caller's own (valid) vectorcall arguments.
         return unsafe { ffi::PyObject_Vectorcall(func, args, nargsf, kwnames) };
     }
-    let t0 = dftracer_core::now();
+    let t0 = native::now();
     // SAFETY: as above.
     let result = unsafe { ffi::PyObject_Vectorcall(func, args, nargsf, kwnames) };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -745,7 +752,7 @@ impl Wrapped {
         if !active() {
             return func.call(args, kwargs).map(Bound::unbind);
         }
-        let t0 = dftracer_core::now();
+        let t0 = native::now();
         let result = func.call(args, kwargs);
         let mut vals: Collected = heapless::Vec::new();
         if !self.capture.is_empty() {
@@ -877,7 +884,7 @@ impl Region {
         let mut r = Region {
             cat,
             name,
-            t1: if active() { dftracer_core::now() } else { 0 },
+            t1: if active() { native::now() } else { 0 },
             flushed: false,
             enable,
             args: Vec::new(),
@@ -889,7 +896,7 @@ impl Region {
     /// Starts the region now.
     fn reset(&mut self) {
         self.t1 = if self.enable && active() {
-            dftracer_core::now()
+            native::now()
         } else {
             0
         };
@@ -902,7 +909,7 @@ impl Region {
         if !self.enable || !active() {
             return;
         }
-        let t2 = dftracer_core::now();
+        let t2 = native::now();
         let mut vals: Collected = heapless::Vec::new();
         for (k, v) in &self.args {
             let _ = vals.push((k.bind(py).clone(), py_val(v.bind(py))));

@@ -1,5 +1,5 @@
-"""Python frontend and libdftracer_preload.so in one process: Python events in the -app file,
-I/O events in the -preload file, no duplicates, no empty file."""
+"""Python frontend and libdftracer_preload.so in one process: one core, one `-app` file with the
+Python events and the I/O events, no duplicates, no empty second file."""
 
 import os
 from pathlib import Path
@@ -34,15 +34,18 @@ def test_python_with_preload(run, tmp_path):
         },
     )
     traces = r.traces()
-    app = [t for f, t in traces.items() if f.name.endswith("-app.pfw.gz")]
-    pre = [t for f, t in traces.items() if f.name.endswith("-preload.pfw.gz")]
-    assert len(app) == 1 and len(pre) == 1, list(traces)
-    app_ev = [e for e in app[0] if e.get("ph") == 1 and e["cat"] != "dftracer"]
-    pre_ev = [e for e in pre[0] if e.get("ph") == 1 and e["cat"] != "dftracer"]
-    assert [e["name"] for e in app_ev] == ["read"] * 3
-    assert all(e["type"] == 3 for e in pre_ev)
-    opens = [e for e in pre_ev if e["name"].startswith("open")]
-    assert len(opens) == 3, [e["name"] for e in pre_ev]
+    assert len(traces) == 1, list(traces)
+    (name, events), = traces.items()
+    assert name.name.endswith("-app.pfw.gz"), name
+    ev = [e for e in events if e.get("ph") == 1 and e["cat"] != "dftracer"]
+    assert [e["name"] for e in ev if e["type"] == 6] == ["read"] * 3
+    io = [e for e in ev if e["type"] == 3]
+    opens = [e for e in io if e["name"].startswith("open")]
+    assert len(opens) == 3, [e["name"] for e in io]
+    assert len(ev) == len(io) + 3, "only Python and I/O events"
+    # One start and one end: one writer wrote the file.
+    assert [e["name"] for e in events if e.get("cat") == "dftracer" and e.get("ph") == 1] == ["start", "end"]
+    pre = [events]
     # The tracer's own trace files are never traced.
     fh = [x["args"]["name"] for x in pre[0] if x["name"] == "FH"]
     assert not any(".pfw" in n for n in fh), fh

@@ -1,0 +1,46 @@
+//! The table through which a frontend reaches the process's one core when that core lives in
+//! another shared object: the Python module uses the core inside `libdftracer_core.so` (the
+//! native library, which also holds the I/O hooks and may already be preloaded or linked),
+//! so that a process has one tracer, one writer and one trace file whatever loaded it.
+//!
+//! The entries are Rust function pointers passing Rust values, so both sides must come from
+//! the same build of this crate: [`BUILD_ID`] is compared before the table is used.
+
+use crate::{AppValue, Arg, Config, Error, Layer, Origin, Stats};
+use std::sync::atomic::AtomicU64;
+
+/// Identifies this build of the core (sources, version, compiler).
+pub const BUILD_ID: &str = env!("DFTRACER_BUILD_ID");
+
+/// Name of the C symbol (a `extern "C" fn() -> *const Api`) that a native library exports.
+pub const SYMBOL: &[u8] = b"dftracer_rs_api\0";
+
+/// [`crate::complete`]: layer, name, category, ts, dur, args.
+pub type CompleteFn = fn(Layer, &[u8], &[u8], u64, u64, &[Arg<'_>]);
+
+/// The core's entry points, as one library's copy of the core provides them.
+pub struct Api {
+    pub build_id: &'static str,
+    /// The enabled word: bit 0 set while tracing records (see `is_enabled`).
+    pub state: &'static AtomicU64,
+    /// The configuration from the environment (and the YAML file it names), parsed by the
+    /// core that reports bad values, so that each is reported once per process.
+    pub config_from_env: fn() -> Config,
+    /// Starts the core; `io`: also trace the process's POSIX/stdio calls on data dirs.
+    pub start: fn(Config, Origin, Option<&str>, bool) -> Result<(), Error>,
+    pub complete: CompleteFn,
+    pub metadata: fn(Layer, &[u8], &[u8], &[u8]),
+    pub now: fn() -> u64,
+    pub finalize: fn(),
+    pub flush: fn(),
+    pub retarget: fn(&str) -> Result<String, Error>,
+    /// The application joins a core the preload library started: its file becomes `-app`.
+    pub claim_for_app: fn(),
+    pub config: fn() -> Option<Config>,
+    pub set_app_metadata: fn(&str, AppValue),
+    pub mark_used: fn(&str),
+    pub trace_path: fn() -> Option<String>,
+    pub stats: fn() -> Stats,
+    pub is_running: fn() -> bool,
+    pub is_finalized: fn() -> bool,
+}

@@ -1,0 +1,43 @@
+//! `dftracer_rs_api`: this library's copy of the core, offered to the other frontends of the
+//! process (the Python module), so that a process has one core and one trace file whether
+//! the library was preloaded, linked, or loaded by the Python module itself.
+
+use dftracer_core::api::{Api, BUILD_ID};
+
+fn start(
+    cfg: dftracer_core::Config,
+    origin: dftracer_core::Origin,
+    api_log_file: Option<&str>,
+    io: bool,
+) -> Result<(), dftracer_core::Error> {
+    crate::start_tracing(cfg, origin, api_log_file, io)
+}
+
+static API: Api = Api {
+    build_id: BUILD_ID,
+    state: &dftracer_core::STATE_WORD,
+    config_from_env: dftracer_core::Config::from_env,
+    start,
+    complete: dftracer_core::complete,
+    metadata: dftracer_core::metadata,
+    now: dftracer_core::now,
+    finalize: dftracer_core::finalize,
+    flush: dftracer_core::flush,
+    retarget: dftracer_core::retarget,
+    claim_for_app: dftracer_core::claim_for_app,
+    config: dftracer_core::config,
+    set_app_metadata: dftracer_core::set_app_metadata,
+    mark_used: dftracer_core::mark_used,
+    trace_path: dftracer_core::trace_path,
+    stats: dftracer_core::stats,
+    is_running: dftracer_core::is_running,
+    is_finalized: dftracer_core::is_finalized,
+};
+
+/// The table, for `dlsym(handle, "dftracer_rs_api")` callers (checked by `build_id`).
+#[cfg(not(test))]
+#[allow(unsafe_code)]
+#[no_mangle]
+pub extern "C" fn dftracer_rs_api() -> *const Api {
+    &API
+}

@@ -1,0 +1,67 @@
+//! Builds the native library (`frontends/preload`: the core, the I/O hooks, the C API) and
+//! puts it, with its header and package files, into the Python package (`python/dftracer/`),
+//! so that a wheel carries everything: `dftracer/lib/libdftracer_core.so` (which this module
+//! loads: one core per process), `dftracer/lib/libdftracer_preload.so` (the same library
+//! under the name `LD_PRELOAD` users know), `dftracer/include/dftracer/dftracer.h`, and the
+//! pkg-config and CMake files under `dftracer/lib/`.
+use std::path::Path;
+use std::process::Command;
+
+fn main() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root");
+    for p in [
+        "core/src",
+        "core/build.rs",
+        "frontends/preload/src",
+        "frontends/preload/include",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(p).display());
+    }
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("frontends/preload/pkg").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("scripts/native-lib.sh").display()
+    );
+    let pkg = manifest.join("python/dftracer");
+    // Its own target directory: the outer cargo holds the lock of the workspace's.
+    let target = root.join("target/native");
+    let mut cmd = Command::new("bash");
+    cmd.arg(root.join("scripts/native-lib.sh"))
+        .arg("--prefix")
+        .arg(&pkg)
+        .arg("--target-dir")
+        .arg(&target);
+    for var in [
+        "CARGO_TARGET_DIR",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().expect("bash scripts/native-lib.sh");
+    if !out.status.success() {
+        panic!(
+            "building the native library failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A wheel stores files, not symlinks: the preload name becomes a copy. Debug info stays
+    // in the build tree, not in the package.
+    let lib = pkg.join("lib");
+    let core = lib.join("libdftracer_core.so");
+    let preload = lib.join("libdftracer_preload.so");
+    let _ = std::fs::remove_file(&preload);
+    let _ = Command::new("strip")
+        .arg("--strip-debug")
+        .arg(&core)
+        .status();
+    std::fs::copy(&core, &preload).expect("copy libdftracer_preload.so");
+}

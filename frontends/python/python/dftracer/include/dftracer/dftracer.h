@@ -1,0 +1,217 @@
+/*
+ * dftracer/dftracer.h: the C and C++ API of DFTracer (dftracer-rs), source-compatible with the
+ * DFTracer 2.2.0 header. Link with -ldftracer_core (pkg-config: dftracer; CMake:
+ * find_package(dftracer) and target dftracer::dftracer_core).
+ *
+ * Self-contained: includes no other header; compiles as C99 and as C++11 to C++20 with
+ * -Wall -Wextra -Werror.
+ *
+ *   int main(void) {
+ *     DFTRACER_C_INIT(NULL, "/scratch/data", NULL);   // start tracing + bind I/O
+ *     DFTRACER_C_REGION_START(load);
+ *     DFTRACER_C_REGION_UPDATE_INT(load, "files", 3);
+ *     ...
+ *     DFTRACER_C_REGION_END(load);                    // one C_APP event "load"
+ *     DFTRACER_C_FINI();
+ *   }
+ *
+ * Every function is safe to call with tracing off (DFTRACER_ENABLE unset): it does nothing,
+ * and initialize_region returns NULL, which every other function accepts. NULL strings and
+ * pointers that are not open regions are ignored.
+ */
+#ifndef DFTRACER_DFTRACER_H
+#define DFTRACER_DFTRACER_H
+
+/* Kinds of region (initialize_region's event_type). */
+#define DF_DATA_EVENT 0     /* a complete event with a start time and a duration */
+#define DF_METADATA_EVENT 1 /* a CM metadata record: name = key, cat = value */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define DFTRACER_UNUSED_ __attribute__((unused))
+#else
+#define DFTRACER_UNUSED_
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Starts tracing in this process and traces its POSIX/stdio I/O on the files under data_dirs
+ * (':'-separated; joined with DFTRACER_DATA_DIR). NULL arguments fall back to the environment
+ * (DFTRACER_LOG_FILE, DFTRACER_DATA_DIR). process_id is accepted and ignored: the trace holds
+ * the real pid. A second call is ignored. */
+void initialize_main(const char *log_file, const char *data_dirs, int *process_id);
+/* The same without I/O tracing: only the API's regions and metadata are recorded. */
+void initialize_no_bind(const char *log_file, const char *data_dirs, int *process_id);
+/* Writes the end record and closes the trace (idempotent; also runs at exit). */
+void finalize(void);
+
+/* Process-wide metadata, written in the end record's "app" object (last write wins). */
+void set_app_metadata_int(const char *key, int value);
+void set_app_metadata_string(const char *key, const char *value);
+/* Names a layer or integration as used in this run (end record's "used" object). */
+void mark_used(const char *name);
+
+/* An open region. Allocated by initialize_region, released by finalize_region. */
+struct DFTracerData {
+  void *profiler;
+};
+
+/* Begins a region (a "C_APP" event, type 2, when it ends). NULL when tracing is off. */
+struct DFTracerData *initialize_region(const char *name, const char *cat, int event_type);
+/* Ends the region and records its event; a second call for the same region does nothing. */
+void finalize_region(struct DFTracerData *data);
+/* For __attribute__((cleanup)): ends *data if still open and sets it to NULL. */
+void finalize_region_cleanup(struct DFTracerData **data);
+/* Adds an arg to the region's event (the same key again replaces its value). */
+void update_metadata_int(struct DFTracerData *data, const char *key, int value);
+void update_metadata_string(struct DFTracerData *data, const char *key, const char *value);
+/* The same with a metadata type (MT_KEY 0, MT_VALUE 1, MT_IGNORE 2); the arg is written for
+ * every type. */
+void update_metadata_int_type(struct DFTracerData *data, const char *key, int value, int type);
+void update_metadata_string_type(struct DFTracerData *data, const char *key, const char *value,
+                                 int type);
+
+/* dftracer-rs: initialize_region with the event's layer (trace_type: 2 C_APP, 9 CPP_APP). */
+struct DFTracerData *dftracer_region_begin(const char *name, const char *cat, int event_type,
+                                           int trace_type);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ------------------------------------------------------------------------------------ C */
+
+static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
+
+#define DFTRACER_C_INIT(log_file, data_dirs, process_id) \
+  (initialize_main(log_file, data_dirs, process_id), mark_used("C_APP"));
+#define DFTRACER_C_INIT_NO_BIND(log_file, data_dirs, process_id) \
+  (initialize_no_bind(log_file, data_dirs, process_id), mark_used("C_APP"));
+#define DFTRACER_C_FINI() finalize()
+#define DFTRACER_C_APP_METADATA_INT(key, val) set_app_metadata_int(key, val);
+#define DFTRACER_C_APP_METADATA_STR(key, val) set_app_metadata_string(key, val);
+#define DFTRACER_C_MARK_USED(name) mark_used(name);
+
+/* Regions declared by the macros end when their variable goes out of scope (GCC, Clang), so
+ * an early return still records the event. */
+#if defined(__GNUC__) || defined(__clang__)
+#define DFTRACER_C_REGION_CLEANUP __attribute__((cleanup(finalize_region_cleanup)))
+#else
+#define DFTRACER_C_REGION_CLEANUP
+#endif
+
+#define DFTRACER_C_FUNCTION_START()                                 \
+  struct DFTracerData *data_fn DFTRACER_C_REGION_CLEANUP =          \
+      initialize_region(__func__, C_LOG_CATEGORY, DF_DATA_EVENT);   \
+  (void)data_fn;
+#define DFTRACER_C_FUNCTION_END() \
+  finalize_region(data_fn);       \
+  data_fn = (struct DFTracerData *)0;
+#define DFTRACER_C_REGION_START(name)                               \
+  struct DFTracerData *data_##name DFTRACER_C_REGION_CLEANUP =      \
+      initialize_region(#name, C_LOG_CATEGORY, DF_DATA_EVENT);      \
+  (void)data_##name;
+#define DFTRACER_C_REGION_END(name) \
+  finalize_region(data_##name);     \
+  data_##name = (struct DFTracerData *)0;
+#define DFTRACER_C_METADATA(name, key, val)                     \
+  {                                                             \
+    struct DFTracerData *data_##name =                          \
+        initialize_region(key, val, DF_METADATA_EVENT);         \
+    finalize_region(data_##name);                               \
+  }
+#define DFTRACER_C_FUNCTION_UPDATE_INT(key, val) update_metadata_int(data_fn, key, val);
+#define DFTRACER_C_FUNCTION_UPDATE_STR(key, val) update_metadata_string(data_fn, key, val);
+#define DFTRACER_C_REGION_UPDATE_INT(name, key, val) \
+  update_metadata_int(data_##name, key, val);
+#define DFTRACER_C_REGION_UPDATE_STR(name, key, val) \
+  update_metadata_string(data_##name, key, val);
+#define DFTRACER_C_FUNCTION_UPDATE_INT_TYPE(key, val, type) \
+  update_metadata_int_type(data_fn, key, val, type);
+#define DFTRACER_C_FUNCTION_UPDATE_STR_TYPE(key, val, type) \
+  update_metadata_string_type(data_fn, key, val, type);
+#define DFTRACER_C_REGION_UPDATE_INT_TYPE(name, key, val, type) \
+  update_metadata_int_type(data_##name, key, val, type);
+#define DFTRACER_C_REGION_UPDATE_STR_TYPE(name, key, val, type) \
+  update_metadata_string_type(data_##name, key, val, type);
+
+/* ---------------------------------------------------------------------------------- C++ */
+
+#ifdef __cplusplus
+
+/* Instrumentation layer of an event (the trace's integer "type"). */
+enum TraceEventType : unsigned char {
+  TRACE_TYPE_UNKNOWN = 0,
+  TRACE_TYPE_DFTRACER = 1,
+  TRACE_TYPE_C_APP = 2,
+  TRACE_TYPE_LIBC_IO = 3,
+  TRACE_TYPE_HIP = 4,
+  TRACE_TYPE_HDF5 = 5,
+  TRACE_TYPE_PYTHON = 6,
+  TRACE_TYPE_PSUTIL = 7,
+  TRACE_TYPE_FINSTRUMENT = 8,
+  TRACE_TYPE_CPP_APP = 9,
+  TRACE_TYPE_MPI = 10
+};
+
+/* How an arg takes part in aggregation (written the same for every type). */
+enum MetadataType : unsigned char { MT_KEY = 0, MT_VALUE = 1, MT_IGNORE = 2 };
+
+static const char *const CPP_LOG_CATEGORY DFTRACER_UNUSED_ = "CPP_APP";
+
+/* A region that ends with its scope (or at finalize()): one "CPP_APP" event, type 9. */
+class DFTracer {
+ public:
+  DFTracer(const char *name, const char *cat, int event_type = DF_DATA_EVENT,
+           TraceEventType type = TRACE_TYPE_CPP_APP)
+      : data_(dftracer_region_begin(name, cat, event_type, static_cast<int>(type))) {}
+  DFTracer(DFTracer &&other) noexcept : data_(other.data_) { other.data_ = nullptr; }
+  DFTracer(const DFTracer &) = delete;
+  DFTracer &operator=(const DFTracer &) = delete;
+  DFTracer &operator=(DFTracer &&) = delete;
+  ~DFTracer() { finalize(); }
+
+  void update(const char *key, int value, MetadataType type = MT_KEY) {
+    update_metadata_int_type(data_, key, value, static_cast<int>(type));
+  }
+  void update(const char *key, const char *value, MetadataType type = MT_KEY) {
+    update_metadata_string_type(data_, key, value, static_cast<int>(type));
+  }
+  /* Ends the region now (the destructor then does nothing). */
+  void finalize() { finalize_region_cleanup(&data_); }
+
+ private:
+  struct DFTracerData *data_;
+};
+
+#define DFTRACER_CPP_INIT(log_file, data_dirs, process_id) \
+  (initialize_main(log_file, data_dirs, process_id), mark_used("CPP_APP"));
+#define DFTRACER_CPP_INIT_NO_BIND(log_file, data_dirs, process_id) \
+  (initialize_no_bind(log_file, data_dirs, process_id), mark_used("CPP_APP"));
+#define DFTRACER_CPP_FINI() finalize()
+#define DFTRACER_CPP_APP_METADATA_INT(key, val) set_app_metadata_int(key, val);
+#define DFTRACER_CPP_APP_METADATA_STR(key, val) set_app_metadata_string(key, val);
+#define DFTRACER_CPP_MARK_USED(name) mark_used(name);
+#define DFTRACER_CPP_FUNCTION() \
+  DFTracer profiler_dft_fn(__FUNCTION__, CPP_LOG_CATEGORY, DF_DATA_EVENT);
+#define DFTRACER_CPP_FUNCTION_UPDATE(key, val) profiler_dft_fn.update(key, val);
+#define DFTRACER_CPP_FUNCTION_UPDATE_TYPE(key, val, type) profiler_dft_fn.update(key, val, type);
+#define DFTRACER_CPP_REGION(name) DFTracer profiler_##name(#name, CPP_LOG_CATEGORY, DF_DATA_EVENT);
+#define DFTRACER_CPP_REGION_UPDATE(name, key, val) profiler_##name.update(key, val);
+#define DFTRACER_CPP_REGION_UPDATE_TYPE(name, key, val, type) \
+  profiler_##name.update(key, val, type);
+#define DFTRACER_CPP_REGION_START(name) \
+  DFTracer *profiler_##name = new DFTracer(#name, CPP_LOG_CATEGORY, DF_DATA_EVENT);
+#define DFTRACER_CPP_REGION_END(name) delete profiler_##name
+#define DFTRACER_CPP_REGION_DYN_UPDATE(name, key, val) profiler_##name->update(key, val);
+#define DFTRACER_CPP_REGION_DYN_UPDATE_TYPE(name, key, val, type) \
+  profiler_##name->update(key, val, type);
+#define DFTRACER_CPP_METADATA(name, key, value)                 \
+  {                                                             \
+    DFTracer profiler_##name(key, value, DF_METADATA_EVENT);    \
+  }
+
+#endif /* __cplusplus */
+
+#endif /* DFTRACER_DFTRACER_H */

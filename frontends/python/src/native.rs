@@ -1,0 +1,217 @@
+//! The process's one core, reached through the native library `libdftracer_core.so`.
+//!
+//! The library holds the core, the I/O hooks and the in-process binding. It may already be in
+//! the process (preloaded as `libdftracer_preload.so`, or linked by a C/C++ program that
+//! embeds Python): then this module uses that copy, so Python events, C/C++ events and I/O
+//! events go to one trace file through one writer. Otherwise the copy shipped in the wheel
+//! (`dftracer/lib/`) is loaded. Both must come from the same build ([`BUILD_ID`]).
+//!
+//! The functions mirror `dftracer_core`'s API; with no library they do nothing (tracing off,
+//! said once on stderr).
+#![allow(unsafe_code)]
+
+use dftracer_core::api::{Api, BUILD_ID, SYMBOL};
+use dftracer_core::{AppValue, Arg, Config, Error, Layer, Origin, Stats};
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// The enabled word of the core in use (a word that stays 0 until the library is loaded).
+static STATE: AtomicPtr<AtomicU64> = AtomicPtr::new(&OFF as *const AtomicU64 as *mut AtomicU64);
+static OFF: AtomicU64 = AtomicU64::new(0);
+static API: OnceLock<Option<&'static Api>> = OnceLock::new();
+
+/// The table of the library in use, loading it on first use.
+pub fn api() -> Option<&'static Api> {
+    *API.get_or_init(|| {
+        let api = match load() {
+            Ok(api) => Some(api),
+            Err(e) => {
+                dftracer_core::eprint_line(&format!(
+                    "[DFTRACER ERROR] cannot load the native library libdftracer_core.so: {e}; tracing is off"
+                ));
+                None
+            }
+        };
+        if let Some(a) = api {
+            STATE.store(a.state as *const AtomicU64 as *mut AtomicU64, Ordering::Release);
+        }
+        api
+    })
+}
+
+/// `dlsym(handle, "dftracer_rs_api")()`, checked against this build.
+fn table(handle: *mut libc::c_void) -> Result<&'static Api, String> {
+    // SAFETY: a valid handle from dlopen; SYMBOL is NUL-terminated.
+    let sym = unsafe { libc::dlsym(handle, SYMBOL.as_ptr().cast()) };
+    if sym.is_null() {
+        return Err("it has no dftracer_rs_api table".into());
+    }
+    // SAFETY: the symbol is `extern "C" fn() -> *const Api` (frontends/preload/src/api.rs).
+    let f: extern "C" fn() -> *const Api = unsafe { std::mem::transmute(sym) };
+    // SAFETY: the table is a static of the library, which is never unloaded (no dlclose).
+    let api = unsafe { &*f() };
+    if api.build_id != BUILD_ID {
+        return Err(format!(
+            "it comes from another build (core {} vs {})",
+            api.build_id, BUILD_ID
+        ));
+    }
+    Ok(api)
+}
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns NULL or a valid C string.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown error".into()
+    } else {
+        // SAFETY: non-null C string from dlerror.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// The copy already in the process (matched by its SONAME), else the one in the wheel.
+fn load() -> Result<&'static Api, String> {
+    // SAFETY: dlopen with RTLD_NOLOAD only looks up an object already loaded.
+    let loaded = unsafe {
+        libc::dlopen(
+            c"libdftracer_core.so".as_ptr(),
+            libc::RTLD_NOW | libc::RTLD_NOLOAD,
+        )
+    };
+    if !loaded.is_null() {
+        match table(loaded) {
+            Ok(api) => return Ok(api),
+            Err(e) => dftracer_core::eprint_line(&format!(
+                "[DFTRACER WARN] the libdftracer_core.so already in this process cannot be shared ({e}); using the module's own copy: this process writes two trace files"
+            )),
+        }
+    }
+    let path = bundled_path().ok_or_else(|| "cannot locate the dftracer package".to_string())?;
+    let c = CString::new(path.clone()).map_err(|_| "bad path".to_string())?;
+    // SAFETY: a valid path; RTLD_LOCAL keeps the library's symbols out of the global scope.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return Err(format!("{path}: {}", dlerror()));
+    }
+    table(h).map_err(|e| format!("{path}: {e}"))
+}
+
+/// `<directory of this extension module>/lib/libdftracer_core.so`.
+pub fn bundled_path() -> Option<String> {
+    // SAFETY: dladdr fills `info` for an address inside a loaded object (this function).
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let addr = bundled_path as *const () as *const libc::c_void;
+    // SAFETY: valid pointers.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dli_fname is a valid C string for a loaded object.
+    let me = unsafe { CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned();
+    let dir = std::path::Path::new(&me).parent()?;
+    Some(
+        dir.join("lib/libdftracer_core.so")
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// One load (plus the pointer to the word): is tracing on?
+#[inline]
+pub fn is_enabled() -> bool {
+    // SAFETY: STATE always points at a static AtomicU64 (ours or the library's).
+    unsafe { &*STATE.load(Ordering::Relaxed) }.load(Ordering::Relaxed) & 1 == 1
+}
+
+pub fn config_from_env() -> Config {
+    match api() {
+        Some(a) => (a.config_from_env)(),
+        None => Config::default(),
+    }
+}
+
+/// Starts the core; the process's POSIX/stdio calls on the data dirs are traced when the
+/// configuration names data dirs (no data dirs: no binding at all).
+pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(), Error> {
+    let a = api().ok_or(Error::Disabled)?;
+    let io = cfg.io && cfg.data_dirs.is_some();
+    (a.start)(cfg, origin, api_log_file, io)
+}
+
+#[inline]
+pub fn complete(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: &[Arg<'_>]) {
+    if let Some(a) = api() {
+        (a.complete)(layer, name, cat, ts, dur, args)
+    }
+}
+
+pub fn metadata(layer: Layer, name: &[u8], key: &[u8], value: &[u8]) {
+    if let Some(a) = api() {
+        (a.metadata)(layer, name, key, value)
+    }
+}
+
+#[inline]
+pub fn now() -> u64 {
+    api().map(|a| (a.now)()).unwrap_or(0)
+}
+
+pub fn finalize() {
+    if let Some(a) = api() {
+        (a.finalize)()
+    }
+}
+
+pub fn flush() {
+    if let Some(a) = api() {
+        (a.flush)()
+    }
+}
+
+pub fn retarget(path: &str) -> Result<String, Error> {
+    api()
+        .ok_or(Error::Disabled)
+        .and_then(|a| (a.retarget)(path))
+}
+
+/// This module joins a core started by the preload library: one `-app` file.
+pub fn claim_for_app() {
+    if let Some(a) = api() {
+        (a.claim_for_app)()
+    }
+}
+
+pub fn config() -> Option<Config> {
+    api().and_then(|a| (a.config)())
+}
+
+pub fn set_app_metadata(key: &str, value: AppValue) {
+    if let Some(a) = api() {
+        (a.set_app_metadata)(key, value)
+    }
+}
+
+pub fn mark_used(name: &str) {
+    if let Some(a) = api() {
+        (a.mark_used)(name)
+    }
+}
+
+pub fn trace_path() -> Option<String> {
+    api().and_then(|a| (a.trace_path)())
+}
+
+pub fn stats() -> Stats {
+    api().map(|a| (a.stats)()).unwrap_or_default()
+}
+
+pub fn is_running() -> bool {
+    api().is_some_and(|a| (a.is_running)())
+}
+
+pub fn is_finalized() -> bool {
+    api().is_some_and(|a| (a.is_finalized)())
+}
