@@ -27,6 +27,7 @@
 // The unit-test build leaves out the C entry points (they would interpose the test harness).
 #![cfg_attr(test, allow(dead_code))]
 
+pub mod bind;
 #[cfg(not(test))]
 mod hooks;
 pub mod real;
