@@ -848,7 +848,7 @@ struct State {
     installed: Option<&'static [Hook]>,
     /// Counters after the last pass over `installed`.
     seen: (u64, u64),
-    /// Objects bound with `installed`: (base, name).
+    /// Objects a pass over `installed` dealt with (bound or failed): (base, name).
     bound: HashSet<(usize, CString)>,
 }
 
@@ -1042,6 +1042,9 @@ fn pass(hooks: &'static [Hook], incremental: bool) -> Report {
     let self_addr = &SELF_ANCHOR as *const u8 as usize;
     let mut plans = Vec::new();
     let mut pins = Vec::new();
+    // Objects this pass dealt with (bound, or failed: not retried nor reported again by the
+    // incremental passes of the `dlopen` wrapper; an explicit bind retries them).
+    let mut done = Vec::new();
     for obj in &objs {
         if excluded(obj, None, self_addr) {
             report.excluded += 1;
@@ -1055,6 +1058,7 @@ fn pass(hooks: &'static [Hook], incremental: bool) -> Report {
             Ok(p) => p,
             Err(why) => {
                 report.failed.push((obj.label(), why.into()));
+                done.push((obj.base, obj.name.clone()));
                 continue;
             }
         };
@@ -1062,11 +1066,13 @@ fn pass(hooks: &'static [Hook], incremental: bool) -> Report {
             Ok(d) => d,
             Err(why) => {
                 report.failed.push((obj.label(), why));
+                done.push((obj.base, obj.name.clone()));
                 continue;
             }
         };
         if excluded(obj, Some(&d), self_addr) {
             report.excluded += 1;
+            done.push((obj.base, obj.name.clone()));
             continue;
         }
         report.scanned += 1;
@@ -1081,13 +1087,11 @@ fn pass(hooks: &'static [Hook], incremental: bool) -> Report {
     }
     {
         let mut g = Guard::lock();
-        let mut ok = Vec::new();
         for p in &plans {
             match write_slots(&p.img, &p.slots, false) {
                 Ok((w, a)) => {
                     report.slots += w;
                     report.already += a;
-                    ok.push((p.base, p.name.clone()));
                 }
                 Err(why) => report.failed.push((label(&p.name), why)),
             }
@@ -1103,7 +1107,9 @@ fn pass(hooks: &'static [Hook], incremental: bool) -> Report {
             if !incremental || st.seen.1 != counters.1 {
                 st.bound.clear();
             }
-            st.bound.extend(ok);
+            st.bound.extend(done);
+            st.bound
+                .extend(plans.iter().map(|p| (p.base, p.name.clone())));
             st.seen = counters;
         }
     }
@@ -1256,11 +1262,12 @@ unsafe extern "C" fn dlopen_wrapper(file: *const c_char, mode: c_int, ret: usize
 
 /// Binds objects that appeared since the last pass over the installed hooks.
 fn rebind_new() {
+    let now = counters();
     let installed = {
         let mut g = Guard::lock();
         let st = g.state();
         match st.installed {
-            Some(h) if st.seen != counters() => h,
+            Some(h) if st.seen != now => h,
             _ => return,
         }
     };

@@ -21,8 +21,13 @@
 //! - **No panic crosses the C boundary**: all recording runs inside [`guarded`]
 //!   (`catch_unwind`); a failure loses an event, never the program's call.
 //!
+//! - **Without `LD_PRELOAD`** ([`bind`]): when the library is `dlopen`ed (Python/C API) or
+//!   linked, `dftracer_bind_io()` rewrites the GOT slots of the loaded objects so that their
+//!   calls reach the same hooks, and wraps `dlopen` so that later objects are bound too.
+//!
 //! The unsafe surface is this crate's reason to exist: `hooks` (the C ABI), [`real`] (symbol
-//! resolution) and [`table`] (lock-free tables); each unsafe block states why it is sound.
+//! resolution), [`bind`] (GOT rewriting) and [`table`] (lock-free tables); each unsafe block
+//! states why it is sound.
 #![deny(unsafe_code)]
 // The unit-test build leaves out the C entry points (they would interpose the test harness).
 #![cfg_attr(test, allow(dead_code))]

@@ -565,6 +565,8 @@ fn hook_list_matches_the_exported_functions() {
 // ---------------------------------------------------------------- 7. cost
 
 const COST: &str = r#"
+#include <link.h>
+static int count_objects(struct dl_phdr_info *i, size_t sz, void *p) { (*(int *)p)++; return 0; }
 int main(int argc, char **argv) {
     const char *libs[] = {"libm.so.6", "libz.so.1", "libstdc++.so.6", "libgcc_s.so.1",
         "libssl.so.3", "libcrypto.so.3", "libcurl.so.4", "libxml2.so.2", "libsqlite3.so.0",
@@ -572,13 +574,15 @@ int main(int argc, char **argv) {
         "libbz2.so.1.0", "libzstd.so.1", "libffi.so.8", "libexpat.so.1", NULL};
     int loaded = 0;
     for (int i = 0; libs[i]; i++) if (dlopen(libs[i], RTLD_NOW)) loaded++;
+    dft = dlopen(getenv("DFT_LIB"), RTLD_NOW | RTLD_LOCAL); CHECK(dft);
+    int objects = 0; dl_iterate_phdr(count_objects, &objects);
     double t0 = now_ms(); int n = bind_io(); double t1 = now_ms();
     int m = bind_io(); double t2 = now_ms();
     void *h = dlopen(argv[1], RTLD_NOW); CHECK(h); double t3 = now_ms();
     void *h2 = dlopen("libm.so.6", RTLD_NOW); CHECK(h2); double t4 = now_ms();
-    printf("dlopened %d extra libraries; first bind %.3f ms (%d slots); repeat bind %.3f ms "
+    printf("%d objects loaded (%d extra libraries dlopened); first bind %.3f ms (%d slots); repeat bind %.3f ms "
            "(%d slots); dlopen of a new library (wrapped, incl. its bind) %.3f ms; "
-           "dlopen of a loaded one %.3f ms\n", loaded, t1 - t0, n, t2 - t1, m, t3 - t2, t4 - t3);
+           "dlopen of a loaded one %.3f ms\n", objects, loaded, t1 - t0, n, t2 - t1, m, t3 - t2, t4 - t3);
     return 0;
 }
 "#;
@@ -589,6 +593,46 @@ fn bind_cost_with_many_objects() {
     let exe = s.compile_with("cost", &bprog(COST), &["-ldl"]);
     let extra = s.compile_with("libextra.so", &prog(READER_LIB), &["-shared", "-fPIC"]);
     let out = ok(bind_cmd(&s, &exe).arg(&extra).output().unwrap());
-    println!("bind cost: {}", out.trim());
     eprintln!("bind cost: {}", out.trim());
+}
+
+// ---------------------------------------------------------------- python, ctypes
+
+/// The API path in miniature: Python loads the library with ctypes (`RTLD_LOCAL`) and binds;
+/// its own file I/O is then traced, and importing a C extension module afterwards (through
+/// the wrapped `dlopen`) works.
+#[test]
+fn python_loading_the_library_with_ctypes_is_traced_after_binding() {
+    let s = Scratch::new("bind-python");
+    std::fs::write(s.path("data/sample.txt"), "hello dataset\n".repeat(100)).unwrap();
+    let script = r#"
+import ctypes, os, sys
+lib = ctypes.CDLL(os.environ["DFT_LIB"], mode=os.RTLD_LOCAL)
+assert lib.dftracer_bind_io() > 0
+d = sys.argv[1]
+with open(os.path.join(d, "sample.txt"), "rb") as f:
+    n = len(f.read())
+import _bz2  # an extension module loaded after binding (wrapped dlopen)
+with open(os.path.join(d, "out.bin"), "wb") as f:
+    f.write(b"x" * 10)
+print(n, os.stat(os.path.join(d, "out.bin")).st_size)
+"#;
+    // The real interpreter, not a launcher script (pyenv shims are shell scripts).
+    let exe = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = ok(exe).trim().to_string();
+    let out = ok(bind_cmd(&s, &python)
+        .args(["-c", script, &s.s("data")])
+        .output()
+        .unwrap());
+    assert_eq!(out, "1400 10\n");
+    let t = s.only_trace();
+    let c = counts(&t, &s.s("data"));
+    assert_eq!(c.get("write"), Some(&1), "{c:?}");
+    assert!(c.get("read").copied().unwrap_or(0) >= 1, "{c:?}");
+    assert_eq!(c.get("close"), Some(&2), "{c:?}");
+    let opens = c.get("open64").or(c.get("open")).copied().unwrap_or(0);
+    assert_eq!(opens, 2, "{c:?}");
 }
