@@ -10,9 +10,9 @@
 //!   (`retarget`), and I/O stays traced with the preload's `DFTRACER_DATA_DIR`.
 //! - **I/O**: `initialize_main` turns on this library's interception ([`crate::bind_io`]). When
 //!   the program is linked with `-ldftracer_core`, the library's exported `open`/`read`/...
-//!   already come before libc's in symbol lookup, so that is all it takes;
-//!   [`bind_io_in_process`] is where a dlopen'ed (RTLD_LOCAL) copy will patch the program's
-//!   GOT. `initialize_no_bind` traces regions only.
+//!   already come before libc's in symbol lookup, so that is all it takes; a dlopen'ed
+//!   (RTLD_LOCAL) copy binds the loaded objects' GOT slots ([`crate::bind`]).
+//!   `initialize_no_bind` traces regions only.
 //! - **`process_id`** is read by nobody, as in the reference (whose core overwrites it with
 //!   `getpid()`): the trace always holds the real pid. It is never written through.
 //! - **Regions** before any `initialize_*` start the tracer from the environment without I/O
@@ -112,12 +112,6 @@ fn start_implicitly() -> bool {
     dftracer_core::is_enabled()
 }
 
-/// Where the in-process I/O binder for a dlopen'ed (RTLD_LOCAL) copy of this library will be
-/// called: it will point the program's GOT entries for the intercepted functions at this
-/// library's shims. Today it does nothing: when the library is linked into the program or
-/// preloaded, its exported symbols already interpose libc's (the common case).
-fn bind_io_in_process() {}
-
 fn initialize(log_file: *const c_char, data_dirs: *const c_char, io: bool) {
     let _errno = SavedErrno::new();
     let log_file = c_string(log_file).filter(|s| !s.is_empty());
@@ -150,15 +144,9 @@ fn initialize(log_file: *const c_char, data_dirs: *const c_char, io: bool) {
                     let cfg = Config::from_env();
                     join_running(cfg, log_file.as_deref(), data_dirs.as_deref(), io);
                 }
-                Err(Error::Disabled) | Err(Error::Finalized) => return,
-                Err(e) => {
-                    dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
-                    return;
-                }
+                Err(Error::Disabled) | Err(Error::Finalized) => {}
+                Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}")),
             }
-        }
-        if io && crate::io_bound() {
-            bind_io_in_process();
         }
     });
 }

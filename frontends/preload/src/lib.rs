@@ -25,14 +25,19 @@
 //! - **No panic crosses the C boundary**: all recording runs inside [`guarded`]
 //!   (`catch_unwind`); a failure loses an event, never the program's call.
 //!
+//! - **Without `LD_PRELOAD`** ([`bind`]): when the library is `dlopen`ed (Python/C API) or
+//!   linked, `dftracer_bind_io()` rewrites the GOT slots of the loaded objects so that their
+//!   calls reach the same hooks, and wraps `dlopen` so that later objects are bound too.
+//!
 //! The unsafe surface is this crate's reason to exist: `hooks` and `capi` (the C ABI), [`real`]
-//! (symbol resolution), [`table`] and [`region`] (lock-free tables and region slots); each
-//! unsafe block states why it is sound.
+//! (symbol resolution), [`bind`] (GOT rewriting), [`table`] and [`region`] (lock-free tables and
+//! region slots); each unsafe block states why it is sound.
 #![deny(unsafe_code)]
 // The unit-test build leaves out the C entry points (they would interpose the test harness).
 #![cfg_attr(test, allow(dead_code))]
 
 mod api;
+pub mod bind;
 #[cfg(not(test))]
 mod capi;
 #[cfg(not(test))]
@@ -264,13 +269,15 @@ pub(crate) fn bind_io(cfg: &dftracer_core::Config) -> bool {
     if fresh {
         MODE.store(mode, Ordering::Release);
     }
-    dftracer_core::set_bind(MODE.load(Ordering::Relaxed) & (POSIX | STDIO) != 0);
+    let bound = MODE.load(Ordering::Relaxed) & (POSIX | STDIO) != 0;
+    dftracer_core::set_bind(bound);
+    // Preloaded or linked, this library's exported hooks already come before libc's in every
+    // lookup. Loaded by dlopen (the Python module, ctypes), they must be bound in process.
+    #[cfg(not(test))]
+    if bound && !real::loaded_before_libc() {
+        bind::bind_io_in_process();
+    }
     fresh
-}
-
-/// True when this library's I/O interception is on (whoever turned it on).
-pub(crate) fn io_bound() -> bool {
-    MODE.load(Ordering::Relaxed) & (POSIX | STDIO) != 0
 }
 
 extern "C" fn after_fork_child() {

@@ -4,16 +4,167 @@
 //! `dlsym` only the first time (two racing threads may both resolve; they store the same
 //! value). `dlsym` may allocate (`calloc` for its error state); that is safe here because
 //! this library does not interpose the allocator.
+//!
+//! Which definition is "next" depends on how this library was loaded (glibc 2.36, checked by
+//! `tests/bind.rs`, test `real_functions_are_libc_or_the_next_interposer`):
+//! - **preloaded or linked** (`LD_PRELOAD`, or a `DT_NEEDED` of the program: loaded before
+//!   libc, part of the global scope): the program's calls reach this library through the
+//!   normal symbol order, and `RTLD_NEXT` is the next definition after it (an interposer
+//!   preloaded after it, else libc) — the chain is kept.
+//! - **`dlopen`ed** (binding mode, [`crate::bind`]; `RTLD_LOCAL` or `RTLD_GLOBAL`, loaded after
+//!   libc): `RTLD_NEXT` searches this library's *own* dependency list and returns libc's
+//!   function, skipping an interposer preloaded by the user. Binding rewrites the program's
+//!   slots, which held the global scope's first definition; that is what the hooks must call,
+//!   so it is looked up in the global scope (`dlsym` on `dlopen(NULL)`'s handle).
+//!
+//! Either way, an answer inside this library (which would recurse forever) or no answer falls
+//! back to `RTLD_NEXT`, then to libc's own definition (`dlopen("libc.so.6", RTLD_NOLOAD)`).
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-/// Resolves `name` (NUL-terminated) in the objects after this one; 0 when absent.
+/// Resolves the definition of `name` (NUL-terminated) that this library's hook forwards to;
+/// 0 when absent. Never an address inside this library.
 #[cold]
 pub fn resolve(name: &CStr) -> usize {
+    let ok = |p: usize| p != 0 && !in_self(p);
+    if !loaded_before_libc() {
+        if let Some(g) = handle(&GLOBAL, None) {
+            // SAFETY: a live handle (the main program's) and a valid C string.
+            let p = unsafe { libc::dlsym(g, name.as_ptr()) as usize };
+            if ok(p) {
+                return p;
+            }
+        }
+    }
     // SAFETY: `name` is a valid C string; RTLD_NEXT is valid from a shared object.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize };
+    if ok(p) {
+        return p;
+    }
+    let Some(h) = handle(&LIBC, Some(c"libc.so.6")) else {
+        return 0;
+    };
+    // SAFETY: a live handle (libc is never unloaded) and a valid C string.
+    let p = unsafe { libc::dlsym(h, name.as_ptr()) as usize };
+    if ok(p) {
+        p
+    } else {
+        0
+    }
+}
+
+static GLOBAL: AtomicUsize = AtomicUsize::new(0);
+static LIBC: AtomicUsize = AtomicUsize::new(0);
+
+/// A cached handle: `dlopen(NULL)` (the global scope) or `name` with RTLD_NOLOAD. Never
+/// closed (both stay loaded for the life of the process).
+fn handle(cache: &AtomicUsize, name: Option<&CStr>) -> Option<*mut libc::c_void> {
+    let h = cache.load(Ordering::Relaxed);
+    if h != 0 {
+        return Some(h as *mut libc::c_void);
+    }
+    let h = match name {
+        // SAFETY: dlopen(NULL) returns the main program's handle.
+        None => unsafe { libc::dlopen(std::ptr::null(), libc::RTLD_LAZY) },
+        // SAFETY: a valid C string; NOLOAD only returns an object already loaded.
+        Some(n) => unsafe { libc::dlopen(n.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) },
+    };
+    cache.store(h as usize, Ordering::Relaxed);
+    (!h.is_null()).then_some(h)
+}
+
+/// True when this library was loaded before libc (preloaded, or a dependency of the program),
+/// false when it was `dlopen`ed later: the link-map list is in load order.
+pub(crate) fn loaded_before_libc() -> bool {
+    static V: AtomicU8 = AtomicU8::new(0);
+    match V.load(Ordering::Relaxed) {
+        1 => return true,
+        2 => return false,
+        _ => {}
+    }
+    let v = compute_loaded_before_libc();
+    V.store(if v { 1 } else { 2 }, Ordering::Relaxed);
+    v
+}
+
+/// The public head of glibc's `struct link_map`.
+#[repr(C)]
+struct LinkMap {
+    l_addr: usize,
+    l_name: *const libc::c_char,
+    l_ld: *const libc::c_void,
+    l_next: *const LinkMap,
+    l_prev: *const LinkMap,
+}
+
+fn link_map_of(addr: usize) -> *const LinkMap {
+    let mut info = dl_info();
+    let mut lm: *mut libc::c_void = std::ptr::null_mut();
+    // SAFETY: dladdr1 fills `info` and, with RTLD_DL_LINKMAP (2), one link_map pointer.
+    let r = unsafe { libc::dladdr1(addr as *const libc::c_void, &mut info, &mut lm, 2) };
+    if r == 0 {
+        std::ptr::null()
+    } else {
+        lm as *const LinkMap
+    }
+}
+
+fn compute_loaded_before_libc() -> bool {
+    static ANCHOR: u8 = 0;
+    let me = link_map_of(&ANCHOR as *const u8 as usize);
+    let mut libc_lm: *mut libc::c_void = std::ptr::null_mut();
+    let Some(h) = handle(&LIBC, Some(c"libc.so.6")) else {
+        return true;
+    };
+    // SAFETY: a live handle; RTLD_DI_LINKMAP writes one pointer.
+    let r = unsafe {
+        libc::dlinfo(
+            h,
+            libc::RTLD_DI_LINKMAP,
+            &mut libc_lm as *mut _ as *mut libc::c_void,
+        )
+    };
+    let libc_lm = libc_lm as *const LinkMap;
+    if r != 0 || me.is_null() || libc_lm.is_null() {
+        return true;
+    }
+    let mut p = me;
+    while !p.is_null() {
+        if std::ptr::eq(p, libc_lm) {
+            return false;
+        }
+        // SAFETY: link maps of loaded objects; the list is only changed under the loader's
+        // lock, and these objects (this library, libc) are never unloaded while we walk.
+        p = unsafe { (*p).l_prev };
+    }
+    true
+}
+
+fn dl_info() -> libc::Dl_info {
+    libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    }
+}
+
+/// True when `addr` lies in this library.
+pub fn in_self(addr: usize) -> bool {
+    static ANCHOR: u8 = 0;
+    let base = |a: usize| -> usize {
+        let mut info = dl_info();
+        // SAFETY: dladdr only reads its address argument and fills `info`.
+        if unsafe { libc::dladdr(a as *const libc::c_void, &mut info) } == 0 {
+            0
+        } else {
+            info.dli_fbase as usize
+        }
+    };
+    let mine = base(&ANCHOR as *const u8 as usize);
+    mine != 0 && base(addr) == mine
 }
 
 /// Loads a cached symbol address, resolving it on first use.

@@ -10,6 +10,10 @@
 
 mod native;
 
+/// Marks this object as part of the tracer: the in-process I/O binder never rewrites its GOT.
+#[no_mangle]
+pub static dftracer_core_marker: u8 = 0;
+
 use dftracer_core::{AppValue, Arg, Config, Layer, Origin, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;

@@ -40,10 +40,55 @@ use std::ffi::CStr;
 
 use libc::{c_char, c_int};
 
+use crate::bind::Hook;
 use crate::table::Interned;
 use crate::{filter, posix_on, stdio_on, FDS, FILES};
 
 pub use crate::PATH_MAX;
+
+/// `hook_list![module::{f, ...}, ...]`: a `Hook` per function, named after it.
+macro_rules! hook_list {
+    ($($m:ident :: { $($(#[$attr:meta])* $f:ident),* $(,)? }),* $(,)?) => {
+        &[$($(
+            $(#[$attr])*
+            Hook {
+                name: match CStr::from_bytes_with_nul(concat!(stringify!($f), "\0").as_bytes()) {
+                    Ok(c) => c,
+                    Err(_) => panic!("hook name"),
+                },
+                addr: $m::$f as *const (),
+            },
+        )*)*]
+    };
+}
+
+/// Every interposed function, for binding without `LD_PRELOAD` ([`crate::bind`]). This is the
+/// one list: a new `#[no_mangle]` hook goes here too (`tests/bind.rs` compares this list with
+/// the library's exported functions).
+pub static HOOKS: &[Hook] = hook_list![
+    posix::{
+        open, open64, __open_2, __open64_2, openat, openat64, __openat_2, __openat64_2, creat,
+        creat64, close, close_range, closefrom, read, __read_chk, write, pread, pread64,
+        pwrite, pwrite64, __pread_chk, __pread64_chk, readv, writev, preadv, preadv64,
+        pwritev, pwritev64, lseek, lseek64, fsync, fdatasync, ftruncate, ftruncate64, dup,
+        dup2, dup3, fcntl, fcntl64, mmap, mmap64, access, faccessat, unlink, unlinkat, mkdir,
+        mkdirat, rmdir, opendir, rename, renameat,
+    },
+    stat::{
+        stat, stat64, lstat, lstat64, __xstat, __xstat64, __lxstat, __lxstat64, fstat, fstat64,
+        __fxstat, __fxstat64, fstatat, fstatat64, __fxstatat, __fxstatat64, statx,
+    },
+    stdio::{
+        fopen, fopen64, fdopen, fclose, fread, fwrite, fseek, fseeko, fseeko64, ftell, ftello,
+        ftello64, fgets, fputs, fflush, __fread_chk, __fgets_chk,
+    },
+    process::{
+        execve, execv, execvp, execvpe, _exit, _Exit,
+        #[cfg(target_arch = "x86_64")] execl,
+        #[cfg(target_arch = "x86_64")] execlp,
+        #[cfg(target_arch = "x86_64")] execle,
+    },
+];
 
 pub const POSIX: &[u8] = b"POSIX";
 pub const STDIO: &[u8] = b"STDIO";

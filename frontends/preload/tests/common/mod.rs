@@ -75,6 +75,12 @@ impl Scratch {
 
     /// Compiles C source `src` into an executable named `name`.
     pub fn compile(&self, name: &str, src: &str) -> PathBuf {
+        self.compile_with(name, src, &[])
+    }
+
+    /// Compiles C source `src` into `name` with `extra` gcc arguments after the source
+    /// (`-shared -fPIC`, `-L...`, `-l...`, `-Wl,...`).
+    pub fn compile_with(&self, name: &str, src: &str, extra: &[&str]) -> PathBuf {
         let c = self.path(&format!("{name}.c"));
         std::fs::write(&c, src).unwrap();
         let exe = self.path(name);
@@ -82,6 +88,7 @@ impl Scratch {
             .args(["-O1", "-fno-builtin", "-pthread", "-o"])
             .arg(&exe)
             .arg(&c)
+            .args(extra)
             .output()
             .expect("gcc");
         assert!(
