@@ -31,10 +31,17 @@
 // C integer types (off_t, ssize_t, ...) are i64 on some targets and not on others.
 #![allow(clippy::unnecessary_cast)]
 
+pub mod aio;
+pub mod dirs;
+pub mod fdio;
+pub mod paths;
 pub mod posix;
 pub mod process;
 pub mod stat;
 pub mod stdio;
+pub mod stdio_more;
+#[cfg(target_os = "linux")]
+pub mod uring;
 
 use std::ffi::CStr;
 
@@ -66,8 +73,23 @@ pub fn traced_file(fp: *mut libc::FILE) -> Option<(&'static Interned, c_int)> {
     }
     // SAFETY: the program passed `fp` to a stdio function, so it is a live stream; fileno
     // only reads its descriptor (glibc: no lock, no side effect).
-    let fd = unsafe { libc::fileno(fp) };
+    let fd = unsafe { fileno_unlocked(fp) };
     FILES.path(fd, fp as usize).map(|i| (i, fd))
+}
+
+extern "C" {
+    /// glibc's `fileno` without the interposition: this library exports its own `fileno`
+    /// (a traced call), so the tables use the unlocked variant, which nothing here interposes.
+    pub fn fileno_unlocked(fp: *mut libc::FILE) -> c_int;
+}
+
+/// Process-level calls that name no file (`fork`, `wait*`, `posix_spawn`, `system`, `popen`,
+/// `umask`) are recorded when every file is traced, or once this process has traced a file:
+/// a process that never touches a data dir still leaves no trace file.
+#[inline]
+pub fn process_events_on() -> bool {
+    posix_on()
+        && (crate::table::touched() || filter() == Some(&dftracer_core::filter::DataDirs::All))
 }
 
 /// Bytes of the C string `p` (`None` for NULL).
@@ -298,6 +320,7 @@ macro_rules! on_path {
                         $call
                     }
                     Some((bufs, n)) => {
+                        $crate::table::touch();
                         let t0 = $crate::now();
                         let $ret = $call;
                         let _errno = $crate::SavedErrno::new();

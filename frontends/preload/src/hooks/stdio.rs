@@ -44,7 +44,11 @@ unsafe fn fopen_common(
     let t1 = now();
     guarded(|| {
         let p = &bufs[0][..n];
-        let fd = if fp.is_null() { -1 } else { libc::fileno(fp) };
+        let fd = if fp.is_null() {
+            -1
+        } else {
+            super::fileno_unlocked(fp)
+        };
         if !fp.is_null() {
             FILES.insert(fd, fp as usize, intern(p));
         }
@@ -127,7 +131,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
     };
     if !fp.is_null() && posix_on() {
         // fclose closes the fd without going through `close`: forget it (fdopen'd fds).
-        FDS.set(libc::fileno(fp), None);
+        FDS.set(super::fileno_unlocked(fp), None);
     }
     let Some((file, fd)) = traced_file(fp) else {
         return real(fp);
