@@ -225,6 +225,10 @@ pub(crate) fn start() {
         Ok(()) => {
             MODE.store(mode, Ordering::Release);
             dftracer_core::set_bind(mode & (POSIX | STDIO) != 0);
+            #[cfg(not(test))]
+            if mode & POSIX != 0 {
+                guarded(hooks::inherit::adopt_inherited);
+            }
         }
         Err(dftracer_core::Error::Disabled) => {}
         Err(e) => dftracer_core::sys::eprint_line(&format!("[DFTRACER ERROR] preload: {e}")),

@@ -436,3 +436,27 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> 
         ret
     })
 }
+
+// ---------------------------------------------------------------- ioctl, isatty
+
+/// `ioctl(fd, request, ...)`: the optional argument is taken as a fixed integer/pointer
+/// parameter, as for `fcntl` (same register either way on x86_64 and aarch64 Linux).
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: libc::c_ulong) -> c_int {
+    let Some(real) = real!(ioctl: unsafe extern "C" fn(c_int, libc::c_ulong, ...) -> c_int) else {
+        return missing(-1);
+    };
+    on_fd!("ioctl", fd, real(fd, request, arg), |ret| [
+        request: U(request as u64),
+        ret: I(ret as i64)
+    ])
+}
+
+/// `isatty` asks the terminal layer with an `ioctl` inside libc: recorded on traced fds.
+#[no_mangle]
+pub unsafe extern "C" fn isatty(fd: c_int) -> c_int {
+    let Some(real) = real!(isatty: unsafe extern "C" fn(c_int) -> c_int) else {
+        return missing(0);
+    };
+    on_fd!("isatty", fd, real(fd), |ret| [ret: I(ret as i64)])
+}

@@ -34,6 +34,7 @@
 pub mod aio;
 pub mod dirs;
 pub mod fdio;
+pub mod inherit;
 pub mod paths;
 pub mod posix;
 pub mod process;

@@ -50,7 +50,14 @@ unsafe fn fopen_common(
             super::fileno_unlocked(fp)
         };
         if !fp.is_null() {
-            FILES.insert(fd, fp as usize, intern(p));
+            let file = intern(p);
+            FILES.insert(fd, fp as usize, file);
+            // The stream's fd names the file too: POSIX calls the program makes on
+            // `fileno(fp)` (fsync, fcntl, fstat) are traced; glibc's own I/O inside the
+            // stream does not go through these symbols and is not recorded twice.
+            if posix_on() {
+                FDS.set(fd, Some(file));
+            }
         }
         let m = c_bytes(mode).unwrap_or(b"");
         record(

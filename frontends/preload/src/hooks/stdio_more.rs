@@ -80,6 +80,9 @@ unsafe fn freopen_common(
         };
         if !ret.is_null() {
             FILES.insert(fd, ret as usize, file);
+            if posix_on() {
+                FDS.set(fd, Some(file));
+            }
         }
         record(
             STDIO,
