@@ -1438,3 +1438,93 @@ fn issue12_calls_record_the_right_events() {
     let plain = ok(Command::new(&exe).arg(s.path("data")).output().unwrap());
     assert!(plain.starts_with("done "));
 }
+
+// ---------------------------------------------------------------- POSIX AIO
+
+const AIO: &str = r#"
+#include <aio.h>
+int main(int argc, char **argv) {
+    char f[600], buf[3][4096];
+    snprintf(f, sizeof f, "%s/aio.bin", argv[1]);
+    int fd = open(f, O_CREAT | O_RDWR | O_TRUNC, 0644);                  CHECK(fd >= 0);
+    memset(buf[0], 'w', 4096);
+    struct aiocb w = {0};
+    w.aio_fildes = fd; w.aio_buf = buf[0]; w.aio_nbytes = 4096; w.aio_offset = 8192;
+    CHECK(aio_write(&w) == 0);
+    const struct aiocb *l1[1] = {&w};
+    while (aio_error(&w) == EINPROGRESS) CHECK(aio_suspend(l1, 1, NULL) == 0);
+    CHECK(aio_return(&w) == 4096);
+    struct aiocb r = {0};
+    r.aio_fildes = fd; r.aio_buf = buf[1]; r.aio_nbytes = 100; r.aio_offset = 8200;
+    CHECK(aio_read(&r) == 0);
+    while (aio_error(&r) == EINPROGRESS) usleep(100);
+    CHECK(aio_return(&r) == 100 && buf[1][0] == 'w');
+    struct aiocb a = {0}, b = {0};
+    a.aio_fildes = fd; a.aio_buf = buf[1]; a.aio_nbytes = 10; a.aio_offset = 0; a.aio_lio_opcode = LIO_READ;
+    b.aio_fildes = fd; b.aio_buf = buf[2]; b.aio_nbytes = 2000; b.aio_offset = 10000; b.aio_lio_opcode = LIO_READ;
+    struct aiocb *l2[3] = {&a, NULL, &b};
+    CHECK(lio_listio(LIO_WAIT, l2, 3, NULL) == 0);
+    CHECK(aio_return(&a) == 10 && aio_return(&b) == 2000);
+    errno = 0;
+    struct aiocb bad = {0};
+    bad.aio_fildes = 9999; bad.aio_buf = buf[1]; bad.aio_nbytes = 1;
+    int q = aio_read(&bad);
+    if (q == 0) { while (aio_error(&bad) == EINPROGRESS) usleep(100); CHECK(aio_return(&bad) == -1); }
+    else CHECK(errno == EBADF);
+    CHECK(close(fd) == 0);
+    puts("aio ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn posix_aio_records_one_event_per_request() {
+    let s = Scratch::new("aio");
+    let exe = s.compile("aio", &prog(AIO));
+    let out = ok(s
+        .cmd(&exe, Some(&s.s("data")))
+        .arg(s.path("data"))
+        .output()
+        .unwrap());
+    assert_eq!(out, "aio ok\n");
+    let t = s.only_trace();
+    let ev = t.io();
+    let aio: Vec<&&J> = ev
+        .iter()
+        .filter(|e| e["name"].as_str().unwrap().starts_with("aio_"))
+        .collect();
+    let got: Vec<(String, i64, i64, i64)> = aio
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["args"]["count"].as_i64().unwrap(),
+                e["args"]["offset"].as_i64().unwrap(),
+                e["args"]["ret"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [
+        ("aio_write", 4096, 8192, 4096),
+        ("aio_read", 100, 8200, 100),
+        ("aio_read", 10, 0, 10),
+        ("aio_read", 2000, 10000, 2000),
+    ];
+    let want: Vec<(String, i64, i64, i64)> = want
+        .iter()
+        .map(|w| (w.0.to_string(), w.1, w.2, w.3))
+        .collect();
+    assert_eq!(
+        got, want,
+        "one event per request, the untraced fd 9999 is not one"
+    );
+    let fd = ev[0]["args"]["fd"].clone();
+    for e in &aio {
+        assert_eq!(t.file_of(e), s.s("data/aio.bin"));
+        assert_eq!(e["args"]["fd"], fd);
+        assert!(
+            e["dur"].as_u64().unwrap() > 0,
+            "submission to completion: {e}"
+        );
+    }
+}
