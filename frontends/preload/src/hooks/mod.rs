@@ -41,8 +41,6 @@ pub mod process;
 pub mod stat;
 pub mod stdio;
 pub mod stdio_more;
-#[cfg(target_os = "linux")]
-pub mod uring;
 
 use std::ffi::CStr;
 
