@@ -268,6 +268,11 @@ pub(crate) fn bind_io(cfg: &dftracer_core::Config) -> bool {
     }
     if fresh {
         MODE.store(mode, Ordering::Release);
+        // fds already open at start (a shell's `> data/out`) on traced files.
+        #[cfg(not(test))]
+        if mode & POSIX != 0 {
+            guarded(hooks::inherit::adopt_inherited);
+        }
     }
     let bound = MODE.load(Ordering::Relaxed) & (POSIX | STDIO) != 0;
     dftracer_core::set_bind(bound);

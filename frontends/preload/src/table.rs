@@ -267,8 +267,26 @@ fn leak(path: &[u8], hash: u64) -> *mut Interned {
     }))
 }
 
+/// Set once this process has traced a file (opened or named one under a data dir).
+static TOUCHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Notes that a traced file was seen (cheap when already set: one load).
+#[inline]
+pub fn touch() {
+    if !TOUCHED.load(Ordering::Relaxed) {
+        TOUCHED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// True once any traced file was seen in this process.
+#[inline]
+pub fn touched() -> bool {
+    TOUCHED.load(Ordering::Relaxed)
+}
+
 /// The interned copy of `path` (allocates only the first time a path is seen).
 pub fn intern(path: &[u8]) -> &'static Interned {
+    touch();
     let hash = fnv1a(path);
     let mut mine: *mut Interned = ptr::null_mut();
     for k in 0..PROBES {

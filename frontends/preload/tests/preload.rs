@@ -130,6 +130,7 @@ fn every_interposed_call_records_the_right_event() {
         "preadv",
         "fstat",
         "mmap",
+        "munmap",
         "dup",
         "dup2",
         "dup3",
@@ -170,6 +171,7 @@ fn every_interposed_call_records_the_right_event() {
         "fclose",
         "mkdir",
         "opendir",
+        "closedir",
         "rmdir",
         "rename",
         "unlink",
@@ -230,36 +232,38 @@ fn every_interposed_call_records_the_right_event() {
         (10.into(), 5.into(), 10.into())
     );
     assert_eq!(arg(19, "length"), 4096);
+    // munmap of the traced mapping names the file, after its fd was closed
+    assert_eq!((arg(20, "length"), arg(20, "ret")), (4096.into(), 0.into()));
     // dup family: the event is on the old fd, ret is the new one
-    assert_eq!(arg(21, "ret"), 100);
-    assert_eq!(arg(22, "ret"), 101);
-    assert!(arg(23, "ret").as_i64().unwrap() >= 200);
-    assert_eq!(arg(23, "cmd"), libc::F_DUPFD);
-    assert_eq!(arg(24, "cmd"), libc::F_GETFL);
+    assert_eq!(arg(22, "ret"), 100);
+    assert_eq!(arg(23, "ret"), 101);
+    assert!(arg(24, "ret").as_i64().unwrap() >= 200);
+    assert_eq!(arg(24, "cmd"), libc::F_DUPFD);
+    assert_eq!(arg(25, "cmd"), libc::F_GETFL);
     // the read through the F_DUPFD copy after the original was closed
-    assert_eq!(arg(26, "fd"), arg(23, "ret"));
+    assert_eq!(arg(27, "fd"), arg(24, "ret"));
     // openat(AT_FDCWD) then read/close on its fd
-    assert_eq!(arg(37, "fd"), arg(36, "fd"));
+    assert_eq!(arg(38, "fd"), arg(37, "fd"));
     // openat with a real dirfd resolves against the directory
-    assert_eq!(t.file_of(ev[39]), s.s("data"));
-    assert_eq!(t.file_of(ev[40]), f);
+    assert_eq!(t.file_of(ev[40]), s.s("data"));
+    assert_eq!(t.file_of(ev[41]), f);
     // stdio
-    assert_eq!(arg(45, "mode"), "r+");
+    assert_eq!(arg(46, "mode"), "r+");
     assert_eq!(
-        (arg(46, "size"), arg(46, "count"), arg(46, "ret")),
+        (arg(47, "size"), arg(47, "count"), arg(47, "ret")),
         (1.into(), 50.into(), 50.into())
     );
-    assert_eq!((arg(47, "offset"), arg(47, "ret")), (10.into(), 0.into()));
-    assert_eq!(arg(48, "ret"), 10);
-    assert_eq!(arg(49, "count"), 20);
-    assert_eq!(arg(50, "ret"), 3);
-    assert_eq!(arg(51, "count"), 5);
-    assert_eq!(arg(55, "mode"), "r");
+    assert_eq!((arg(48, "offset"), arg(48, "ret")), (10.into(), 0.into()));
+    assert_eq!(arg(49, "ret"), 10);
+    assert_eq!(arg(50, "count"), 20);
+    assert_eq!(arg(51, "ret"), 3);
+    assert_eq!(arg(52, "count"), 5);
+    assert_eq!(arg(56, "mode"), "r");
     // path calls
-    assert_eq!(arg(58, "mode"), 0o755);
-    assert_eq!(t.file_of(ev[58]), s.s("data/sub"));
-    assert_eq!(t.file_of(ev[61]), s.s("data/g.bin"));
-    let newh = arg(61, "newpath_hash");
+    assert_eq!(arg(59, "mode"), 0o755);
+    assert_eq!(t.file_of(ev[59]), s.s("data/sub"));
+    assert_eq!(t.file_of(ev[63]), s.s("data/g.bin"));
+    let newh = arg(63, "newpath_hash");
     assert_eq!(t.files()[newh.as_str().unwrap()], s.s("data/sub"));
     // every event carries a resolvable fhash naming a file under data/, and sane times
     for e in &ev {
@@ -603,9 +607,21 @@ fn fork_children_write_their_own_self_contained_files() {
     let t = Trace::read(parent);
     assert_eq!(
         t.names(),
-        ["open", "write", "pread", "close"],
+        ["open", "write", "fork", "waitpid", "fork", "waitpid", "pread", "close"],
         "children's events are not in the parent"
     );
+    // the parent's fork events name the children (ret = child pid), and waitpid reaped them
+    let forked: std::collections::HashSet<u64> = t
+        .io()
+        .iter()
+        .filter(|e| e["name"] == "fork")
+        .map(|e| e["args"]["ret"].as_u64().unwrap())
+        .collect();
+    assert_eq!(forked, pids, "fork ret = the pid in each child's file");
+    for w in t.io().iter().filter(|e| e["name"] == "waitpid") {
+        assert!(forked.contains(&w["args"]["ret"].as_u64().unwrap()));
+        assert_eq!(w["args"]["status"], 0);
+    }
 }
 
 const THREADS: &str = r#"
@@ -841,6 +857,434 @@ print(n, sorted(os.listdir(d)))
         assert!(
             p.starts_with(&s.s("data")) || Path::new(p) == s.dir,
             "only data files: {p}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- issue 12: more calls
+
+const MORE_CALLS: &str = r#"
+#include <sys/file.h>
+#include <sys/sendfile.h>
+#include <sys/statvfs.h>
+#include <sys/time.h>
+#include <utime.h>
+#include <spawn.h>
+#include <limits.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    const char *d = argv[1];
+    char f[512], g[512], h[512], l[512], buf[8192], out[PATH_MAX];
+    memset(buf, 'b', sizeof buf);
+    snprintf(f, sizeof f, "%s/f.bin", d);
+    snprintf(g, sizeof g, "%s/g.bin", d);
+    snprintf(h, sizeof h, "%s/h.bin", d);
+    snprintf(l, sizeof l, "%s/l.lnk", d);
+    int fd = open(f, O_CREAT | O_RDWR | O_TRUNC, 0644);                   CHECK(fd >= 0);
+    CHECK(write(fd, buf, 8192) == 8192);
+    CHECK(flock(fd, LOCK_EX) == 0 && flock(fd, LOCK_UN) == 0);
+    CHECK(posix_fadvise(fd, 0, 4096, POSIX_FADV_SEQUENTIAL) == 0);
+    CHECK(posix_fallocate(fd, 0, 16384) == 0);
+    CHECK(fallocate(fd, 0, 0, 16384) == 0);
+    CHECK(fchmod(fd, 0640) == 0);
+    CHECK(fchown(fd, getuid(), getgid()) == 0);
+    struct statvfs sv;
+    CHECK(fstatvfs(fd, &sv) == 0);
+    int o = open(g, O_CREAT | O_WRONLY | O_TRUNC, 0644);                  CHECK(o >= 0);
+    loff_t oi = 0;
+    CHECK(copy_file_range(fd, &oi, o, NULL, 5000, 0) == 5000 && oi == 5000);
+    off_t so = 100;
+    CHECK(sendfile(o, fd, &so, 1000) == 1000 && so == 1100);
+    int p[2]; CHECK(pipe(p) == 0);
+    CHECK(splice(fd, &oi, p[1], NULL, 300, 0) == 300);
+    CHECK(close(p[0]) == 0 && close(p[1]) == 0);
+    CHECK(close(o) == 0);
+    void *m = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);  CHECK(m != MAP_FAILED);
+    ((char *)m)[0] = 'x';
+    CHECK(msync(m, 4096, MS_SYNC) == 0);
+    CHECK(munmap(m, 8192) == 0);
+    CHECK(close(fd) == 0);
+    /* paths */
+    CHECK(link(f, h) == 0);
+    CHECK(symlink("f.bin", l) == 0);
+    CHECK(readlink(l, out, sizeof out) == 5);
+    CHECK(realpath(l, out) != NULL && strcmp(out, f) == 0);
+    CHECK(chmod(f, 0600) == 0);
+    CHECK(chown(f, getuid(), getgid()) == 0 && lchown(l, getuid(), getgid()) == 0);
+    CHECK(utime(f, NULL) == 0 && utimes(f, NULL) == 0);
+    CHECK(utimensat(AT_FDCWD, f, NULL, 0) == 0);
+    CHECK(truncate(h, 100) == 0);
+    CHECK(statvfs(d, &sv) == 0);
+    char fifo[600]; snprintf(fifo, sizeof fifo, "%s/fifo", d);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK(remove(fifo) == 0);
+    CHECK(remove(l) == 0);
+    mode_t old = umask(027);
+    CHECK(umask(old) == 027);
+    errno = 0;
+    CHECK(readlink(f, out, sizeof out) == -1 && errno == EINVAL);  /* not a link */
+    /* directories, chdir and relative paths */
+    DIR *D = opendir(d);                                                 CHECK(D);
+    int dfd = dirfd(D);                                                  CHECK(dfd >= 0);
+    int n = 0;
+    while (readdir(D)) n++;
+    CHECK(n == 5);   /* . .. f.bin g.bin h.bin */
+    CHECK(closedir(D) == 0);
+    CHECK(chdir(d) == 0);
+    fd = open("g.bin", O_RDONLY);                                        CHECK(fd >= 0);
+    CHECK(read(fd, buf, 10) == 10);
+    CHECK(close(fd) == 0);
+    CHECK(chdir("/") == 0);
+    /* stdio */
+    FILE *F = fopen(h, "w+");                                            CHECK(F);
+    CHECK(setvbuf(F, NULL, _IOFBF, 4096) == 0);
+    CHECK(fputc('a', F) == 'a' && putc('b', F) == 'b');
+    CHECK(fprintf(F, "%d %s %.2f %d %d %d %d %ld %.1f\n", 1, "two", 3.0, 4, 5, 6, 7, 8L, 9.5) == 25);
+    CHECK(fileno(F) >= 0);
+    rewind(F);
+    CHECK(fgetc(F) == 'a' && getc(F) == 'b');
+    CHECK(ungetc('b', F) == 'b' && getc(F) == 'b');
+    int i1, i4, i5; char w[16]; double d3;
+    CHECK(fscanf(F, "%d %15s %lf %d %d", &i1, w, &d3, &i4, &i5) == 5);
+    CHECK(i1 == 1 && !strcmp(w, "two") && d3 == 3.0 && i4 == 4 && i5 == 5);
+    fpos_t pos;
+    CHECK(fgetpos(F, &pos) == 0 && fsetpos(F, &pos) == 0);
+    rewind(F);
+    char *line = NULL; size_t cap = 0;
+    CHECK(getline(&line, &cap, F) == 27);
+    CHECK(getdelim(&line, &cap, 'x', F) == -1 && feof(F) && !ferror(F));
+    clearerr(F);
+    free(line);
+    CHECK(freopen(g, "r", F) == F);
+    CHECK(fread(buf, 1, 10, F) == 10);
+    CHECK(fclose(F) == 0);
+    /* processes */
+    pid_t c = fork();
+    if (c == 0) _exit(7);
+    int st;
+    CHECK(waitpid(c, &st, 0) == c && WEXITSTATUS(st) == 7);
+    c = vfork();
+    if (c == 0) { char *av[] = {"true", NULL}; execv("/bin/true", av); _exit(127); }
+    CHECK(c > 0 && wait(&st) == c && WEXITSTATUS(st) == 0);
+    pid_t sp;
+    char *av[] = {"true", NULL};
+    CHECK(posix_spawn(&sp, "/bin/true", NULL, NULL, av, environ) == 0);
+    CHECK(waitpid(sp, &st, 0) == sp);
+    CHECK(system("exit 3") != -1);
+    FILE *P = popen("echo hi", "r");                                     CHECK(P);
+    CHECK(fgets(buf, sizeof buf, P) != NULL);
+    CHECK(pclose(P) == 0);
+    printf("done %d\n", sp);
+    return 0;
+}
+"#;
+
+#[test]
+fn issue12_calls_record_the_right_events() {
+    let s = Scratch::new("more");
+    let exe = s.compile("more", &prog(MORE_CALLS));
+    let out = ok(s
+        .cmd(&exe, Some(&s.s("data")))
+        .arg(s.path("data"))
+        .output()
+        .unwrap());
+    assert!(out.starts_with("done "), "{out}");
+    let spawned: i64 = out.trim()["done ".len()..].parse().unwrap();
+    // The children (fork: own -fork file; /bin/true, sh, echo: nothing traced) leave at most
+    // the fork child's file, which has no I/O.
+    let parent = s
+        .traces()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("-preload"))
+        .expect("parent trace");
+    let t = Trace::read(&parent);
+    let names = t.names();
+    let expected = [
+        "open",
+        "write",
+        "flock",
+        "flock",
+        "posix_fadvise",
+        "posix_fallocate",
+        "fallocate",
+        "fchmod",
+        "fchown",
+        "fstatvfs",
+        "open",
+        "copy_file_range",
+        "sendfile",
+        "splice",
+        "close",
+        "mmap",
+        "msync",
+        "munmap",
+        "close",
+        "link",
+        "symlink",
+        "readlink",
+        "realpath",
+        "chmod",
+        "chown",
+        "lchown",
+        "utime",
+        "utimes",
+        "utimensat",
+        "truncate",
+        "statvfs",
+        "mkfifo",
+        "remove",
+        "remove",
+        "umask",
+        "umask",
+        "readlink",
+        "opendir",
+        "dirfd",
+        "readdir",
+        "readdir",
+        "readdir",
+        "readdir",
+        "readdir",
+        "readdir",
+        "closedir",
+        "chdir",
+        "open",
+        "read",
+        "close",
+        "fopen",
+        "setvbuf",
+        "fputc",
+        "putc",
+        "fprintf",
+        "fileno",
+        "rewind",
+        "fgetc",
+        "getc",
+        "ungetc",
+        "getc",
+        "fscanf",
+        "fgetpos",
+        "fsetpos",
+        "rewind",
+        // glibc's <stdio.h> inlines getline into __getdelim(..., '\n', ...) when optimising
+        "getdelim",
+        "getdelim",
+        "feof",
+        "ferror",
+        "clearerr",
+        "freopen",
+        "fread",
+        "fclose",
+        "fork",
+        "waitpid",
+        "vfork",
+        "wait",
+        "posix_spawn",
+        "waitpid",
+        "system",
+        "popen",
+        "pclose",
+    ];
+    assert_eq!(names, expected, "event sequence");
+    let ev = t.io();
+    let by = |name: &str, k: usize| -> &J {
+        ev.iter()
+            .filter(|e| e["name"] == name)
+            .nth(k)
+            .unwrap_or_else(|| panic!("{name} #{k}"))
+    };
+    let (f, g) = (s.s("data/f.bin"), s.s("data/g.bin"));
+    // copies: one event, both files named, every byte once
+    let c = by("copy_file_range", 0);
+    assert_eq!(
+        (
+            &c["args"]["count"],
+            &c["args"]["ret"],
+            &c["args"]["offset_in"]
+        ),
+        (&J::from(5000), &J::from(5000), &J::from(0))
+    );
+    assert_eq!(t.file_of(c), f);
+    assert_eq!(t.files()[c["args"]["out_fhash"].as_str().unwrap()], g);
+    let sf = by("sendfile", 0);
+    assert_eq!(
+        (&sf["args"]["ret"], &sf["args"]["offset_in"]),
+        (&J::from(1000), &J::from(100))
+    );
+    let sp = by("splice", 0);
+    assert_eq!(sp["args"]["ret"], 300);
+    assert_eq!(t.file_of(sp), f);
+    assert!(
+        sp["args"].get("out_fhash").is_none(),
+        "the pipe is not a traced file"
+    );
+    assert_eq!(by("msync", 0)["args"]["length"], 4096);
+    assert_eq!(t.file_of(by("munmap", 0)), f);
+    assert_eq!(by("posix_fallocate", 0)["args"]["length"], 16384);
+    // paths
+    let lk = by("link", 0);
+    assert_eq!(t.file_of(lk), f);
+    assert_eq!(
+        t.files()[lk["args"]["newpath_hash"].as_str().unwrap()],
+        s.s("data/h.bin")
+    );
+    let sy = by("symlink", 0);
+    assert_eq!(
+        (t.file_of(sy), &sy["args"]["target"]),
+        (s.s("data/l.lnk"), &J::from("f.bin"))
+    );
+    assert_eq!(by("readlink", 0)["args"]["ret"], 5);
+    assert_eq!(by("readlink", 1)["args"]["ret"], -1);
+    assert_eq!(by("truncate", 0)["args"]["length"], 100);
+    assert_eq!(by("chmod", 0)["args"]["mode"], 0o600);
+    let um = by("umask", 1);
+    assert_eq!(
+        (&um["args"]["mask"], &um["args"]["ret"]),
+        (&J::from(0o22), &J::from(0o27))
+    );
+    assert!(um["args"].get("fhash").is_none(), "umask names no file");
+    assert_eq!(t.file_of(by("mkfifo", 0)), s.s("data/fifo"));
+    // directories; the relative open after chdir resolves to the data dir
+    assert_eq!(
+        by("dirfd", 0)["args"]["ret"],
+        by("opendir", 0)["args"]["fd"]
+    );
+    assert_eq!(by("readdir", 4)["args"]["ret"], 1);
+    assert_eq!(by("readdir", 5)["args"]["ret"], 0);
+    assert_eq!(t.file_of(by("chdir", 0)), s.s("data"));
+    assert_eq!(t.file_of(by("open", 2)), g);
+    assert_eq!(by("read", 0)["args"]["ret"], 10);
+    // stdio
+    assert_eq!(by("fprintf", 0)["args"]["ret"], 25);
+    assert_eq!(by("fprintf", 0)["cat"], "STDIO");
+    assert_eq!(by("fscanf", 0)["args"]["ret"], 5);
+    assert_eq!(by("getdelim", 0)["args"]["ret"], 27);
+    assert_eq!(by("getdelim", 0)["args"]["delim"], b'\n' as i64);
+    assert_eq!(by("getdelim", 1)["args"]["ret"], -1);
+    assert!(by("feof", 0)["args"]["ret"].as_i64().unwrap() != 0);
+    let fr = by("freopen", 0);
+    assert_eq!(
+        (t.file_of(fr), &fr["args"]["mode"]),
+        (g.clone(), &J::from("r"))
+    );
+    assert_eq!(
+        t.file_of(by("fread", 0)),
+        g,
+        "the reopened stream names the new file"
+    );
+    // processes: children's pids
+    let fork_pid = by("fork", 0)["args"]["ret"].as_i64().unwrap();
+    assert!(fork_pid > 0);
+    assert_eq!(by("waitpid", 0)["args"]["ret"], fork_pid);
+    assert_eq!(by("waitpid", 0)["args"]["status"], 7 << 8);
+    let vf = by("vfork", 0)["args"]["ret"].as_i64().unwrap();
+    assert!(vf > 0 && vf != fork_pid);
+    assert_eq!(by("wait", 0)["args"]["ret"], vf);
+    let ps = by("posix_spawn", 0);
+    assert_eq!(
+        (&ps["args"]["pid"], &ps["args"]["ret"]),
+        (&J::from(spawned), &J::from(0))
+    );
+    assert_eq!(t.file_of(ps), "/bin/true");
+    let sy = by("system", 0);
+    assert_eq!(
+        (&sy["args"]["command"], &sy["args"]["ret"]),
+        (&J::from("exit 3"), &J::from(3 << 8))
+    );
+    assert_eq!(by("popen", 0)["args"]["command"], "echo hi");
+    assert_eq!(by("pclose", 0)["args"]["ret"], 0);
+    // the same program without the preload behaves the same
+    std::fs::remove_dir_all(s.path("data")).unwrap();
+    std::fs::create_dir_all(s.path("data")).unwrap();
+    let plain = ok(Command::new(&exe).arg(s.path("data")).output().unwrap());
+    assert!(plain.starts_with("done "));
+}
+
+// ---------------------------------------------------------------- POSIX AIO
+
+const AIO: &str = r#"
+#include <aio.h>
+int main(int argc, char **argv) {
+    char f[600], buf[3][4096];
+    snprintf(f, sizeof f, "%s/aio.bin", argv[1]);
+    int fd = open(f, O_CREAT | O_RDWR | O_TRUNC, 0644);                  CHECK(fd >= 0);
+    memset(buf[0], 'w', 4096);
+    struct aiocb w = {0};
+    w.aio_fildes = fd; w.aio_buf = buf[0]; w.aio_nbytes = 4096; w.aio_offset = 8192;
+    CHECK(aio_write(&w) == 0);
+    const struct aiocb *l1[1] = {&w};
+    while (aio_error(&w) == EINPROGRESS) CHECK(aio_suspend(l1, 1, NULL) == 0);
+    CHECK(aio_return(&w) == 4096);
+    struct aiocb r = {0};
+    r.aio_fildes = fd; r.aio_buf = buf[1]; r.aio_nbytes = 100; r.aio_offset = 8200;
+    CHECK(aio_read(&r) == 0);
+    while (aio_error(&r) == EINPROGRESS) usleep(100);
+    CHECK(aio_return(&r) == 100 && buf[1][0] == 'w');
+    struct aiocb a = {0}, b = {0};
+    a.aio_fildes = fd; a.aio_buf = buf[1]; a.aio_nbytes = 10; a.aio_offset = 0; a.aio_lio_opcode = LIO_READ;
+    b.aio_fildes = fd; b.aio_buf = buf[2]; b.aio_nbytes = 2000; b.aio_offset = 10000; b.aio_lio_opcode = LIO_READ;
+    struct aiocb *l2[3] = {&a, NULL, &b};
+    CHECK(lio_listio(LIO_WAIT, l2, 3, NULL) == 0);
+    CHECK(aio_return(&a) == 10 && aio_return(&b) == 2000);
+    errno = 0;
+    struct aiocb bad = {0};
+    bad.aio_fildes = 9999; bad.aio_buf = buf[1]; bad.aio_nbytes = 1;
+    int q = aio_read(&bad);
+    if (q == 0) { while (aio_error(&bad) == EINPROGRESS) usleep(100); CHECK(aio_return(&bad) == -1); }
+    else CHECK(errno == EBADF);
+    CHECK(close(fd) == 0);
+    puts("aio ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn posix_aio_records_one_event_per_request() {
+    let s = Scratch::new("aio");
+    let exe = s.compile("aio", &prog(AIO));
+    let out = ok(s
+        .cmd(&exe, Some(&s.s("data")))
+        .arg(s.path("data"))
+        .output()
+        .unwrap());
+    assert_eq!(out, "aio ok\n");
+    let t = s.only_trace();
+    let ev = t.io();
+    let aio: Vec<&&J> = ev
+        .iter()
+        .filter(|e| e["name"].as_str().unwrap().starts_with("aio_"))
+        .collect();
+    let got: Vec<(String, i64, i64, i64)> = aio
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["args"]["count"].as_i64().unwrap(),
+                e["args"]["offset"].as_i64().unwrap(),
+                e["args"]["ret"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [
+        ("aio_write", 4096, 8192, 4096),
+        ("aio_read", 100, 8200, 100),
+        ("aio_read", 10, 0, 10),
+        ("aio_read", 2000, 10000, 2000),
+    ];
+    let want: Vec<(String, i64, i64, i64)> = want
+        .iter()
+        .map(|w| (w.0.to_string(), w.1, w.2, w.3))
+        .collect();
+    assert_eq!(
+        got, want,
+        "one event per request, the untraced fd 9999 is not one"
+    );
+    let fd = ev[0]["args"]["fd"].clone();
+    for e in &aio {
+        assert_eq!(t.file_of(e), s.s("data/aio.bin"));
+        assert_eq!(e["args"]["fd"], fd);
+        assert!(
+            e["dur"].as_u64().unwrap() > 0,
+            "submission to completion: {e}"
         );
     }
 }

@@ -31,10 +31,16 @@
 // C integer types (off_t, ssize_t, ...) are i64 on some targets and not on others.
 #![allow(clippy::unnecessary_cast)]
 
+pub mod aio;
+pub mod dirs;
+pub mod fdio;
+pub mod inherit;
+pub mod paths;
 pub mod posix;
 pub mod process;
 pub mod stat;
 pub mod stdio;
+pub mod stdio_more;
 
 use std::ffi::CStr;
 
@@ -67,23 +73,56 @@ macro_rules! hook_list {
 /// the library's exported functions).
 pub static HOOKS: &[Hook] = hook_list![
     posix::{
-        open, open64, __open_2, __open64_2, openat, openat64, __openat_2, __openat64_2, creat,
-        creat64, close, close_range, closefrom, read, __read_chk, write, pread, pread64,
-        pwrite, pwrite64, __pread_chk, __pread64_chk, readv, writev, preadv, preadv64,
-        pwritev, pwritev64, lseek, lseek64, fsync, fdatasync, ftruncate, ftruncate64, dup,
-        dup2, dup3, fcntl, fcntl64, mmap, mmap64, access, faccessat, unlink, unlinkat, mkdir,
-        mkdirat, rmdir, opendir, rename, renameat,
+        __open64_2, __open_2, __openat64_2, __openat_2, __pread64_chk, __pread_chk, __read_chk,
+        access, close, close_range, closefrom, creat, creat64, dup, dup2, dup3, faccessat,
+        fcntl, fcntl64, fdatasync, fsync, ftruncate, ftruncate64, lseek, lseek64, mkdir,
+        mkdirat, mmap, mmap64, open, open64, openat, openat64, pread, pread64, preadv, preadv64,
+        pwrite, pwrite64, pwritev, pwritev64, read, readv, rename, renameat, rmdir, unlink,
+        unlinkat, write, writev,
     },
     stat::{
-        stat, stat64, lstat, lstat64, __xstat, __xstat64, __lxstat, __lxstat64, fstat, fstat64,
-        __fxstat, __fxstat64, fstatat, fstatat64, __fxstatat, __fxstatat64, statx,
+        __fxstat, __fxstat64, __fxstatat, __fxstatat64, __lxstat, __lxstat64, __xstat,
+        __xstat64, fstat, fstat64, fstatat, fstatat64, lstat, lstat64, stat, stat64, statx,
     },
     stdio::{
-        fopen, fopen64, fdopen, fclose, fread, fwrite, fseek, fseeko, fseeko64, ftell, ftello,
-        ftello64, fgets, fputs, fflush, __fread_chk, __fgets_chk,
+        __fgets_chk, __fread_chk, fclose, fdopen, fflush, fgets, fopen, fopen64, fputs, fread,
+        fseek, fseeko, fseeko64, ftell, ftello, ftello64, fwrite,
+    },
+    stdio_more::{
+        _IO_getc, _IO_putc, __getdelim, __isoc99_vfscanf, __vfprintf_chk, clearerr,
+        clearerr_unlocked, feof, feof_unlocked, ferror, ferror_unlocked, fflush_unlocked, fgetc,
+        fgetc_unlocked, fgetpos, fgetpos64, fgets_unlocked, fileno, fputc, fputc_unlocked,
+        fputs_unlocked, fread_unlocked, freopen, freopen64, fsetpos, fsetpos64, fwrite_unlocked,
+        getc, getc_unlocked, getdelim, getline, getw, pclose, popen, putc, putc_unlocked, putw,
+        rewind, setvbuf, ungetc, vfprintf, vfscanf,
+        #[cfg(target_arch = "x86_64")] fprintf,
+        #[cfg(target_arch = "x86_64")] __fprintf_chk,
+        #[cfg(target_arch = "x86_64")] fscanf,
+        #[cfg(target_arch = "x86_64")] __isoc99_fscanf,
+    },
+    paths::{
+        __readlink_chk, __readlinkat_chk, __realpath_chk, chdir, chmod, chown, fchdir, fchmod,
+        fchmodat, fchown, fchownat, fstatvfs, fstatvfs64, futimens, futimes, lchown, link,
+        linkat, lutimes, mkfifo, mkfifoat, mknod, mknodat, readlink, readlinkat, realpath,
+        remove, statvfs, statvfs64, symlink, symlinkat, truncate, truncate64, umask, utime,
+        utimensat, utimes,
+    },
+    fdio::{
+        copy_file_range, fallocate, fallocate64, flock, ioctl, isatty, msync, munmap,
+        posix_fadvise, posix_fadvise64, posix_fallocate, posix_fallocate64, sendfile,
+        sendfile64, splice,
+    },
+    dirs::{
+        closedir, dirfd, fdopendir, opendir, readdir, readdir64,
+    },
+    aio::{
+        aio_error, aio_error64, aio_read, aio_read64, aio_return, aio_return64, aio_suspend,
+        aio_suspend64, aio_write, aio_write64, lio_listio, lio_listio64,
     },
     process::{
-        execve, execv, execvp, execvpe, _exit, _Exit,
+        _Exit, _exit, execv, execve, execvp, execvpe, fork, posix_spawn, posix_spawnp, system,
+        wait, wait4, waitpid,
+        #[cfg(target_arch = "x86_64")] vfork,
         #[cfg(target_arch = "x86_64")] execl,
         #[cfg(target_arch = "x86_64")] execlp,
         #[cfg(target_arch = "x86_64")] execle,
@@ -111,8 +150,23 @@ pub fn traced_file(fp: *mut libc::FILE) -> Option<(&'static Interned, c_int)> {
     }
     // SAFETY: the program passed `fp` to a stdio function, so it is a live stream; fileno
     // only reads its descriptor (glibc: no lock, no side effect).
-    let fd = unsafe { libc::fileno(fp) };
+    let fd = unsafe { fileno_unlocked(fp) };
     FILES.path(fd, fp as usize).map(|i| (i, fd))
+}
+
+extern "C" {
+    /// glibc's `fileno` without the interposition: this library exports its own `fileno`
+    /// (a traced call), so the tables use the unlocked variant, which nothing here interposes.
+    pub fn fileno_unlocked(fp: *mut libc::FILE) -> c_int;
+}
+
+/// Process-level calls that name no file (`fork`, `wait*`, `posix_spawn`, `system`, `popen`,
+/// `umask`) are recorded when every file is traced, or once this process has traced a file:
+/// a process that never touches a data dir still leaves no trace file.
+#[inline]
+pub fn process_events_on() -> bool {
+    posix_on()
+        && (crate::table::touched() || filter() == Some(&dftracer_core::filter::DataDirs::All))
 }
 
 /// Bytes of the C string `p` (`None` for NULL).
@@ -343,6 +397,7 @@ macro_rules! on_path {
                         $call
                     }
                     Some((bufs, n)) => {
+                        $crate::table::touch();
                         let t0 = $crate::now();
                         let $ret = $call;
                         let _errno = $crate::SavedErrno::new();

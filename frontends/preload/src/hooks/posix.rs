@@ -646,16 +646,21 @@ macro_rules! mmap_hook {
             let Some(real) = real!($sym: unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, $off) -> *mut c_void) else {
                 return missing(libc::MAP_FAILED);
             };
-            if fd < 0 || traced_fd(fd).is_none() {
+            let Some(file) = (if fd < 0 { None } else { traced_fd(fd) }) else {
                 return real(addr, len, prot, flags, fd, offset);
-            }
-            on_fd!($name, fd, real(addr, len, prot, flags, fd, offset), |ret| [
+            };
+            let ret = on_fd!($name, fd, real(addr, len, prot, flags, fd, offset), |ret| [
                 length: U(len as u64),
                 offset: I(offset as i64),
                 prot: I(prot as i64),
                 flags: I(flags as i64),
                 ret: I(if ret == libc::MAP_FAILED { -1 } else { 0 })
-            ])
+            ]);
+            if ret != libc::MAP_FAILED {
+                let _errno = SavedErrno::new();
+                guarded(|| super::fdio::map_insert(ret as usize, len, file));
+            }
+            ret
         }
     };
 }
@@ -754,20 +759,10 @@ pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
     ])
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
-    let Some(real) = real!(opendir: unsafe extern "C" fn(*const c_char) -> *mut libc::DIR) else {
-        return missing(std::ptr::null_mut());
-    };
-    on_path!(b"opendir", libc::AT_FDCWD, path, real(path), |ret| [
-        Arg::int("ret", if ret.is_null() { -1 } else { 0 })
-    ])
-}
-
 /// rename-like calls: traced when either path is traced; `fhash` is the old path,
 /// `newpath_hash` the new one (reference §6.2).
 #[inline]
-unsafe fn rename_common(
+pub(crate) unsafe fn rename_common(
     name: &'static [u8],
     olddirfd: c_int,
     old: *const c_char,

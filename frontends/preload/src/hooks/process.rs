@@ -301,3 +301,339 @@ fn unreachable_exit() -> ! {
         std::hint::spin_loop();
     }
 }
+
+// ---------------------------------------------------------------- fork, wait, spawn, system
+//
+// Process calls name no file: they are recorded under `hooks::process_events_on` (every file
+// traced, or this process already traced one), so a process that never touches a data dir
+// still leaves no trace file. Children trace themselves: a `fork` child through the core's
+// atfork handler (`-fork` file), a spawned or `system` child because it inherits `LD_PRELOAD`
+// and the `DFTRACER_*` environment. The parent's event carries the child's pid (`ret` for
+// `fork`/`vfork`, `pid` for `posix_spawn`); a child's header records its `ppid`.
+
+use super::process_events_on;
+
+/// Records a process event with integer args (no file).
+fn record_process(name: &'static [u8], t0: u64, t1: u64, args: &[Arg]) {
+    guarded(|| record(POSIX, name, t0, t1, args));
+}
+
+/// `fork`: the parent records `ret` = the child's pid; the child records nothing here.
+#[no_mangle]
+pub unsafe extern "C" fn fork() -> libc::pid_t {
+    let Some(real) = real!(fork: unsafe extern "C" fn() -> libc::pid_t) else {
+        return missing(-1);
+    };
+    if !process_events_on() {
+        return real();
+    }
+    let Some(busy) = enter() else { return real() };
+    let t0 = now();
+    let pid = real();
+    if pid == 0 {
+        // The child: its own tracer state was set up by the atfork handler.
+        drop(busy);
+        return 0;
+    }
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    record_process(b"fork", t0, t1, &[Arg::int("ret", pid as i64)]);
+    drop(busy);
+    pid
+}
+
+/// Called by the `vfork` trampoline before the syscall: the start time, 0 when untraced.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn vfork_before() -> u64 {
+    if !process_events_on() || busy_here() || dftracer_core::is_internal() {
+        return 0;
+    }
+    now().max(1)
+}
+
+/// Called by the `vfork` trampoline in the parent once the child has exec'd or exited
+/// (or on failure): sets `errno` for a failed call and records the event.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn vfork_after(raw: i64, t0: u64) -> libc::pid_t {
+    if raw < 0 {
+        crate::real::set_errno((-raw) as c_int);
+    }
+    let ret = if raw < 0 { -1 } else { raw as libc::pid_t };
+    if t0 != 0 {
+        let _errno = SavedErrno::new();
+        if let Some(busy) = enter() {
+            record_process(b"vfork", t0, now(), &[Arg::int("ret", ret as i64)]);
+            drop(busy);
+        }
+    }
+    ret
+}
+
+/// `vfork` stays a vfork: the child borrows this thread's stack until it execs or exits,
+/// so no wrapper frame may be live across the call. Like glibc's own `vfork`, the
+/// trampoline pops the return address into a register (the parent's registers survive the
+/// child), makes the `vfork` system call itself and pushes the address back; the child
+/// returns at once, the parent calls [`vfork_after`]. (A `vfork` interposed after this
+/// library is therefore bypassed.)
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> libc::pid_t {
+    core::arch::naked_asm!(
+        // Entry: rsp = 8 mod 16; align for the call.
+        "sub rsp, 8",
+        "call {before}",
+        "add rsp, 8",
+        // r8 (start time) and r9 (return address) are preserved by `syscall`, and are
+        // caller-saved registers in the ABI, free for us to use.
+        "mov r8, rax",
+        "pop r9",
+        "mov eax, {nr}",
+        "syscall",
+        "push r9",
+        "test rax, rax",
+        "jz 2f",
+        "sub rsp, 8",
+        "mov rdi, rax",
+        "mov rsi, r8",
+        "call {after}",
+        "add rsp, 8",
+        "2:",
+        "ret",
+        before = sym vfork_before,
+        after = sym vfork_after,
+        nr = const libc::SYS_vfork,
+    )
+}
+
+/// The `status` a wait call stored, when it stored one.
+unsafe fn status_of(status: *const c_int, ret: libc::pid_t) -> i64 {
+    if status.is_null() || ret <= 0 {
+        -1
+    } else {
+        *status as i64
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wait(status: *mut c_int) -> libc::pid_t {
+    let Some(real) = real!(wait: unsafe extern "C" fn(*mut c_int) -> libc::pid_t) else {
+        return missing(-1);
+    };
+    if !process_events_on() {
+        return real(status);
+    }
+    let Some(busy) = enter() else {
+        return real(status);
+    };
+    let t0 = now();
+    let ret = real(status);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    record_process(
+        b"wait",
+        t0,
+        t1,
+        &[
+            Arg::int("ret", ret as i64),
+            Arg::int("status", status_of(status, ret)),
+        ],
+    );
+    drop(busy);
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn waitpid(
+    pid: libc::pid_t,
+    status: *mut c_int,
+    options: c_int,
+) -> libc::pid_t {
+    let Some(real) =
+        real!(waitpid: unsafe extern "C" fn(libc::pid_t, *mut c_int, c_int) -> libc::pid_t)
+    else {
+        return missing(-1);
+    };
+    if !process_events_on() {
+        return real(pid, status, options);
+    }
+    let Some(busy) = enter() else {
+        return real(pid, status, options);
+    };
+    let t0 = now();
+    let ret = real(pid, status, options);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    record_process(
+        b"waitpid",
+        t0,
+        t1,
+        &[
+            Arg::int("pid", pid as i64),
+            Arg::int("options", options as i64),
+            Arg::int("ret", ret as i64),
+            Arg::int("status", status_of(status, ret)),
+        ],
+    );
+    drop(busy);
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wait4(
+    pid: libc::pid_t,
+    status: *mut c_int,
+    options: c_int,
+    rusage: *mut libc::rusage,
+) -> libc::pid_t {
+    let Some(real) = real!(wait4: unsafe extern "C" fn(libc::pid_t, *mut c_int, c_int, *mut libc::rusage) -> libc::pid_t)
+    else {
+        return missing(-1);
+    };
+    if !process_events_on() {
+        return real(pid, status, options, rusage);
+    }
+    let Some(busy) = enter() else {
+        return real(pid, status, options, rusage);
+    };
+    let t0 = now();
+    let ret = real(pid, status, options, rusage);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    record_process(
+        b"wait4",
+        t0,
+        t1,
+        &[
+            Arg::int("pid", pid as i64),
+            Arg::int("options", options as i64),
+            Arg::int("ret", ret as i64),
+            Arg::int("status", status_of(status, ret)),
+        ],
+    );
+    drop(busy);
+    ret
+}
+
+type SpawnFn = unsafe extern "C" fn(
+    *mut libc::pid_t,
+    *const c_char,
+    *const libc::c_void,
+    *const libc::c_void,
+    *const *mut c_char,
+    *const *mut c_char,
+) -> c_int;
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn spawn_common(
+    name: &'static [u8],
+    real: SpawnFn,
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    actions: *const libc::c_void,
+    attr: *const libc::c_void,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    if !process_events_on() {
+        return real(pid, path, actions, attr, argv, envp);
+    }
+    let Some(busy) = enter() else {
+        return real(pid, path, actions, attr, argv, envp);
+    };
+    let t0 = now();
+    let ret = real(pid, path, actions, attr, argv, envp);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        let child = if ret == 0 && !pid.is_null() {
+            *pid as i64
+        } else {
+            -1
+        };
+        let mut argc = 0i64;
+        if !argv.is_null() {
+            while !(*argv.add(argc as usize)).is_null() {
+                argc += 1;
+            }
+        }
+        record(
+            POSIX,
+            name,
+            t0,
+            t1,
+            &[
+                Arg::int("pid", child),
+                Arg::int("argc", argc),
+                Arg::int("ret", ret as i64),
+                Arg::new("fhash", Value::Path(c_bytes(path).unwrap_or(b""))),
+            ],
+        );
+    });
+    drop(busy);
+    ret
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    actions: *const libc::c_void,
+    attr: *const libc::c_void,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    let Some(real) = real!(posix_spawn: SpawnFn) else {
+        return libc::ENOSYS;
+    };
+    spawn_common(b"posix_spawn", real, pid, path, actions, attr, argv, envp)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    actions: *const libc::c_void,
+    attr: *const libc::c_void,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    let Some(real) = real!(posix_spawnp: SpawnFn) else {
+        return libc::ENOSYS;
+    };
+    spawn_common(b"posix_spawnp", real, pid, file, actions, attr, argv, envp)
+}
+
+/// `system(command)`: the shell child is spawned and reaped inside libc, so its pid cannot be
+/// observed without reimplementing `system`; the event records the `command` and the status
+/// (`ret`), and the child's own trace has this process as its `ppid` and the same command.
+#[no_mangle]
+pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
+    let Some(real) = real!(system: unsafe extern "C" fn(*const c_char) -> c_int) else {
+        return missing(-1);
+    };
+    if command.is_null() || !process_events_on() {
+        return real(command);
+    }
+    let Some(busy) = enter() else {
+        return real(command);
+    };
+    let t0 = now();
+    let ret = real(command);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        record(
+            POSIX,
+            b"system",
+            t0,
+            t1,
+            &[
+                Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
+                Arg::int("ret", ret as i64),
+            ],
+        )
+    });
+    drop(busy);
+    ret
+}

@@ -44,9 +44,20 @@ unsafe fn fopen_common(
     let t1 = now();
     guarded(|| {
         let p = &bufs[0][..n];
-        let fd = if fp.is_null() { -1 } else { libc::fileno(fp) };
+        let fd = if fp.is_null() {
+            -1
+        } else {
+            super::fileno_unlocked(fp)
+        };
         if !fp.is_null() {
-            FILES.insert(fd, fp as usize, intern(p));
+            let file = intern(p);
+            FILES.insert(fd, fp as usize, file);
+            // The stream's fd names the file too: POSIX calls the program makes on
+            // `fileno(fp)` (fsync, fcntl, fstat) are traced; glibc's own I/O inside the
+            // stream does not go through these symbols and is not recorded twice.
+            if posix_on() {
+                FDS.set(fd, Some(file));
+            }
         }
         let m = c_bytes(mode).unwrap_or(b"");
         record(
@@ -127,7 +138,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
     };
     if !fp.is_null() && posix_on() {
         // fclose closes the fd without going through `close`: forget it (fdopen'd fds).
-        FDS.set(libc::fileno(fp), None);
+        FDS.set(super::fileno_unlocked(fp), None);
     }
     let Some((file, fd)) = traced_file(fp) else {
         return real(fp);
