@@ -46,7 +46,9 @@ unsafe fn fopen_common(
         let p = &bufs[0][..n];
         let fd = if fp.is_null() { -1 } else { libc::fileno(fp) };
         if !fp.is_null() {
-            FILES.insert(fd, fp as usize, intern(p));
+            if let Some(file) = intern(p) {
+                FILES.insert(fd, fp as usize, file);
+            }
         }
         let m = c_bytes(mode).unwrap_or(b"");
         record(
@@ -89,7 +91,8 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     if !stdio_on() {
         return real(fd, mode);
     }
-    let Some(file) = FDS.path(fd) else {
+    // Pinned: the path is read below, and another thread may close `fd` meanwhile.
+    let Some(file) = FDS.path(fd).and_then(|i| i.file.pin()) else {
         return real(fd, mode);
     };
     let Some(busy) = enter() else {
@@ -101,7 +104,9 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     let t1 = now();
     guarded(|| {
         if !fp.is_null() {
-            FILES.insert(fd, fp as usize, file);
+            if let Some(p) = file.handle().pin() {
+                FILES.insert(fd, fp as usize, p);
+            }
         }
         let m = c_bytes(mode).unwrap_or(b"");
         record(
@@ -112,7 +117,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
             &[
                 Arg::new("mode", Value::Str(m)),
                 Arg::int("fd", fd as i64),
-                Arg::new("fhash", Value::Path(&file.file.path)),
+                Arg::new("fhash", Value::Path(file.path())),
             ],
         );
     });
@@ -129,11 +134,14 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
         // fclose closes the fd without going through `close`: forget it (fdopen'd fds).
         FDS.set(libc::fileno(fp), None);
     }
-    let Some((file, fd)) = traced_file(fp) else {
+    let Some((_, fd)) = traced_file(fp) else {
         return real(fp);
     };
-    // Forget the stream before it is freed: its address and fd may be reused at once.
-    FILES.remove(fd, fp as usize);
+    // Forget the stream before it is freed: its address and fd may be reused at once. The
+    // entry's pin keeps the file's path readable below.
+    let Some(file) = FILES.remove(fd, fp as usize) else {
+        return real(fp);
+    };
     let Some(busy) = enter() else { return real(fp) };
     let t0 = now();
     let ret = real(fp);
@@ -147,7 +155,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
             t1,
             &[
                 Arg::int("ret", ret as i64),
-                Arg::new("fhash", Value::Path(&file.file.path)),
+                Arg::new("fhash", Value::Path(file.path())),
             ],
         )
     });
