@@ -35,8 +35,11 @@
 //! was open may still sit in a ring after the fd was closed. So a slot also records, when a
 //! pin that may have published records is released ([`Pinned`]'s drop), the number of writer
 //! passes started so far (`retired`), read with an acquire-release RMW on the pass counter.
-//! A writer pass ([`begin_pass`] … [`end_pass`]) takes the ring list and each ring's head
-//! *after* its own RMW on that counter, and drains every ring up to them. If a release read
+//! A writer pass ([`begin_pass`] … [`end_pass`]) notes the ring list and each ring's head
+//! *after* its own RMW on that counter, and ends once every ring was consumed up to them
+//! (the tracer checks after every drain, by the writer or by a producer draining its own
+//! full ring, so passes keep ending while the writer thread waits on a slow disk). If a
+//! release read
 //! pass count `σ`, the pass `σ + 1` synchronizes with it, so it saw every record published
 //! before the release (every record naming a slot is published while a pin is held: the
 //! fd-table entry's, or the hook's own for `close`/`fclose`). A claim requires
@@ -48,7 +51,9 @@
 //! A generation wraps after 2^31 reuses of one slot; a stale record could only be misread
 //! if it sat unencoded while its slot was reused exactly 2^31 times, each reuse needing a
 //! full writer pass: not reachable. Pins count to 2^31 (fd entries plus in-flight writer
-//! pins); beyond that pinning fails (the event loses its file name).
+//! pins); beyond that pinning fails (the event loses its file name). A thread that dies
+//! while it holds a claim or a transient pin (a fork child inheriting a writer mid-record)
+//! leaves that one slot unusable: capacity lost, never safety.
 //!
 //! Fork: the child inherits the pool with its fd table (the pins match its fds); records
 //! of the parent left in rings are never encoded in the child, and the pass counters are
