@@ -106,27 +106,7 @@ impl<'a> Arg<'a> {
     }
 }
 
-/// A file named by events, with its hash computed once. Frontends that see the same file in
-/// many events (the preload library's fd table) keep one of these per distinct path, leaked
-/// for the life of the process, and pass it by reference: the ring then carries a pointer
-/// instead of a copy of the path.
-#[derive(Debug)]
-pub struct FileRef {
-    pub path: Box<[u8]>,
-    pub hash: crate::hash::Hash16,
-    /// The writer epoch whose file already has this path's `FH` record (0: none).
-    pub(crate) fh_epoch: std::sync::atomic::AtomicU64,
-}
-
-impl FileRef {
-    pub fn new(path: &[u8]) -> FileRef {
-        FileRef {
-            path: path.into(),
-            hash: crate::hash::hash16(path),
-            fh_epoch: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-}
+pub use crate::files::{FileHandle, FileRef, Pinned};
 
 /// How a [`Schema`] value slot is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,7 +119,8 @@ pub enum Slot {
 
 /// The fixed shape of a frequent event: name, category and arg keys known at compile time.
 /// A [`Pending::Static`] record of it carries only a pointer to the schema, the values and
-/// an optional [`FileRef`]: a few stores on the hot path, and the writer copies the names
+/// an optional [`FileHandle`] (a slot address and its generation, see [`crate::files`]): a
+/// few stores on the hot path, and the writer copies the names
 /// without escaping them (checked plain by [`Schema::new`], at compile time for a `static`).
 ///
 /// The JSON args are the slots in order, then `file_key` with the file's hash when a file
@@ -304,7 +285,7 @@ pub enum Pending<'a> {
         ts: u64,
         dur: u64,
         vals: &'a [u64],
-        file: Option<&'static FileRef>,
+        file: Option<FileHandle>,
     },
 }
 
@@ -321,7 +302,7 @@ impl Pending<'_> {
             Pending::Meta {
                 name, key, value, ..
             } => str_len(name, MAX_STR) + str_len(key, MAX_STR) + str_len(value, MAX_STR),
-            Pending::Static { schema, vals, .. } => 32 + 8 * vals.len().min(schema.keys.len()),
+            Pending::Static { schema, vals, .. } => 40 + 8 * vals.len().min(schema.keys.len()),
         };
         align8(HEADER + body)
     }
@@ -350,11 +331,12 @@ impl Pending<'_> {
             let words = [
                 head,
                 *schema as *const Schema as usize as u64,
-                file.map_or(0, |f| f as *const FileRef as usize as u64),
+                file.map_or(0, |f| f.file() as *const FileRef as usize as u64),
+                file.map_or(0, |f| f.generation() as u64),
                 *ts,
                 *dur,
             ];
-            let (fixed, rest) = out.split_at_mut(40);
+            let (fixed, rest) = out.split_at_mut(48);
             for (d, w) in fixed.chunks_exact_mut(8).zip(words) {
                 d.copy_from_slice(&w.to_le_bytes());
             }
@@ -532,8 +514,9 @@ pub struct Record<'a> {
     pub has_path: bool,
     /// A [`Pending::Static`] record's schema.
     pub schema: Option<&'static Schema>,
-    /// A [`Pending::Static`] record's file.
-    pub file: Option<&'static FileRef>,
+    /// A [`Pending::Static`] record's file, pinned while the record lives (`None` also when
+    /// the record was stale: its slot was reused, see [`crate::files`]).
+    pub file: Option<Pinned>,
     args: &'a [u8],
 }
 
@@ -608,8 +591,8 @@ impl<'a> Record<'a> {
     ///
     /// # Safety
     /// `buf` must hold a record written by [`Pending::write`] in this process: a static
-    /// record holds the addresses of a `&'static Schema` and `&'static FileRef`, which are
-    /// dereferenced here.
+    /// record holds the addresses of a `&'static Schema` and of a never-freed `FileRef`
+    /// (with the generation it names), which are dereferenced here.
     #[allow(unsafe_code)]
     pub unsafe fn decode_trusted(buf: &'a [u8]) -> Option<Record<'a>> {
         if buf.get(4) != Some(&KIND_STATIC) {
@@ -621,17 +604,18 @@ impl<'a> Record<'a> {
         let _ = r.u8()?;
         let sp = r.u64()? as usize;
         let fp = r.u64()? as usize;
+        let gen = r.u64()? as u32;
         let ts = r.u64()?;
         let dur = r.u64()?;
         let vals = r.take(8 * n as usize)?;
         // SAFETY: per this function's contract, `sp` is the address of a `&'static Schema`
-        // and `fp` is 0 or the address of a `&'static FileRef` (Pending::write).
+        // and `fp` is 0 or the address of a never-freed `FileRef` (Pending::write).
         let schema: &'static Schema = unsafe { &*(sp as *const Schema) };
-        let file: Option<&'static FileRef> = if fp == 0 {
+        let file = if fp == 0 {
             None
         } else {
-            // SAFETY: as above.
-            Some(unsafe { &*(fp as *const FileRef) })
+            // SAFETY: as above. A stale handle (slot reused since) fails to pin.
+            unsafe { FileHandle::from_parts(fp, gen) }.pin_transient()
         };
         let text = |s: &'static str| Text {
             bytes: s.as_bytes(),
@@ -677,7 +661,7 @@ impl<'a> Record<'a> {
     }
 
     /// The record's args in order.
-    pub fn args(&self) -> ArgIter<'a> {
+    pub fn args(&self) -> ArgIter<'_> {
         ArgIter {
             r: Reader {
                 buf: self.args,
@@ -685,7 +669,7 @@ impl<'a> Record<'a> {
             },
             left: self.nargs,
             schema: self.schema,
-            file: self.file,
+            file: self.file.as_ref(),
         }
     }
 }
@@ -694,7 +678,7 @@ pub struct ArgIter<'a> {
     r: Reader<'a>,
     left: u8,
     schema: Option<&'static Schema>,
-    file: Option<&'static FileRef>,
+    file: Option<&'a Pinned>,
 }
 
 impl<'a> Iterator for ArgIter<'a> {
@@ -725,8 +709,8 @@ impl<'a> Iterator for ArgIter<'a> {
             return Some((
                 key,
                 ArgValue::Path(Text {
-                    bytes: &f.path,
-                    orig_len: f.path.len(),
+                    bytes: f.path(),
+                    orig_len: f.path().len(),
                 }),
             ));
         }

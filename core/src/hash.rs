@@ -49,7 +49,10 @@ impl std::hash::Hasher for FastHasher {
     }
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        // The rounds end in a multiply, whose low bits depend only on the input's low bits:
+        // paths differing in their last bytes (the high bytes of the last word) would share
+        // their bucket. Fold the high half down.
+        self.0 ^ (self.0 >> 29) ^ (self.0 >> 47)
     }
 }
 

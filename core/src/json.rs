@@ -430,11 +430,11 @@ pub fn complete_static(
                     Slot::UInt => p.num(v),
                 }
             }
-            if let Some(f) = rec.file {
+            if let Some(f) = &rec.file {
                 p.lit(b",\"");
                 p.bytes(schema.file_key.as_bytes());
                 p.lit(b"\":\"");
-                p.lit(&f.hash);
+                p.lit(f.hash());
                 p.lit(b"\"");
             }
         });
@@ -663,6 +663,7 @@ mod tests {
             "fhash",
         );
         let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/data/x.bin")));
+        let fhash = crate::hash::hash16(b"/data/x.bin");
         let cases: [(&[u64], Option<&'static FileRef>); 4] = [
             (&[3, u64::MAX, (-1i64) as u64], Some(file)),
             (&[0, 0, i64::MIN as u64], None),
@@ -682,7 +683,7 @@ mod tests {
                     ts: 1_796_000_779_668_786,
                     dur: 12,
                     vals,
-                    file: f,
+                    file: f.map(|f| f.handle()),
                 };
                 let mut buf = vec![0u8; p.len()];
                 p.write(&mut buf);
@@ -696,10 +697,10 @@ mod tests {
                 let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
                 complete_static(&mut fast, &mut cache, &ctx, 99, 7, &rec, &S);
                 complete_static(&mut fast, &mut cache, &ctx, 99, 7, &rec, &S);
-                complete(&mut slow, &ctx, 99, 7, &rec, &mut |_| file.hash);
+                complete(&mut slow, &ctx, 99, 7, &rec, &mut |_| fhash);
                 complete(&mut slow, &ctx, 99, 7, &rec, &mut |p| {
                     assert_eq!(p, b"/data/x.bin");
-                    file.hash
+                    fhash
                 });
                 assert_eq!(
                     String::from_utf8(fast).unwrap(),
@@ -828,6 +829,7 @@ mod tests {
             "fhash",
         );
         let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
+        let fhash = crate::hash::hash16(b"/d/x");
         let ctx = Ctx {
             pid: 1,
             hhash: "6882804a826580cd",
@@ -843,7 +845,7 @@ mod tests {
                         ts: round,
                         dur: 1,
                         vals: &[7],
-                        file: Some(file),
+                        file: Some(file.handle()),
                     };
                     let mut buf = vec![0u8; p.len()];
                     p.write(&mut buf);
@@ -852,7 +854,7 @@ mod tests {
                     let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
                     let (mut fast, mut slow) = (Vec::new(), Vec::new());
                     complete_static(&mut fast, &mut cache, &ctx, 3, tid, &rec, schema);
-                    complete(&mut slow, &ctx, 3, tid, &rec, &mut |_| file.hash);
+                    complete(&mut slow, &ctx, 3, tid, &rec, &mut |_| fhash);
                     assert_eq!(
                         String::from_utf8(fast).unwrap(),
                         String::from_utf8(slow).unwrap()

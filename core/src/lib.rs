@@ -41,6 +41,7 @@ pub mod config;
 pub mod deflate;
 #[doc(hidden)]
 pub mod event;
+pub mod files;
 pub mod filter;
 #[doc(hidden)]
 pub mod gzip;
@@ -57,7 +58,8 @@ pub mod sys;
 mod tracer;
 
 pub use config::{Config, ConfigError, InitMode, TimeMetric, KNOBS};
-pub use event::{Arg, FileRef, Layer, Schema, Slot, Value};
+pub use event::{Arg, Layer, Schema, Slot, Value};
+pub use files::{FileHandle, FileRef, Pinned};
 pub use sink::{check_dir as check_log_dir, Origin};
 pub use sys::{cwd, dir_writable, eprint_line, hostname};
 

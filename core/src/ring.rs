@@ -82,6 +82,16 @@ impl Ring {
     }
 
     /// Bytes currently held (approximate from another thread).
+    /// The producer's position: bytes ever published.
+    pub fn head(&self) -> usize {
+        self.prod.0.head.load(Ordering::Acquire)
+    }
+
+    /// Whether every record published before the producer reached `head` was consumed.
+    pub fn consumed(&self, head: usize) -> bool {
+        (self.cons.0.tail.load(Ordering::Acquire).wrapping_sub(head) as isize) >= 0
+    }
+
     pub fn used(&self) -> usize {
         self.prod
             .0

@@ -369,7 +369,13 @@ fn scenario_entry() {
                         for i in 0..25_000u64 {
                             let f = if i % 2 == 0 { a } else { b };
                             let vals = [3, 4096, (i * 4096) as i64 as u64, (-1i64) as u64];
-                            dftracer_core::complete_static(&READ, 10 + i, t, &vals, Some(f));
+                            dftracer_core::complete_static(
+                                &READ,
+                                10 + i,
+                                t,
+                                &vals,
+                                Some(f.handle()),
+                            );
                         }
                     })
                 })
@@ -380,8 +386,8 @@ fn scenario_entry() {
             // SAFETY: test child; it only records and exits.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
-                dftracer_core::complete_static(&READ, 5, 1, &[9], Some(a));
-                dftracer_core::complete_static(&READ, 6, 1, &[9], Some(a));
+                dftracer_core::complete_static(&READ, 5, 1, &[9], Some(a.handle()));
+                dftracer_core::complete_static(&READ, 6, 1, &[9], Some(a.handle()));
                 dftracer_core::complete_static(&READ, 7, 1, &[], None);
                 std::process::exit(0);
             }

@@ -21,14 +21,13 @@ use crate::event::{
     ArgValue, Layer, Pending, Record, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
 };
 use crate::gzip::GzipWriter;
-use crate::hash::{hash16, hash_str, Hash16};
+use crate::hash::{hash16, hash_str};
 use crate::json::{self, Ctx};
 use crate::ring::Ring;
 use crate::sink::{self, Origin, Sink};
 use crate::sys;
 use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::fmt;
 use std::ptr;
 use std::sync::atomic::{
@@ -62,8 +61,6 @@ const PHASE_RUNNING: u8 = 2;
 const PHASE_DONE: u8 = 3;
 /// Time unit for `now()` without touching SHARED.
 static UNIT: AtomicU8 = AtomicU8::new(1);
-/// Source of `Writer::epoch` values (0 is never handed out).
-static WRITER_EPOCH: AtomicU64 = AtomicU64::new(1);
 static HOOKS: Once = Once::new();
 /// Bytes of ring drained between two chances for other threads to take the writer lock.
 const DRAIN_CHUNK: usize = 128 * 1024;
@@ -255,8 +252,9 @@ impl Shared {
                 spare: Vec::new(),
                 header_done: false,
                 next_id: 1,
-                paths: HashMap::default(),
-                epoch: WRITER_EPOCH.fetch_add(1, Ordering::Relaxed),
+                paths: crate::files::PathTable::new(crate::files::PATHS_CAP),
+                pass: 0,
+                pass_targets: Vec::new(),
                 cache: json::PrefixCache::default(),
                 rings_scratch: Vec::new(),
                 used: [false; Layer::ALL.len()],

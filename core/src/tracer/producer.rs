@@ -61,14 +61,16 @@ pub fn complete(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: 
 
 /// Records a complete event of a fixed shape (see [`crate::Schema`]): the cheapest record,
 /// a pointer and a few integers in the ring. `file`'s hash is written under the schema's
-/// `file_key`, with its `FH` record before the first event that names it.
+/// `file_key`, with its `FH` record before the first event that names it. The caller keeps
+/// `file`'s slot pinned until this returns (see [`crate::files`]); a stale handle makes an
+/// event without its file, never with another one.
 #[inline]
 pub fn complete_static(
     schema: &'static crate::Schema,
     ts: u64,
     dur: u64,
     vals: &[u64],
-    file: Option<&'static crate::FileRef>,
+    file: Option<crate::FileHandle>,
 ) {
     record(&Pending::Static {
         schema,

@@ -10,10 +10,13 @@ pub(super) struct Writer {
     pub(super) spare: Vec<u8>,
     pub(super) header_done: bool,
     pub(super) next_id: u64,
-    pub(super) paths: HashMap<Box<[u8]>, Hash16, crate::hash::FastBuild>,
-    /// Unique per writer: a [`crate::FileRef`] whose `fh_epoch` equals it has its `FH`
-    /// record in this writer's file.
-    pub(super) epoch: u64,
+    /// Paths whose `FH` record is in this writer's file (bounded: an evicted path gets its
+    /// `FH` again); a [`crate::FileRef`]'s `fh` mark caches its lookup.
+    pub(super) paths: crate::files::PathTable,
+    /// The writer pass in progress ([`crate::files`]; 0: none yet) and the ring heads it
+    /// waits to see consumed.
+    pub(super) pass: u64,
+    pub(super) pass_targets: Vec<(Arc<Ring>, usize)>,
     /// Rendered constant middles of lines.
     pub(super) cache: json::PrefixCache,
     /// `drain_all`'s copy of the ring list, kept to reuse its allocation.
@@ -62,6 +65,7 @@ impl Shared {
         }
         rings.clear();
         w.rings_scratch = rings;
+        self.advance_pass(w);
         if gone {
             self.rings
                 .lock()
@@ -103,6 +107,7 @@ impl Shared {
             }
             cut && may_cut
         });
+        self.advance_pass(w);
         if cut {
             if may_cut {
                 self.member(w);
@@ -111,6 +116,26 @@ impl Shared {
             }
         }
         drained
+    }
+
+    /// Ends the writer pass in progress once every ring was consumed up to the heads it
+    /// noted, and begins the next (see [`crate::files`]: a file slot is reused only after a
+    /// pass that began after its release ended). Called after every drain, by the writer or
+    /// by a producer draining its own full ring, so passes keep ending while the writer
+    /// thread waits on a slow disk.
+    pub(super) fn advance_pass(&self, w: &mut Writer) {
+        if w.pass != 0 {
+            if !w.pass_targets.iter().all(|(r, head)| r.consumed(*head)) {
+                return;
+            }
+            crate::files::end_pass(w.pass);
+        }
+        // Heads and the ring list are read after the pass began (acquire-release RMW).
+        w.pass = crate::files::begin_pass();
+        w.pass_targets.clear();
+        for r in self.rings.lock().iter() {
+            w.pass_targets.push((r.clone(), r.head()));
+        }
     }
 
     /// Aggregation bucket width in time units.
@@ -147,28 +172,34 @@ impl Shared {
         }
         let ctx = self.ctx();
         if let Some(schema) = rec.schema {
-            if let Some(f) = rec.file.filter(|_| self.cfg.metadata) {
-                if f.fh_epoch.load(Ordering::Relaxed) != w.epoch {
-                    // First time in this file: the FH record, unless a path arg wrote it.
-                    if !w.paths.contains_key(&*f.path) {
-                        json::meta(
-                            &mut w.json,
-                            &ctx,
-                            tid,
-                            1,
-                            &plain("FH"),
-                            &Text {
-                                bytes: &f.path,
-                                orig_len: f.path.len(),
-                            },
-                            &Text {
-                                bytes: &f.hash,
-                                orig_len: 16,
-                            },
-                        );
-                        w.paths.insert(f.path.clone(), f.hash);
-                    }
-                    f.fh_epoch.store(w.epoch, Ordering::Relaxed);
+            if let Some(f) = rec.file.as_ref().filter(|_| self.cfg.metadata) {
+                let fh = &f.file().fh;
+                if !w.paths.marked(fh.load(Ordering::Relaxed)) {
+                    // First time in this file (or its entry was evicted since): the FH
+                    // record, unless a path arg or another slot wrote it and it is still
+                    // in the table. Only the writer writes `fh` while the slot is pinned.
+                    let mark = match w.paths.mark_for(f.path()) {
+                        Some(m) => m,
+                        None => {
+                            json::meta(
+                                &mut w.json,
+                                &ctx,
+                                tid,
+                                1,
+                                &plain("FH"),
+                                &Text {
+                                    bytes: f.path(),
+                                    orig_len: f.path().len(),
+                                },
+                                &Text {
+                                    bytes: f.hash(),
+                                    orig_len: 16,
+                                },
+                            );
+                            w.paths.insert(f.path().into(), *f.hash())
+                        }
+                    };
+                    fh.store(mark, Ordering::Relaxed);
                 }
             }
             let id = w.next_id;

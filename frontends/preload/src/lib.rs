@@ -164,16 +164,17 @@ pub(crate) fn record(cat: &[u8], name: &[u8], t0: u64, t1: u64, args: &[Arg]) {
 }
 
 /// Records one LIBC_IO event of a fixed shape (values and file left out when metadata is off).
+/// `file` comes from a table entry (or a pin) that keeps its slot pinned meanwhile.
 #[inline]
 pub(crate) fn record_static(
     schema: &'static dftracer_core::Schema,
     t0: u64,
     t1: u64,
     vals: &[u64],
-    file: &'static dftracer_core::FileRef,
+    file: &dftracer_core::FileHandle,
 ) {
     let (vals, file) = if MODE.load(Ordering::Relaxed) & METADATA != 0 {
-        (vals, Some(file))
+        (vals, Some(*file))
     } else {
         (&[][..], None)
     };

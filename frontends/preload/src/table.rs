@@ -5,12 +5,17 @@
 //!   Lookup is two acquire loads and never locks; a chunk is allocated (zeroed) the first time
 //!   a traced fd falls in it and is never freed, so a slot reference is valid forever. The top
 //!   array is 2 MiB of zero-initialised `.bss`, which costs no memory until touched.
-//! - [`Interned`]: paths are interned in a lock-free open-addressing set and never freed, so a
-//!   slot holds a plain pointer that stays valid even if another thread closes the fd while
-//!   this one reads it (no use-after-free, no lock, no reference count on the hot path). The
-//!   cost is memory proportional to the number of *distinct* traced paths (the core's writer
-//!   already keeps one hash per distinct path). When the set is full, paths are still leaked
-//!   once per open, not deduplicated.
+//! - [`POOL`]: traced paths are interned in the core's bounded pool of reusable file slots
+//!   ([`dftracer_core::files`]): [`POOL_SLOTS`] slots in buckets of
+//!   [`dftracer_core::files::WAYS`], so memory stays flat however many distinct files the
+//!   program opens (a slot whose file is closed, and whose events were all written, is reused
+//!   for the next new path of its bucket). An fd or `FILE*` entry is one word, the slot index
+//!   and generation ([`Interned`]), and holds one pin on the slot until the entry is
+//!   replaced or cleared; hooks read it with one load and never pin on the hot path. If
+//!   another thread closes the fd meanwhile and the slot is reused, the generation no longer
+//!   matches and the event is written without its file, never with another one. If every
+//!   slot of a path's bucket is in use (tens of thousands of files open at once), the open
+//!   is recorded with its path but the fd is not tracked (counted, warned once).
 //!
 //! Nothing here may block: the tables are used from interposed calls, including in fork
 //! children of multi-threaded programs, where a lock held by a vanished thread would hang.
@@ -18,7 +23,9 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr;
-use std::sync::atomic::{AtomicIsize, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+use dftracer_core::files::{FileHandle, Pinned, Pool};
 
 const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
@@ -26,11 +33,55 @@ const TOP: usize = 1 << 18;
 /// Fds at or above this are never tracked (Linux caps `nr_open` at 2^30).
 pub const MAX_FD: usize = TOP * CHUNK;
 
-/// A traced file: its normalised absolute path and the core's handle on it (path and hash,
-/// computed once per distinct path). Never freed.
+/// Slots of the pool of traced files: 128 Ki × (64 B + 8 B) of `.bss` (slots touched as
+/// used), plus each used slot's path buffer. Bounds the traced files open at once, or named
+/// by events not yet encoded (at most a few rings' worth), not the files ever opened.
+pub const POOL_SLOTS: usize = 1 << 17;
+pub static POOL: Pool<POOL_SLOTS> = Pool::new();
+
+/// A traced file as a table entry names it: its pool slot and generation. Holds no pin of
+/// its own (the entry it was read from does); pin it to read the path.
+#[derive(Clone, Copy, Debug)]
 pub struct Interned {
-    hash: u64,
-    pub file: dftracer_core::FileRef,
+    pub file: FileHandle,
+}
+
+impl Interned {
+    fn of_bits(bits: u64) -> Option<Interned> {
+        POOL.from_bits(bits).map(|file| Interned { file })
+    }
+}
+
+/// Gives back the pin an entry held.
+fn release(bits: u64) {
+    if let Some(h) = POOL.from_bits(bits) {
+        // SAFETY: entries only hold bits of `Pinned::into_raw` handles, each swapped out of
+        // its entry exactly once (here or by `take`/`remove`).
+        drop(unsafe { Pinned::from_raw(h) });
+    }
+}
+
+/// The entry word of a pin (kept by the entry until released).
+fn keep(p: Pinned) -> u64 {
+    POOL.to_bits(p.into_raw())
+}
+
+/// A pin kept in one atomic word by state outside the fd tables (a pending AIO request, a
+/// live mapping): [`park`] keeps it, [`unpark`] gives it back (exactly once per word),
+/// [`peek`] reads the file without pinning. 0 is "none".
+pub fn park(p: Pinned) -> u64 {
+    keep(p)
+}
+
+/// Takes back a pin [`park`]ed in `bits` (the caller swapped `bits` out of its word).
+pub fn unpark(bits: u64) -> Option<Pinned> {
+    // SAFETY: `bits` came from `park` and was swapped out of its only word by the caller.
+    POOL.from_bits(bits).map(|h| unsafe { Pinned::from_raw(h) })
+}
+
+/// The file behind a parked word, without a pin of its own.
+pub fn peek(bits: u64) -> Option<Interned> {
+    Interned::of_bits(bits)
 }
 
 /// Types that are valid when all-zero bytes (so chunks can come from `alloc_zeroed`).
@@ -40,6 +91,8 @@ pub struct Interned {
 pub unsafe trait Zeroable {}
 // SAFETY: a null pointer is a valid AtomicPtr.
 unsafe impl<T> Zeroable for AtomicPtr<T> {}
+// SAFETY: 0 is a valid AtomicU64.
+unsafe impl Zeroable for AtomicU64 {}
 // SAFETY: 0 is a valid AtomicUsize; FileSlot is two zeroable atomics.
 unsafe impl Zeroable for FileSlot {}
 
@@ -117,8 +170,8 @@ impl<T: Zeroable + 'static> Chunked<T> {
     }
 }
 
-/// fd -> path of the traced file it refers to.
-pub struct FdTable(Chunked<AtomicPtr<Interned>>);
+/// fd -> the traced file it refers to (0: none).
+pub struct FdTable(Chunked<AtomicU64>);
 
 impl FdTable {
     // Only ever a `static`: a by-value `Default` would build megabytes on the stack.
@@ -129,47 +182,46 @@ impl FdTable {
 
     /// The traced file behind `fd`, if any. Two loads on the untraced path.
     #[inline(always)]
-    pub fn path(&self, fd: i32) -> Option<&'static Interned> {
-        let p = self.0.get(fd)?.load(Ordering::Acquire);
-        // SAFETY: slots only ever hold null or pointers from `intern`, which are never freed.
-        unsafe { p.as_ref() }
+    pub fn path(&self, fd: i32) -> Option<Interned> {
+        Interned::of_bits(self.0.get(fd)?.load(Ordering::Acquire))
     }
 
-    /// Records that `fd` now refers to `what` (`None`: an untraced file).
-    pub fn set(&self, fd: i32, what: Option<&'static Interned>) {
+    /// Records that `fd` now refers to `what` (`None`: an untraced file); the entry keeps
+    /// `what`'s pin, and gives back the one of the file it named before.
+    pub fn set(&self, fd: i32, what: Option<Pinned>) {
         match what {
-            Some(i) => {
+            Some(p) => {
                 if let Some(s) = self.0.slot(fd) {
-                    s.store(i as *const Interned as *mut Interned, Ordering::Release);
+                    release(s.swap(keep(p), Ordering::AcqRel));
                 }
             }
             None => {
                 if let Some(s) = self.0.get(fd) {
-                    if !s.load(Ordering::Relaxed).is_null() {
-                        s.store(ptr::null_mut(), Ordering::Release);
+                    if s.load(Ordering::Relaxed) != 0 {
+                        release(s.swap(0, Ordering::AcqRel));
                     }
                 }
             }
         }
     }
 
-    /// Forgets `fd` and returns what it was.
+    /// Forgets `fd` and returns what it was (with the entry's pin).
     #[inline]
-    pub fn take(&self, fd: i32) -> Option<&'static Interned> {
+    pub fn take(&self, fd: i32) -> Option<Pinned> {
         let s = self.0.get(fd)?;
-        if s.load(Ordering::Relaxed).is_null() {
+        if s.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let p = s.swap(ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: as in `path`.
-        unsafe { p.as_ref() }
+        let h = POOL.from_bits(s.swap(0, Ordering::AcqRel))?;
+        // SAFETY: swapped out of its entry just now, so given back once.
+        Some(unsafe { Pinned::from_raw(h) })
     }
 
     /// Forgets every fd in `lo..=hi` (close_range, closefrom).
     pub fn clear_range(&self, lo: u32, hi: u32) {
         self.0.for_range(lo, hi, |s| {
-            if !s.load(Ordering::Relaxed).is_null() {
-                s.store(ptr::null_mut(), Ordering::Release);
+            if s.load(Ordering::Relaxed) != 0 {
+                release(s.swap(0, Ordering::AcqRel));
             }
         });
     }
@@ -179,10 +231,10 @@ impl FdTable {
 #[derive(Default)]
 pub struct FileSlot {
     fp: AtomicUsize,
-    path: AtomicPtr<Interned>,
+    path: AtomicU64,
 }
 
-/// fd -> (FILE*, path) of traced streams.
+/// fd -> (FILE*, file) of traced streams.
 pub struct FileTable {
     slots: Chunked<FileSlot>,
     /// Traced streams open now; 0 lets every stdio call skip the lookup.
@@ -206,22 +258,19 @@ impl FileTable {
 
     /// The traced file of stream `fp` (whose fd is `fd`), if any.
     #[inline]
-    pub fn path(&self, fd: i32, fp: usize) -> Option<&'static Interned> {
+    pub fn path(&self, fd: i32, fp: usize) -> Option<Interned> {
         let s = self.slots.get(fd)?;
         if s.fp.load(Ordering::Acquire) != fp || fp == 0 {
             return None;
         }
-        let p = s.path.load(Ordering::Acquire);
-        // SAFETY: slots only hold null or pointers from `intern`, never freed.
-        unsafe { p.as_ref() }
+        Interned::of_bits(s.path.load(Ordering::Acquire))
     }
 
-    /// Starts tracing stream `fp` on `fd`.
-    pub fn insert(&self, fd: i32, fp: usize, what: &'static Interned) {
+    /// Starts tracing stream `fp` on `fd`; the entry keeps `what`'s pin.
+    pub fn insert(&self, fd: i32, fp: usize, what: Pinned) {
         if let Some(s) = self.slots.slot(fd) {
             let was = s.fp.swap(0, Ordering::AcqRel);
-            s.path
-                .store(what as *const Interned as *mut Interned, Ordering::Release);
+            release(s.path.swap(keep(what), Ordering::AcqRel));
             s.fp.store(fp, Ordering::Release);
             if was == 0 {
                 self.open.fetch_add(1, Ordering::Relaxed);
@@ -229,8 +278,9 @@ impl FileTable {
         }
     }
 
-    /// Stops tracing stream `fp` on `fd` (fclose); returns its file if it was traced.
-    pub fn remove(&self, fd: i32, fp: usize) -> Option<&'static Interned> {
+    /// Stops tracing stream `fp` on `fd` (fclose); returns its file (with the entry's pin)
+    /// if it was traced.
+    pub fn remove(&self, fd: i32, fp: usize) -> Option<Pinned> {
         let s = self.slots.get(fd)?;
         if fp == 0
             || s.fp
@@ -240,31 +290,27 @@ impl FileTable {
             return None;
         }
         self.open.fetch_sub(1, Ordering::Relaxed);
-        let p = s.path.swap(ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: as in `path`.
-        unsafe { p.as_ref() }
+        let h = POOL.from_bits(s.path.swap(0, Ordering::AcqRel))?;
+        // SAFETY: swapped out of its entry just now, so given back once.
+        Some(unsafe { Pinned::from_raw(h) })
     }
 }
 
-const SET_BITS: u32 = 16;
-const SET: usize = 1 << SET_BITS;
-const PROBES: usize = 64;
-static PATHS: [AtomicPtr<Interned>; SET] = [const { AtomicPtr::new(ptr::null_mut()) }; SET];
+static WARNED: AtomicBool = AtomicBool::new(false);
 
-fn fnv1a(b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &x in b {
-        h ^= x as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
+/// `path`'s pool slot, pinned for the caller (allocates only when a reused slot's path
+/// buffer is too small). `None` when every slot of its bucket is in use: the caller records
+/// the event with the path itself and does not track the fd.
+pub fn intern(path: &[u8]) -> Option<Pinned> {
+    touch();
+    let p = POOL.intern(path);
+    if p.is_none() && !WARNED.swap(true, Ordering::Relaxed) {
+        dftracer_core::eprint_line(
+            "[DFTRACER WARNING] preload: too many traced files open at once in one table \
+             bucket; some fds are not tracked (their open is still recorded)",
+        );
     }
-    h
-}
-
-fn leak(path: &[u8], hash: u64) -> *mut Interned {
-    Box::into_raw(Box::new(Interned {
-        hash,
-        file: dftracer_core::FileRef::new(path),
-    }))
+    p
 }
 
 /// Set once this process has traced a file (opened or named one under a data dir).
@@ -284,73 +330,46 @@ pub fn touched() -> bool {
     TOUCHED.load(Ordering::Relaxed)
 }
 
-/// The interned copy of `path` (allocates only the first time a path is seen).
-pub fn intern(path: &[u8]) -> &'static Interned {
-    touch();
-    let hash = fnv1a(path);
-    let mut mine: *mut Interned = ptr::null_mut();
-    for k in 0..PROBES {
-        let cell = &PATHS[(hash as usize).wrapping_add(k) & (SET - 1)];
-        let mut cur = cell.load(Ordering::Acquire);
-        if cur.is_null() {
-            if mine.is_null() {
-                mine = leak(path, hash);
-            }
-            match cell.compare_exchange(ptr::null_mut(), mine, Ordering::AcqRel, Ordering::Acquire)
-            {
-                // SAFETY: `mine` came from Box::into_raw and is now owned by the set forever.
-                Ok(_) => return unsafe { &*mine },
-                Err(winner) => cur = winner,
-            }
-        }
-        // SAFETY: non-null cells hold never-freed pointers from `leak`.
-        let e = unsafe { &*cur };
-        if e.hash == hash && *e.file.path == *path {
-            if !mine.is_null() {
-                // SAFETY: `mine` was never published.
-                drop(unsafe { Box::from_raw(mine) });
-            }
-            return e;
-        }
-    }
-    // The set is full around this hash: keep this copy without deduplication.
-    if mine.is_null() {
-        mine = leak(path, hash);
-    }
-    // SAFETY: leaked on purpose; never freed.
-    unsafe { &*mine }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn addr(h: FileHandle) -> usize {
+        h.file() as *const dftracer_core::FileRef as usize
+    }
+
     #[test]
     fn interning_dedups() {
-        let a = intern(b"/x/a");
-        let b = intern(b"/x/a");
-        let c = intern(b"/x/b");
-        assert!(std::ptr::eq(a, b));
-        assert!(!std::ptr::eq(a, c));
-        assert_eq!(&*c.file.path, b"/x/b");
+        let a = intern(b"/x/a").unwrap();
+        let b = intern(b"/x/a").unwrap();
+        let c = intern(b"/x/b").unwrap();
+        assert_eq!(addr(a.handle()), addr(b.handle()));
+        assert_ne!(addr(a.handle()), addr(c.handle()));
+        assert_eq!(c.path(), b"/x/b");
+        assert_eq!(a.hash(), &dftracer_core::hash::hash16(b"/x/a"));
     }
 
     #[test]
     fn fd_table_beyond_1024_and_huge() {
         static T: FdTable = FdTable::new();
-        let p = intern(b"/data/f");
+        let p = intern(b"/data/f").unwrap();
+        let pin = || p.handle().pin();
         for fd in [0, 5, 1023, 1024, 5000, 1 << 20, (MAX_FD - 1) as i32] {
             assert!(T.path(fd).is_none());
-            T.set(fd, Some(p));
-            assert!(std::ptr::eq(T.path(fd).unwrap(), p));
+            T.set(fd, pin());
+            assert_eq!(addr(T.path(fd).unwrap().file), addr(p.handle()));
         }
         assert!(T.path(1025).is_none());
-        T.set(-1, Some(p));
+        T.set(-1, pin());
         assert!(T.path(-1).is_none());
-        T.set(MAX_FD as i32, Some(p));
+        T.set(MAX_FD as i32, pin());
         assert!(T.path(MAX_FD as i32).is_none());
-        assert!(T.take(1024).is_some());
+        let taken = T.take(1024).unwrap();
+        assert_eq!(taken.path(), b"/data/f");
         assert!(T.take(1024).is_none());
+        // Replacing an entry keeps the new file.
+        T.set(5, intern(b"/data/g"));
+        assert_eq!(T.path(5).unwrap().file.pin().unwrap().path(), b"/data/g");
         T.clear_range(0, u32::MAX);
         assert!(T.path(5).is_none() && T.path((MAX_FD - 1) as i32).is_none());
     }
@@ -358,14 +377,14 @@ mod tests {
     #[test]
     fn file_table_checks_the_stream() {
         static F: FileTable = FileTable::new();
-        let p = intern(b"/data/g");
+        let p = intern(b"/data/g").unwrap();
         assert!(!F.any_open());
         F.insert(7, 0x1000, p);
         assert!(F.any_open());
         assert!(F.path(7, 0x2000).is_none());
         assert!(F.path(7, 0x1000).is_some());
         assert!(F.remove(7, 0x2000).is_none());
-        assert!(F.remove(7, 0x1000).is_some());
+        assert_eq!(F.remove(7, 0x1000).unwrap().path(), b"/data/g");
         assert!(!F.any_open());
         assert!(F.path(7, 0x1000).is_none());
     }
@@ -376,14 +395,23 @@ mod tests {
             .map(|_| {
                 std::thread::spawn(|| {
                     (0..2000)
-                        .map(|i| intern(format!("/c/{i}").as_bytes()) as *const Interned as usize)
+                        .map(|i| {
+                            let p = intern(format!("/c/{i}").as_bytes()).unwrap();
+                            assert_eq!(p.path(), format!("/c/{i}").as_bytes());
+                            p
+                        })
                         .collect::<Vec<_>>()
                 })
             })
             .collect();
-        let all: Vec<Vec<usize>> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-        for v in &all[1..] {
-            assert_eq!(v, &all[0]);
+        let all: Vec<Vec<Pinned>> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        // Two threads interning a new path at once may each claim a slot; afterwards the
+        // path resolves to one of them.
+        for i in 0..2000 {
+            let again = intern(format!("/c/{i}").as_bytes()).unwrap();
+            assert!(all
+                .iter()
+                .any(|v| addr(v[i].handle()) == addr(again.handle())));
         }
     }
 }

@@ -1288,3 +1288,170 @@ fn posix_aio_records_one_event_per_request() {
         );
     }
 }
+
+// ---------------------------------------------------------------- many files
+
+const MANY_FILES: &str = r#"
+static long rss_kb(void) {
+    char b[4096];
+    int fd = open("/proc/self/status", O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    b[n] = 0;
+    char *p = strstr(b, "VmRSS:");
+    return p ? atol(p + 6) : -1;
+}
+/* File i is <d>/l<i / 1000>/f<i % 1000>: every l<k> is a symlink to <d>/real, so the
+   paths (normalised lexically by the tracer) are all distinct and every open is real. */
+static void one(const char *d, long i) {
+    char p[600], buf[16];
+    snprintf(p, sizeof p, "%s/l%ld/f%03ld", d, i / 1000, i % 1000);
+    int fd = open(p, O_RDONLY);                                       CHECK(fd >= 0);
+    CHECK(read(fd, buf, sizeof buf) == 8 && atol(buf) == i % 1000);
+    CHECK(close(fd) == 0);
+}
+int main(int argc, char **argv) {
+    const char *d = argv[1];
+    long n = atol(argv[2]), every = n / 20;
+    char keep[600], buf[16];
+    /* One file stays open throughout: its fd's slot is pinned, its FH entry is evicted. */
+    snprintf(keep, sizeof keep, "%s/keep", d);
+    int kfd = open(keep, O_CREAT | O_RDWR, 0644);                    CHECK(kfd >= 0);
+    for (long i = 0; i < n; i++) {
+        one(d, i);
+        if ((i + 1) % every == 0) { printf("rss %ld %ld\n", i + 1, rss_kb()); fflush(stdout); }
+    }
+    /* The first file again, long after its slot and FH entry were reused. */
+    one(d, 0);
+    CHECK(read(kfd, buf, sizeof buf) == 0);
+    CHECK(close(kfd) == 0);
+    return 0;
+}
+"#;
+
+/// Opens, reads and closes `DFTRACER_TEST_FILES` distinct files (default 500,000; `make
+/// test-many-files` runs 2,000,000) under one traced data dir: 1,000 real files seen through
+/// one symlinked directory per 1,000 files (distinct paths, real opens, no millions of
+/// inodes to create). Checks that resident memory stays within what
+/// the documented table capacities allow after the first 10 %, and that every event names
+/// its own file through an `FH` line earlier in the trace, including a file and an open fd
+/// whose `FH` entries were evicted long before they were used again.
+#[test]
+fn millions_of_distinct_files_in_flat_memory() {
+    let n: usize = std::env::var("DFTRACER_TEST_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500_000);
+    assert!(
+        n >= 200_000,
+        "fewer files than 3 table capacities prove nothing"
+    );
+    assert!(n <= 2_000_000);
+    let s = Scratch::new("many");
+    let data_s = s.s("data");
+    std::fs::create_dir(s.path("data/real")).unwrap();
+    for j in 0..1000 {
+        std::fs::write(s.path(&format!("data/real/f{j:03}")), format!("{j:<7}\n")).unwrap();
+    }
+    for k in 0..n.div_ceil(1000) {
+        std::os::unix::fs::symlink(s.path("data/real"), s.path(&format!("data/l{k}"))).unwrap();
+    }
+    let exe = s.compile("many", &prog(MANY_FILES));
+    let t0 = std::time::Instant::now();
+    let out = s
+        .cmd(&exe, Some(&data_s))
+        .args([&data_s, &n.to_string()])
+        .output()
+        .unwrap();
+    let out = ok(out);
+    let ran = t0.elapsed();
+    let rss: Vec<(usize, u64)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("rss ")?.split(' ');
+            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(rss.len(), 20, "{out}");
+    eprintln!("{n} files in {ran:?}; VmRSS kB by files done: {rss:?}");
+
+    // What the tables may add once the process is warm (10 % of the files seen), from their
+    // documented capacities, with every allocation counted at twice its size (allocator
+    // rounding, vectors and maps growing by doubling). Path length: `<data>/l%ld/f%03ld`.
+    let path_len = data_s.len() + 11;
+    // The preload's pool: `table::POOL_SLOTS` slots of 64 B, 8 B keys, a path buffer each.
+    let pool = (1 << 17) * (64 + 8 + 2 * (path_len.max(64) + 16));
+    // The writer's path table: an entry (48 B), the shared path (16 B counts), a map slot.
+    let paths = dftracer_core::files::PATHS_CAP * 2 * (48 + (16 + path_len + 16) + 24 + 8);
+    let slack = 8 << 20; // allocator arenas and pages touched late (not per file)
+    let bound_kb = ((pool + paths + slack) / 1024) as u64;
+    let warm = rss[1].1; // after 10 %
+    let end = rss[19].1;
+    assert!(
+        end <= warm + bound_kb,
+        "VmRSS grew by {} kB after warm-up, more than the tables' bound {bound_kb} kB",
+        end - warm
+    );
+
+    // Stream the trace: FH lines define hashes; every LIBC_IO event names, through an FH
+    // line earlier in the file, the file the program used at that point.
+    let traces = s.traces();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let t1 = std::time::Instant::now();
+    let raw = std::fs::File::open(&traces[0]).unwrap();
+    let text = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(raw));
+    let mut fh: HashMap<String, String> = HashMap::new();
+    let mut fh_count: HashMap<String, u32> = HashMap::new();
+    let (mut events, mut fh_lines, mut ended) = (0usize, 0usize, false);
+    let file = |i: usize| format!("{data_s}/l{}/f{:03}", i / 1000, i % 1000);
+    let keep = format!("{data_s}/keep");
+    let expect = |k: usize| -> (String, &'static str) {
+        const SEQ: [&str; 3] = ["open", "read", "close"];
+        match k {
+            0 => (keep.clone(), "open"),
+            k if k <= 3 * n => (file((k - 1) / 3), SEQ[(k - 1) % 3]),
+            k if k <= 3 * n + 3 => (file(0), SEQ[(k - 1) % 3]),
+            k => (keep.clone(), ["read", "close"][k - 3 * n - 4]),
+        }
+    };
+    use std::io::BufRead;
+    for line in text.split(b'\n') {
+        let line = line.unwrap();
+        let l: J = serde_json::from_slice(&line)
+            .unwrap_or_else(|e| panic!("bad JSON line {:?}: {e}", String::from_utf8_lossy(&line)));
+        if l["ph"] == 4 && l["name"] == "FH" {
+            let (h, p) = (
+                l["args"]["value"].as_str().unwrap(),
+                l["args"]["name"].as_str().unwrap(),
+            );
+            if let Some(old) = fh.insert(h.to_string(), p.to_string()) {
+                assert_eq!(old, p, "one hash, two paths");
+            }
+            *fh_count.entry(p.to_string()).or_default() += 1;
+            fh_lines += 1;
+        } else if l["ph"] == 1 && l["type"] == 3 {
+            let (path, name) = expect(events);
+            assert_eq!(l["name"], name, "event {events}");
+            let h = l["args"]["fhash"].as_str().expect("fhash");
+            let named = fh
+                .get(h)
+                .unwrap_or_else(|| panic!("event {events}: no FH for {h}"));
+            assert_eq!(named, &path, "event {events} ({name})");
+            events += 1;
+        } else if l["name"] == "end" {
+            ended = true;
+        }
+    }
+    assert!(ended);
+    assert_eq!(events, 3 * n + 6);
+    // Each path's FH once, plus once more for the two that came back after eviction.
+    assert_eq!(fh_count[&file(0)], 2, "the first file again: its FH again");
+    assert_eq!(
+        fh_count[&keep], 2,
+        "the long-open fd's FH again before its read"
+    );
+    assert!(fh_lines >= n + 2);
+    eprintln!("trace read back in {:?}", t1.elapsed());
+}

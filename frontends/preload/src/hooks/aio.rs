@@ -12,7 +12,7 @@
 //! in flight at once are not followed).
 #![allow(clippy::undocumented_unsafe_blocks)]
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use libc::{aiocb, c_int, ssize_t, timespec};
 
@@ -31,7 +31,8 @@ struct Pending {
     t1: AtomicU64,
     /// 0 read, 1 write.
     op: AtomicUsize,
-    file: AtomicPtr<Interned>,
+    /// The request's file, a parked pin (`table::park`); 0: none.
+    file: AtomicU64,
 }
 
 static PENDING: [Pending; SLOTS] = [const {
@@ -40,7 +41,7 @@ static PENDING: [Pending; SLOTS] = [const {
         t0: AtomicU64::new(0),
         t1: AtomicU64::new(0),
         op: AtomicUsize::new(0),
-        file: AtomicPtr::new(std::ptr::null_mut()),
+        file: AtomicU64::new(0),
     }
 }; SLOTS];
 /// Requests followed now: 0 lets `aio_error`/`aio_return`/`aio_suspend` forward at once.
@@ -71,7 +72,8 @@ static AIO_WRITE: Schema = Schema::new(
     "fhash",
 );
 
-fn follow(cb: *const aiocb, op: usize, t0: u64, file: &'static Interned) {
+fn follow(cb: *const aiocb, op: usize, t0: u64, file: Interned) {
+    let Some(pin) = file.file.pin() else { return };
     for p in &PENDING {
         if p.cb
             .compare_exchange(0, cb as usize, Ordering::AcqRel, Ordering::Relaxed)
@@ -80,8 +82,7 @@ fn follow(cb: *const aiocb, op: usize, t0: u64, file: &'static Interned) {
             p.t0.store(t0, Ordering::Relaxed);
             p.t1.store(0, Ordering::Relaxed);
             p.op.store(op, Ordering::Relaxed);
-            p.file
-                .store(file as *const Interned as *mut Interned, Ordering::Release);
+            p.file.store(crate::table::park(pin), Ordering::Release);
             LIVE.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -93,7 +94,7 @@ fn find(cb: *const aiocb) -> Option<&'static Pending> {
         return None;
     }
     PENDING.iter().find(|p| {
-        p.cb.load(Ordering::Acquire) == cb as usize && !p.file.load(Ordering::Acquire).is_null()
+        p.cb.load(Ordering::Acquire) == cb as usize && p.file.load(Ordering::Acquire) != 0
     })
 }
 
@@ -231,10 +232,9 @@ macro_rules! return_hook {
                 let _errno = SavedErrno::new();
                 let t = now();
                 // Forget the request first (its aiocb may be reused at once), then record.
-                let file = p.file.swap(std::ptr::null_mut(), Ordering::AcqRel);
-                if file.is_null() {
+                let Some(file) = crate::table::unpark(p.file.swap(0, Ordering::AcqRel)) else {
                     return ret;
-                }
+                };
                 let (t0, t1, op) = (
                     p.t0.load(Ordering::Relaxed),
                     p.t1.load(Ordering::Acquire),
@@ -247,8 +247,6 @@ macro_rules! return_hook {
                     let t1 = if t1 == 0 { t } else { t1 };
                     let c = &*cb;
                     let schema = if op == 0 { &AIO_READ } else { &AIO_WRITE };
-                    // SAFETY: interned files are never freed.
-                    let file = unsafe { &*file };
                     record_static(
                         schema,
                         t0,
@@ -259,7 +257,7 @@ macro_rules! return_hook {
                             c.aio_offset as i64 as u64,
                             ret as i64 as u64,
                         ],
-                        &file.file,
+                        &file.handle(),
                     );
                 });
                 drop(busy);

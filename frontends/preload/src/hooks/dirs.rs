@@ -29,7 +29,7 @@ unsafe fn fd_of(d: *mut DIR) -> c_int {
 
 /// The traced directory behind stream `d`, with its fd.
 #[inline(always)]
-unsafe fn traced_dir(d: *mut DIR) -> Option<(&'static Interned, c_int)> {
+unsafe fn traced_dir(d: *mut DIR) -> Option<(Interned, c_int)> {
     if d.is_null() || !DIRS.any_open() || !posix_on() {
         return None;
     }
@@ -37,17 +37,18 @@ unsafe fn traced_dir(d: *mut DIR) -> Option<(&'static Interned, c_int)> {
 }
 
 #[inline(never)]
-unsafe fn traced_dir_slow(d: *mut DIR) -> Option<(&'static Interned, c_int)> {
+unsafe fn traced_dir_slow(d: *mut DIR) -> Option<(Interned, c_int)> {
     let fd = fd_of(d);
     DIRS.path(fd, d as usize).map(|i| (i, fd))
 }
 
-/// Starts following stream `d` of directory `file`.
-unsafe fn follow_dir(d: *mut DIR, file: &'static Interned) -> c_int {
+/// Starts following stream `d` of directory `file` (the stream's entry and the fd's entry
+/// each hold a pin).
+unsafe fn follow_dir(d: *mut DIR, file: dftracer_core::files::Pinned) -> c_int {
     let fd = fd_of(d);
     if fd >= 0 {
+        FDS.set(fd, file.handle().pin());
         DIRS.insert(fd, d as usize, file);
-        FDS.set(fd, Some(file));
     }
     fd
 }
@@ -77,8 +78,11 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
     let t1 = now();
     guarded(|| {
         let p = &bufs[0][..n];
-        let file = intern(p);
-        let fd = if d.is_null() { -1 } else { follow_dir(d, file) };
+        let fd = match (d.is_null(), intern(p)) {
+            (false, Some(file)) => follow_dir(d, file),
+            (false, None) => fd_of(d),
+            (true, _) => -1,
+        };
         record(
             POSIX,
             b"opendir",
@@ -118,7 +122,9 @@ pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
         );
         guarded(|| {
             if !d.is_null() {
-                DIRS.insert(fd, d as usize, file);
+                if let Some(pin) = file.file.pin() {
+                    DIRS.insert(fd, d as usize, pin);
+                }
             }
             let ok = if d.is_null() { -1i64 } else { 0 };
             record_static(
@@ -232,7 +238,7 @@ pub unsafe extern "C" fn closedir(d: *mut DIR) -> c_int {
                 t0,
                 t1,
                 &[fd as i64 as u64, ret as i64 as u64],
-                &file.file,
+                &file.handle(),
             )
         });
         drop(busy);

@@ -5,7 +5,7 @@
 //! C signature.
 #![allow(clippy::undocumented_unsafe_blocks)]
 
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use libc::{c_int, c_uint, c_void, loff_t, off64_t, off_t, size_t, ssize_t};
 
@@ -91,10 +91,7 @@ fallocate_hook!(fallocate64, off64_t);
 
 /// The traced files behind a copy's two fds, when at least one is traced.
 #[inline(always)]
-fn copy_files(
-    fd_in: c_int,
-    fd_out: c_int,
-) -> Option<(Option<&'static Interned>, Option<&'static Interned>)> {
+fn copy_files(fd_in: c_int, fd_out: c_int) -> Option<(Option<Interned>, Option<Interned>)> {
     if !posix_on() {
         return None;
     }
@@ -122,7 +119,7 @@ fn record_copy(
     name: &'static [u8],
     t0: u64,
     t1: u64,
-    (fin, fout): (Option<&'static Interned>, Option<&'static Interned>),
+    (fin, fout): (Option<Interned>, Option<Interned>),
     fd_in: c_int,
     fd_out: c_int,
     count: u64,
@@ -130,9 +127,14 @@ fn record_copy(
     off_out: Option<i64>,
     ret: i64,
 ) {
+    // Pinned while the args borrow their paths.
+    let (pin_in, pin_out) = (
+        fin.and_then(|f| f.file.pin()),
+        fout.and_then(|f| f.file.pin()),
+    );
     let mut args = [Arg::int("", 0); 9];
     let mut n = 0;
-    let mut push = |a: Arg<'static>| {
+    let mut push = |a| {
         args[n] = a;
         n += 1;
     };
@@ -146,12 +148,12 @@ fn record_copy(
         push(Arg::int("offset_out", o));
     }
     push(Arg::int("ret", ret));
-    match (fin, fout) {
+    match (&pin_in, &pin_out) {
         (Some(i), Some(o)) => {
-            push(Arg::new("fhash", Value::Path(&i.file.path)));
-            push(Arg::new("out_fhash", Value::Path(&o.file.path)));
+            push(Arg::new("fhash", Value::Path(i.path())));
+            push(Arg::new("out_fhash", Value::Path(o.path())));
         }
-        (Some(f), None) | (None, Some(f)) => push(Arg::new("fhash", Value::Path(&f.file.path))),
+        (Some(f), None) | (None, Some(f)) => push(Arg::new("fhash", Value::Path(f.path()))),
         (None, None) => {}
     }
     record(POSIX, name, t0, t1, &args[..n]);
@@ -280,32 +282,33 @@ const MAPS: usize = 256;
 struct Map {
     addr: AtomicUsize,
     len: AtomicUsize,
-    file: AtomicPtr<Interned>,
+    /// The mapped file, a parked pin (`table::park`); 0: none.
+    file: AtomicU64,
 }
 
 static MAPPED: [Map; MAPS] = [const {
     Map {
         addr: AtomicUsize::new(0),
         len: AtomicUsize::new(0),
-        file: AtomicPtr::new(std::ptr::null_mut()),
+        file: AtomicU64::new(0),
     }
 }; MAPS];
 /// Traced mappings alive now: 0 lets `munmap`/`msync` forward after one load.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// Remembers a traced mapping (called by the `mmap` hooks after a successful traced call).
-pub(crate) fn map_insert(addr: usize, len: usize, file: &'static Interned) {
+pub(crate) fn map_insert(addr: usize, len: usize, file: Interned) {
     if addr == 0 || len == 0 {
         return;
     }
+    let Some(pin) = file.file.pin() else { return };
     for m in &MAPPED {
         if m.addr
             .compare_exchange(0, addr, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             m.len.store(len, Ordering::Release);
-            m.file
-                .store(file as *const Interned as *mut Interned, Ordering::Release);
+            m.file.store(crate::table::park(pin), Ordering::Release);
             LIVE.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -313,7 +316,7 @@ pub(crate) fn map_insert(addr: usize, len: usize, file: &'static Interned) {
 }
 
 /// The first traced mapping overlapping `[addr, addr + len)`: its slot and file.
-fn map_find(addr: usize, len: usize) -> Option<(&'static Map, &'static Interned)> {
+fn map_find(addr: usize, len: usize) -> Option<(&'static Map, Interned)> {
     let end = addr.saturating_add(len.max(1));
     for m in &MAPPED {
         let a = m.addr.load(Ordering::Acquire);
@@ -322,11 +325,13 @@ fn map_find(addr: usize, len: usize) -> Option<(&'static Map, &'static Interned)
         }
         let f = m.file.load(Ordering::Acquire);
         let l = m.len.load(Ordering::Acquire);
-        if f.is_null() || a >= end || a.saturating_add(l) <= addr {
+        if f == 0 || a >= end || a.saturating_add(l) <= addr {
             continue;
         }
-        // SAFETY: slots hold null or interned files, which are never freed.
-        return Some((m, unsafe { &*f }));
+        let Some(file) = crate::table::peek(f) else {
+            continue;
+        };
+        return Some((m, file));
     }
     None
 }
@@ -358,15 +363,15 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
             slot.len.load(Ordering::Acquire),
         );
         let whole = addr as usize <= a && (addr as usize).saturating_add(len) >= a + l;
-        if whole
-            && !slot
-                .file
-                .swap(std::ptr::null_mut(), Ordering::AcqRel)
-                .is_null()
-        {
-            slot.len.store(0, Ordering::Release);
-            slot.addr.store(0, Ordering::Release);
-            LIVE.fetch_sub(1, Ordering::Relaxed);
+        // The mapping's pin, released once its last event is recorded.
+        let mut parked = 0;
+        if whole {
+            parked = slot.file.swap(0, Ordering::AcqRel);
+            if parked != 0 {
+                slot.len.store(0, Ordering::Release);
+                slot.addr.store(0, Ordering::Release);
+                LIVE.fetch_sub(1, Ordering::Relaxed);
+            }
         }
         static MUNMAP: Schema = Schema::new(
             Layer::LibcIo,
@@ -388,6 +393,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
                 &file.file,
             )
         });
+        drop(crate::table::unpark(parked));
         drop(busy);
         ret
     })

@@ -25,8 +25,8 @@ pub(crate) fn adopt_inherited() {
         };
         let p = target.as_os_str().as_encoded_bytes();
         if p.first() == Some(&b'/') && filter.traces(p) {
-            let file = intern(p);
-            FDS.set(fd, Some(file));
+            let Some(file) = intern(p) else { continue };
+            FDS.set(fd, file.handle().pin());
             // The standard streams on such an fd are traced streams.
             let std_stream = match fd {
                 0 => Some(unsafe { stdin }),

@@ -134,7 +134,7 @@ pub const STDIO: &[u8] = b"STDIO";
 
 /// The traced file behind `fd`, when POSIX tracing is on.
 #[inline(always)]
-pub fn traced_fd(fd: c_int) -> Option<&'static Interned> {
+pub fn traced_fd(fd: c_int) -> Option<Interned> {
     if posix_on() {
         FDS.path(fd)
     } else {
@@ -144,7 +144,7 @@ pub fn traced_fd(fd: c_int) -> Option<&'static Interned> {
 
 /// The traced file behind stream `fp` and its fd, when stdio tracing is on.
 #[inline(always)]
-pub fn traced_file(fp: *mut libc::FILE) -> Option<(&'static Interned, c_int)> {
+pub fn traced_file(fp: *mut libc::FILE) -> Option<(Interned, c_int)> {
     if fp.is_null() || !FILES.any_open() || !stdio_on() {
         return None;
     }
@@ -236,12 +236,12 @@ fn cwd_into(buf: &mut [u8; PATH_MAX]) -> Option<usize> {
 /// The path of the directory open as `fd`: from the fd table when traced, else from
 /// `/proc/self/fd/<fd>`.
 fn fd_path_into(fd: c_int, buf: &mut [u8; PATH_MAX]) -> Option<usize> {
-    if let Some(i) = FDS.path(fd) {
-        let n = i.file.path.len();
+    if let Some(p) = FDS.path(fd).and_then(|i| i.file.pin()) {
+        let n = p.path().len();
         if n >= buf.len() {
             return None;
         }
-        buf[..n].copy_from_slice(&i.file.path);
+        buf[..n].copy_from_slice(p.path());
         return Some(n);
     }
     if fd < 0 {

@@ -93,16 +93,23 @@ unsafe fn open_common(
     guarded(|| {
         let p = &bufs[0][..n];
         if fd >= 0 {
-            let file = crate::table::intern(p);
-            FDS.set(fd, Some(file));
-            // The common case: a fixed-shape record naming the interned file.
-            let (f, fdv) = (flags as i64 as u64, fd as i64 as u64);
-            if needs_mode(flags) {
-                record_static(&schemas[1], t0, t1, &[f, mode as u64, fdv, fdv], &file.file);
-            } else {
-                record_static(&schemas[0], t0, t1, &[f, fdv, fdv], &file.file);
+            match crate::table::intern(p) {
+                Some(file) => {
+                    let h = file.handle();
+                    FDS.set(fd, Some(file));
+                    // The common case: a fixed-shape record naming the interned file.
+                    let (f, fdv) = (flags as i64 as u64, fd as i64 as u64);
+                    if needs_mode(flags) {
+                        record_static(&schemas[1], t0, t1, &[f, mode as u64, fdv, fdv], &h);
+                    } else {
+                        record_static(&schemas[0], t0, t1, &[f, fdv, fdv], &h);
+                    }
+                    return;
+                }
+                // No slot free in the path's bucket: the open names its path, the fd is
+                // not tracked.
+                None => FDS.set(fd, None),
             }
-            return;
         }
         let fhash = Arg::new("fhash", Value::Path(p));
         let (fl, fdv, ret) = (
@@ -332,9 +339,11 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
             t0,
             t1,
             &[fd as i64 as u64, ret as i64 as u64],
-            &file.file,
+            &file.handle(),
         )
     });
+    // The entry's pin, given back after the record naming the file was written.
+    drop(file);
     drop(busy);
     ret
 }
@@ -571,7 +580,7 @@ pub unsafe extern "C" fn ftruncate64(fd: c_int, length: off64_t) -> c_int {
 #[inline]
 fn follow(oldfd: c_int, newfd: c_int) {
     if newfd >= 0 && newfd != oldfd && posix_on() {
-        FDS.set(newfd, FDS.path(oldfd));
+        FDS.set(newfd, FDS.path(oldfd).and_then(|i| i.file.pin()));
     }
 }
 

@@ -50,13 +50,14 @@ unsafe fn fopen_common(
             super::fileno_unlocked(fp)
         };
         if !fp.is_null() {
-            let file = intern(p);
-            FILES.insert(fd, fp as usize, file);
-            // The stream's fd names the file too: POSIX calls the program makes on
-            // `fileno(fp)` (fsync, fcntl, fstat) are traced; glibc's own I/O inside the
-            // stream does not go through these symbols and is not recorded twice.
-            if posix_on() {
-                FDS.set(fd, Some(file));
+            if let Some(file) = intern(p) {
+                // The stream's fd names the file too: POSIX calls the program makes on
+                // `fileno(fp)` (fsync, fcntl, fstat) are traced; glibc's own I/O inside the
+                // stream does not go through these symbols and is not recorded twice.
+                if posix_on() {
+                    FDS.set(fd, file.handle().pin());
+                }
+                FILES.insert(fd, fp as usize, file);
             }
         }
         let m = c_bytes(mode).unwrap_or(b"");
@@ -100,7 +101,8 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     if !stdio_on() {
         return real(fd, mode);
     }
-    let Some(file) = FDS.path(fd) else {
+    // Pinned: the path is read below, and another thread may close `fd` meanwhile.
+    let Some(file) = FDS.path(fd).and_then(|i| i.file.pin()) else {
         return real(fd, mode);
     };
     let Some(busy) = enter() else {
@@ -112,7 +114,9 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     let t1 = now();
     guarded(|| {
         if !fp.is_null() {
-            FILES.insert(fd, fp as usize, file);
+            if let Some(p) = file.handle().pin() {
+                FILES.insert(fd, fp as usize, p);
+            }
         }
         let m = c_bytes(mode).unwrap_or(b"");
         record(
@@ -123,7 +127,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
             &[
                 Arg::new("mode", Value::Str(m)),
                 Arg::int("fd", fd as i64),
-                Arg::new("fhash", Value::Path(&file.file.path)),
+                Arg::new("fhash", Value::Path(file.path())),
             ],
         );
     });
@@ -140,11 +144,14 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
         // fclose closes the fd without going through `close`: forget it (fdopen'd fds).
         FDS.set(super::fileno_unlocked(fp), None);
     }
-    let Some((file, fd)) = traced_file(fp) else {
+    let Some((_, fd)) = traced_file(fp) else {
         return real(fp);
     };
-    // Forget the stream before it is freed: its address and fd may be reused at once.
-    FILES.remove(fd, fp as usize);
+    // Forget the stream before it is freed: its address and fd may be reused at once. The
+    // entry's pin keeps the file's path readable below.
+    let Some(file) = FILES.remove(fd, fp as usize) else {
+        return real(fp);
+    };
     let Some(busy) = enter() else { return real(fp) };
     let t0 = now();
     let ret = real(fp);
@@ -158,7 +165,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
             t1,
             &[
                 Arg::int("ret", ret as i64),
-                Arg::new("fhash", Value::Path(&file.file.path)),
+                Arg::new("fhash", Value::Path(file.path())),
             ],
         )
     });

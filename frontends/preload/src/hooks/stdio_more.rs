@@ -44,6 +44,8 @@ unsafe fn freopen_common(
         return real(path, mode, fp);
     };
     let old = traced_file(fp);
+    // A path-less freopen keeps the stream's file: pin it before its entry goes.
+    let old_pin = old.and_then(|(i, _)| i.file.pin());
     if let Some((_, fd)) = old {
         FILES.remove(fd, fp as usize);
     }
@@ -60,8 +62,8 @@ unsafe fn freopen_common(
         }
     };
     let file = match resolved {
-        Some((bufs, n)) => Some(intern(&bufs[0][..n])),
-        None if path.is_null() => old.map(|o| o.0),
+        Some((bufs, n)) => intern(&bufs[0][..n]),
+        None if path.is_null() => old_pin,
         None => None,
     };
     let Some(file) = file else {
@@ -78,11 +80,8 @@ unsafe fn freopen_common(
         } else {
             fileno_unlocked(ret)
         };
-        if !ret.is_null() {
-            FILES.insert(fd, ret as usize, file);
-            if posix_on() {
-                FDS.set(fd, Some(file));
-            }
+        if !ret.is_null() && posix_on() {
+            FDS.set(fd, file.handle().pin());
         }
         record(
             STDIO,
@@ -92,9 +91,12 @@ unsafe fn freopen_common(
             &[
                 Arg::new("mode", Value::Str(c_bytes(mode).unwrap_or(b""))),
                 Arg::int("fd", fd as i64),
-                Arg::new("fhash", Value::Path(&file.file.path)),
+                Arg::new("fhash", Value::Path(file.path())),
             ],
         );
+        if !ret.is_null() {
+            FILES.insert(fd, ret as usize, file);
+        }
     });
     drop(busy);
     ret

@@ -1,0 +1,762 @@
+//! Files named by static events, in bounded memory however many distinct files a process
+//! opens.
+//!
+//! - [`FileRef`]: one file (path, hash, the writer's `FH` mark) in **type-stable** memory: a
+//!   slot of a [`Pool`] (a `static` array, never freed) whose contents are replaced when the
+//!   slot is reused for another path. A `(slot, generation)` pair, [`FileHandle`], names one
+//!   use of a slot; the generation changes at every reuse.
+//! - [`Pool`]: a fixed-capacity, set-associative set of slots keyed by path (`WAYS` slots per
+//!   bucket). Looking a path up or claiming a slot for it takes no lock and allocates only
+//!   when a reused slot's path buffer is too small.
+//! - [`PathTable`]: the writer's bounded `path → hash` table (which `FH` records its file
+//!   already has), with CLOCK eviction; an evicted path gets a new `FH` before its next event.
+//!
+//! # How a slot is used, and why reuse is sound
+//!
+//! A slot's `state` word holds `generation (31 bits) | CLAIMED | pins (32 bits)`. A **pin**
+//! keeps the slot's generation (and so its path and hash) from changing:
+//!
+//! 1. The fd and `FILE*` tables of the preload library hold one pin per entry ([`Pinned`]
+//!    turned into a [`FileHandle`] with [`Pinned::into_raw`], back with
+//!    [`Pinned::from_raw`]). Hooks read an entry's handle without pinning (two loads) and
+//!    pass it to [`crate::complete_static`]; the ring record carries the slot address and
+//!    the generation, nothing else (no atomic read-modify-write on the hot path).
+//! 2. The writer pins the slot while it encodes such a record ([`FileHandle::pin`]: one
+//!    `fetch_add`, then a generation check). A record whose generation no longer matches is
+//!    *stale* and is written without its file: never with another file's hash.
+//! 3. A slot is **reused** only by [`FileRef::try_claim`]: a compare-and-swap from
+//!    "no pins, not claimed, generation g" to "claimed", which fails if anyone holds a pin.
+//!    While claimed, pinning fails; the claimer rewrites path and hash, then publishes
+//!    generation g+1 (release). Readers only read path and hash while pinned, and a pin
+//!    (acquire) that succeeds saw the publication, so no read races a write and no freed
+//!    buffer is read (the old path buffer is replaced only by the claimer).
+//!
+//! Pins alone keep memory safe. They do not keep *names* right: a record written while an fd
+//! was open may still sit in a ring after the fd was closed. So a slot also records, when a
+//! pin that may have published records is released ([`Pinned`]'s drop), the number of writer
+//! passes started so far (`retired`), read with an acquire-release RMW on the pass counter.
+//! A writer pass ([`begin_pass`] … [`end_pass`]) notes the ring list and each ring's head
+//! *after* its own RMW on that counter, and ends once every ring was consumed up to them
+//! (the tracer checks after every drain, by the writer or by a producer draining its own
+//! full ring, so passes keep ending while the writer thread waits on a slow disk). If a
+//! release read
+//! pass count `σ`, the pass `σ + 1` synchronizes with it, so it saw every record published
+//! before the release (every record naming a slot is published while a pin is held: the
+//! fd-table entry's, or the hook's own for `close`/`fclose`). A claim requires
+//! `retired ≤ passes done`: every record written under an earlier pin was encoded by then.
+//! Hence in a program that does not close an fd while another thread does I/O on it, every
+//! event names its own file; in one that does, the racing event may lose its file name,
+//! never get a wrong one (generation check).
+//!
+//! A generation wraps after 2^31 reuses of one slot; a stale record could only be misread
+//! if it sat unencoded while its slot was reused exactly 2^31 times, each reuse needing a
+//! full writer pass: not reachable. Pins count to 2^31 (fd entries plus in-flight writer
+//! pins); beyond that pinning fails (the event loses its file name). A thread that dies
+//! while it holds a claim or a transient pin (a fork child inheriting a writer mid-record)
+//! leaves that one slot unusable: capacity lost, never safety.
+//!
+//! Fork: the child inherits the pool with its fd table (the pins match its fds); records
+//! of the parent left in rings are never encoded in the child, and the pass counters are
+//! process-wide, so nothing leaks and nothing is misnamed.
+#![allow(unsafe_code)]
+
+use std::cell::{Cell, UnsafeCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::hash::{hash16, FastBuild, Hash16};
+
+const PINS: u64 = 0xffff_ffff;
+/// Pins above this are refused (no carry into `CLAIMED`).
+const PINS_MAX: u64 = 1 << 31;
+const CLAIMED: u64 = 1 << 32;
+const GEN_SHIFT: u32 = 33;
+
+fn gen_of(state: u64) -> u32 {
+    (state >> GEN_SHIFT) as u32
+}
+
+/// Writer passes started (see the module docs).
+static PASS: AtomicU64 = AtomicU64::new(0);
+/// Highest writer pass that finished draining every ring.
+static DONE: AtomicU64 = AtomicU64::new(0);
+
+/// Starts a writer pass: call before reading the ring list and the rings' heads; returns the
+/// pass number for [`end_pass`].
+pub fn begin_pass() -> u64 {
+    PASS.fetch_add(1, Ordering::AcqRel) + 1
+}
+
+/// Ends pass `p`: every record published before it began has been encoded.
+pub fn end_pass(p: u64) {
+    DONE.fetch_max(p, Ordering::Release);
+}
+
+/// One file named by static events: a pool slot (or a standalone, never reused file from
+/// [`FileRef::new`]). Its path and hash are only readable through a [`Pinned`].
+pub struct FileRef {
+    /// `generation << 33 | CLAIMED | pins`.
+    state: AtomicU64,
+    /// 1 + writer passes started when a pin that may have published records was last
+    /// released (0: never). The slot may be claimed once `DONE >= retired`.
+    retired: AtomicU64,
+    /// The writer's mark: which [`PathTable`] entry holds this path's `FH` (0: none).
+    pub(crate) fh: AtomicU64,
+    hash: UnsafeCell<Hash16>,
+    path: UnsafeCell<Vec<u8>>,
+}
+
+// SAFETY: `hash` and `path` are written only by the holder of a claim (CLAIMED set, no
+// pins, see `try_claim`) and read only through a `Pinned` (a pin, taken with acquire after
+// the claim's release publication); everything else is atomic.
+unsafe impl Sync for FileRef {}
+
+impl std::fmt::Debug for FileRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileRef")
+            .field("state", &self.state.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileRef {
+    /// A free pool slot.
+    pub const fn empty() -> FileRef {
+        FileRef {
+            state: AtomicU64::new(0),
+            retired: AtomicU64::new(0),
+            fh: AtomicU64::new(0),
+            hash: UnsafeCell::new([0; 16]),
+            path: UnsafeCell::new(Vec::new()),
+        }
+    }
+
+    /// A standalone file: one pin that is never released, so it is never reused (for callers
+    /// that leak one per file, such as tests and the core's own examples).
+    pub fn new(path: &[u8]) -> FileRef {
+        FileRef {
+            state: AtomicU64::new(1),
+            retired: AtomicU64::new(0),
+            fh: AtomicU64::new(0),
+            hash: UnsafeCell::new(hash16(path)),
+            path: UnsafeCell::new(path.to_vec()),
+        }
+    }
+
+    /// Its current use (meaningful while something holds a pin, e.g. a standalone file).
+    pub fn handle(&'static self) -> FileHandle {
+        FileHandle {
+            file: self,
+            gen: gen_of(self.state.load(Ordering::Acquire)),
+        }
+    }
+
+    /// Pins the slot in whatever generation it has (unless it is being claimed).
+    fn pin_current(&'static self) -> Option<Pinned> {
+        let old = self.state.fetch_add(1, Ordering::Acquire);
+        if old & CLAIMED != 0 || old & PINS >= PINS_MAX {
+            self.state.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Pinned {
+            file: self,
+            gen: gen_of(old),
+            stamp: true,
+        })
+    }
+
+    /// Claims a slot nobody pins, whose records were all encoded (`retired <= done`).
+    fn try_claim(&'static self, done: u64) -> Option<Claim> {
+        let s = self.state.load(Ordering::Relaxed);
+        if s & (PINS | CLAIMED) != 0 || self.retired.load(Ordering::Relaxed) > done {
+            return None;
+        }
+        self.state
+            .compare_exchange(s, s | CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        // The CAS read the last release's `fetch_sub`, so this sees its `retired` stamp.
+        if self.retired.load(Ordering::Relaxed) > done {
+            self.state.fetch_and(!CLAIMED, Ordering::Release);
+            return None;
+        }
+        Some(Claim { file: self })
+    }
+}
+
+/// Exclusive access to a claimed slot (see [`FileRef::try_claim`]).
+struct Claim {
+    file: &'static FileRef,
+}
+
+impl Claim {
+    /// Stores `path`, publishes the next generation and returns the caller's pin.
+    fn publish(self, path: &[u8]) -> Pinned {
+        let f = self.file;
+        // SAFETY: CLAIMED is set and no pin was held when it was set; pinning fails while it
+        // is set, so nothing reads or writes these fields but this thread.
+        unsafe {
+            let v = &mut *f.path.get();
+            if v.capacity() > 2 * path.len().max(64) {
+                *v = Vec::new();
+            }
+            v.clear();
+            v.extend_from_slice(path);
+            *f.hash.get() = hash16(path);
+        }
+        f.fh.store(0, Ordering::Relaxed);
+        // Adding CLAIMED to a word that has it clears it and carries into the generation;
+        // + 1 is the caller's pin. Release: pins that see the new generation see the path.
+        let old = f.state.fetch_add(CLAIMED + 1, Ordering::Release);
+        Pinned {
+            file: f,
+            gen: gen_of(old.wrapping_add(CLAIMED)),
+            stamp: true,
+        }
+    }
+}
+
+/// A slot and the generation it had when this handle was made: what ring records and the
+/// preload's fd tables carry. Holds no pin by itself.
+#[derive(Clone, Copy, Debug)]
+pub struct FileHandle {
+    file: &'static FileRef,
+    gen: u32,
+}
+
+impl FileHandle {
+    /// Pins the slot if it still holds this generation.
+    pub fn pin(self) -> Option<Pinned> {
+        let mut p = self.pin_transient()?;
+        p.stamp = true;
+        Some(p)
+    }
+
+    /// A pin for reading only (its release does not stamp `retired`): the writer's.
+    pub(crate) fn pin_transient(self) -> Option<Pinned> {
+        let f = self.file;
+        let old = f.state.fetch_add(1, Ordering::Acquire);
+        if old & CLAIMED != 0 || gen_of(old) != self.gen || old & PINS >= PINS_MAX {
+            f.state.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Pinned {
+            file: f,
+            gen: self.gen,
+            stamp: false,
+        })
+    }
+
+    pub fn file(self) -> &'static FileRef {
+        self.file
+    }
+
+    pub fn generation(self) -> u32 {
+        self.gen
+    }
+
+    /// The handle a ring record stored (`Pending::write`).
+    ///
+    /// # Safety
+    /// `addr` must be the address of a `FileRef` that is never freed (a pool slot or a
+    /// leaked standalone file).
+    pub(crate) unsafe fn from_parts(addr: usize, gen: u32) -> FileHandle {
+        FileHandle {
+            // SAFETY: per the contract.
+            file: unsafe { &*(addr as *const FileRef) },
+            gen,
+        }
+    }
+}
+
+/// One pin on a slot: its path and hash cannot change until it is dropped.
+pub struct Pinned {
+    file: &'static FileRef,
+    gen: u32,
+    /// Released by a holder that may have published records naming the slot.
+    stamp: bool,
+}
+
+impl std::fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pinned")
+            .field("path", &String::from_utf8_lossy(self.path()))
+            .field("gen", &self.gen)
+            .finish()
+    }
+}
+
+impl Pinned {
+    pub fn path(&self) -> &[u8] {
+        // SAFETY: pinned: only a claimer writes the path, and no claim succeeds while a pin
+        // is held (see the module docs).
+        unsafe { &*self.file.path.get() }
+    }
+
+    pub fn hash(&self) -> &Hash16 {
+        // SAFETY: as in `path`.
+        unsafe { &*self.file.hash.get() }
+    }
+
+    pub fn handle(&self) -> FileHandle {
+        FileHandle {
+            file: self.file,
+            gen: self.gen,
+        }
+    }
+
+    pub(crate) fn file(&self) -> &'static FileRef {
+        self.file
+    }
+
+    /// Keeps the pin without this value (an fd-table entry holds it): give the handle back
+    /// to [`Pinned::from_raw`] exactly once.
+    pub fn into_raw(self) -> FileHandle {
+        let h = self.handle();
+        std::mem::forget(self);
+        h
+    }
+
+    /// Takes back a pin kept by [`Pinned::into_raw`].
+    ///
+    /// # Safety
+    /// `h` must come from `into_raw`, and be given back at most once.
+    pub unsafe fn from_raw(h: FileHandle) -> Pinned {
+        Pinned {
+            file: h.file,
+            gen: h.gen,
+            stamp: true,
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if self.stamp {
+            // Records published under this pin are in rings: the slot may be claimed once a
+            // pass that began after this point has drained them (see the module docs).
+            let started = PASS.fetch_add(0, Ordering::AcqRel);
+            self.file.retired.fetch_max(started + 1, Ordering::Relaxed);
+        }
+        self.file.state.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Slots per bucket: a path is looked up in one bucket of `WAYS` slots (keys in 4 cache
+/// lines).
+pub const WAYS: usize = 32;
+/// Buckets after a full home bucket where a new path may take a slot.
+const SPILL: usize = 64;
+
+/// A fixed-capacity set of `N` file slots keyed by path (`N` a power of two, at least
+/// [`WAYS`]). Memory: `N` × 8 B of keys, and `N` × 64 B of slots, in `.bss`; slots are laid
+/// out way-major and taken lowest way first, so the slot pages touched grow with the most
+/// files *in use at once* in a bucket, not with the files ever seen. Plus each used slot's
+/// path buffer (at most twice its path length, or 128 B).
+///
+/// [`Pool::intern`] returns a pinned slot for a path: the slot of its bucket that holds it,
+/// else the first slot of its bucket (or, when that is full, of the next [`SPILL`] buckets)
+/// that nobody pins and whose events were all written, claimed for it (a cached path is
+/// evicted); `None` when none is free (more files open, or named by events not yet written,
+/// than those slots).
+pub struct Pool<const N: usize> {
+    /// Bucket-major: `keys[b * WAYS + w]` filters slot `slots[w * buckets + b]`.
+    keys: [AtomicU64; N],
+    slots: [FileRef; N],
+    full: AtomicU64,
+}
+
+// The bucket index takes bits 17.. of the key: keep them independent of the low bits.
+fn fnv1a(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &x in b {
+        h ^= x as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^ (h >> 29)
+}
+
+impl<const N: usize> Pool<N> {
+    const BUCKETS: usize = N / WAYS;
+
+    // Only ever a `static` (megabytes).
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        assert!(N.is_power_of_two() && N >= WAYS && N < u32::MAX as usize);
+        Pool {
+            keys: [const { AtomicU64::new(0) }; N],
+            slots: [const { FileRef::empty() }; N],
+            full: AtomicU64::new(0),
+        }
+    }
+
+    fn slot(&self, bucket: usize, way: usize) -> &FileRef {
+        &self.slots[way * Self::BUCKETS + bucket]
+    }
+
+    /// The slot of `path`, pinned (see the type's docs).
+    pub fn intern(&'static self, path: &[u8]) -> Option<Pinned> {
+        let key = fnv1a(path) | 1;
+        let home = (key >> 17) as usize & (Self::BUCKETS - 1);
+        for w in 0..WAYS {
+            if self.keys[home * WAYS + w].load(Ordering::Acquire) == key {
+                if let Some(p) = self.slot(home, w).pin_current() {
+                    if p.path() == path {
+                        return Some(p);
+                    }
+                }
+            }
+        }
+        let done = DONE.load(Ordering::Acquire);
+        for b in 0..SPILL.min(Self::BUCKETS) {
+            let bucket = (home + b) & (Self::BUCKETS - 1);
+            for w in 0..WAYS {
+                let slot: &'static FileRef = &self.slots[w * Self::BUCKETS + bucket];
+                if let Some(c) = slot.try_claim(done) {
+                    // The key is only a filter: a lookup that reads it early fails its pin
+                    // (or its path comparison) and looks on. A path spilled into another
+                    // bucket is not found by lookups (its next open claims again).
+                    let k = &self.keys[bucket * WAYS + w];
+                    k.store(0, Ordering::Relaxed);
+                    let p = c.publish(path);
+                    if b == 0 {
+                        k.store(key, Ordering::Release);
+                    }
+                    return Some(p);
+                }
+            }
+        }
+        self.full.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// Times [`Pool::intern`] found its bucket full.
+    pub fn full_count(&self) -> u64 {
+        self.full.load(Ordering::Relaxed)
+    }
+
+    /// A handle as one word for a table entry (`0` is never returned).
+    pub fn to_bits(&self, h: FileHandle) -> u64 {
+        let base = self.slots.as_ptr() as usize;
+        let idx =
+            (h.file as *const FileRef as usize).wrapping_sub(base) / std::mem::size_of::<FileRef>();
+        assert!(idx < N, "a handle of another pool");
+        (idx as u64 + 1) | (h.gen as u64) << 32
+    }
+
+    /// The handle of a word from [`Pool::to_bits`] (`None` for 0).
+    pub fn from_bits(&'static self, bits: u64) -> Option<FileHandle> {
+        let idx = (bits as u32 as usize).checked_sub(1)?;
+        Some(FileHandle {
+            file: self.slots.get(idx)?,
+            gen: (bits >> 32) as u32,
+        })
+    }
+}
+
+/// Default capacity of the writer's [`PathTable`].
+pub const PATHS_CAP: usize = 1 << 16;
+const MARK_IDX_BITS: u32 = 20;
+
+/// Stamps of path-table entries, unique in the process (a fork child continues the count).
+static STAMP: AtomicU64 = AtomicU64::new(1);
+
+struct Entry {
+    path: Arc<[u8]>,
+    hash: Hash16,
+    stamp: u64,
+    used: Cell<bool>,
+}
+
+/// The writer's `path → hash` table: which paths already have their `FH` record in the
+/// current file. At most `cap` entries (CLOCK eviction: an entry not looked up since the hand
+/// last passed is replaced). Memory: `cap` × (entry 48 B + map slot ~24 B + the path).
+pub struct PathTable {
+    map: HashMap<Arc<[u8]>, u32, FastBuild>,
+    entries: Vec<Entry>,
+    hand: usize,
+    cap: usize,
+}
+
+impl PathTable {
+    pub fn new(cap: usize) -> PathTable {
+        assert!(cap > 0 && cap < 1 << MARK_IDX_BITS);
+        PathTable {
+            map: HashMap::default(),
+            entries: Vec::new(),
+            hand: 0,
+            cap,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn find(&self, path: &[u8]) -> Option<usize> {
+        let i = *self.map.get(path)? as usize;
+        self.entries[i].used.set(true);
+        Some(i)
+    }
+
+    fn mark_of(&self, i: usize) -> u64 {
+        self.entries[i].stamp << MARK_IDX_BITS | i as u64
+    }
+
+    pub fn contains_key(&self, path: &[u8]) -> bool {
+        self.find(path).is_some()
+    }
+
+    pub fn get(&self, path: &[u8]) -> Option<&Hash16> {
+        self.find(path).map(|i| &self.entries[i].hash)
+    }
+
+    /// Adds `path` (its `FH` was just written), evicting an entry when full; returns the
+    /// entry's mark for [`PathTable::marked`].
+    pub fn insert(&mut self, path: Box<[u8]>, hash: Hash16) -> u64 {
+        if let Some(i) = self.find(&path) {
+            self.entries[i].hash = hash;
+            return self.mark_of(i);
+        }
+        let entry = Entry {
+            path: Arc::from(path),
+            hash,
+            stamp: STAMP.fetch_add(1, Ordering::Relaxed),
+            used: Cell::new(true),
+        };
+        let i = if self.entries.len() < self.cap {
+            self.entries.push(entry);
+            self.entries.len() - 1
+        } else {
+            let i = loop {
+                let i = self.hand;
+                self.hand = (self.hand + 1) % self.cap;
+                if !self.entries[i].used.replace(false) {
+                    break i;
+                }
+            };
+            let old = std::mem::replace(&mut self.entries[i], entry);
+            self.map.remove(&*old.path);
+            i
+        };
+        self.map.insert(self.entries[i].path.clone(), i as u32);
+        self.mark_of(i)
+    }
+
+    /// Whether `mark` (from [`PathTable::insert`] or [`PathTable::mark_for`]) still names an
+    /// entry of this table (its `FH` is in this file); counts as a use of the entry.
+    pub fn marked(&self, mark: u64) -> bool {
+        let i = (mark & ((1 << MARK_IDX_BITS) - 1)) as usize;
+        match self.entries.get(i) {
+            Some(e) if mark != 0 && e.stamp == mark >> MARK_IDX_BITS => {
+                e.used.set(true);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The mark of `path`'s entry, if it has one.
+    pub fn mark_for(&self, path: &[u8]) -> Option<u64> {
+        self.find(path).map(|i| self.mark_of(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The pass counters are process-wide: pool tests run one at a time.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn pass() {
+        let p = begin_pass();
+        end_pass(p);
+    }
+
+    #[test]
+    fn path_table_capacity_eviction_and_marks() {
+        let mut t = PathTable::new(4);
+        let marks: Vec<u64> = (0..4)
+            .map(|i| t.insert(format!("/p/{i}").into_bytes().into(), [b'a'; 16]))
+            .collect();
+        assert!(marks.iter().all(|&m| t.marked(m)));
+        // All used: the hand clears every bit, then evicts /p/0.
+        let m4 = t.insert(b"/p/4".to_vec().into(), [b'b'; 16]);
+        assert_eq!(t.len(), 4);
+        assert!(!t.contains_key(b"/p/0") && !t.marked(marks[0]));
+        assert!(t.marked(m4) && t.get(b"/p/4") == Some(&[b'b'; 16]));
+        // /p/1 was looked up (marked) since the hand passed; /p/2 and /p/3 were not.
+        assert!(t.marked(marks[1]));
+        t.insert(b"/p/5".to_vec().into(), [b'c'; 16]);
+        assert!(t.contains_key(b"/p/1") && !t.contains_key(b"/p/2"));
+        // Coming back: a new entry, a new mark; the old mark stays invalid.
+        let again = t.insert(b"/p/0".to_vec().into(), [b'a'; 16]);
+        assert!(t.marked(again) && again != marks[0] && !t.marked(marks[0]));
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.map.len(), 4);
+    }
+
+    #[test]
+    fn pool_dedups_pins_and_reuses_only_after_a_pass() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        static P: Pool<32> = Pool::new();
+        let a = P.intern(b"/d/a").unwrap();
+        let a2 = P.intern(b"/d/a").unwrap();
+        assert!(std::ptr::eq(a.file(), a2.file()) && a.gen == a2.gen);
+        assert_eq!(a.hash(), &hash16(b"/d/a"));
+        let h = a.handle();
+        drop(a2);
+        // 31 more paths fill the (single) bucket while `a` stays pinned.
+        let rest: Vec<Pinned> = (0..31)
+            .map(|i| P.intern(format!("/d/{i}").as_bytes()).unwrap())
+            .collect();
+        assert!(P.intern(b"/d/new").is_none(), "every slot is pinned");
+        assert_eq!(P.full_count(), 1);
+        drop(rest);
+        // Unpinned, but their release came after the last finished pass: not reusable yet.
+        assert!(P.intern(b"/d/new").is_none());
+        pass();
+        let n = P.intern(b"/d/new").unwrap();
+        assert_ne!(n.path(), b"/d/a");
+        // `a` (still pinned) was never reused: its handle still pins the same file.
+        let again = h.pin().unwrap();
+        assert_eq!(again.path(), b"/d/a");
+        drop((a, again));
+        // A cached path comes back to the same slot and generation.
+        let c = P.intern(b"/d/new").unwrap();
+        assert!(std::ptr::eq(c.file(), n.file()) && c.gen == n.gen);
+    }
+
+    #[test]
+    fn stale_handles_never_pin_another_file() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        static P: Pool<32> = Pool::new();
+        let mut stale = Vec::new();
+        for round in 0..50 {
+            let ps: Vec<Pinned> = (0..32)
+                .map(|i| P.intern(format!("/r{round}/{i}").as_bytes()).unwrap())
+                .collect();
+            stale.extend(ps.iter().map(|p| (p.handle(), p.path().to_vec())));
+            drop(ps);
+            pass();
+        }
+        for (h, path) in stale {
+            if let Some(p) = h.pin() {
+                assert_eq!(p.path(), &path[..], "a handle pins only its own file");
+            }
+        }
+    }
+
+    /// Random opens, closes, records and writer passes against a model: a record written
+    /// while its file was pinned always resolves to that file when the writer encodes it; a
+    /// record written after (a racing close) resolves to its own file or to none; no pinned
+    /// slot ever changes path.
+    #[test]
+    fn random_sequences_never_misattribute() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        static P: Pool<64> = Pool::new();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        // Open "fds": (pin, path). Ring: (handle, path, racy) in write order, encoded by
+        // a pass. Closed: handles of closed files, for racy records.
+        let mut open: Vec<(Pinned, Vec<u8>)> = Vec::new();
+        let mut ring: Vec<(FileHandle, Vec<u8>, bool)> = Vec::new();
+        let mut closed: Vec<(FileHandle, Vec<u8>)> = Vec::new();
+        let (mut full, mut stale) = (0, 0);
+        for _ in 0..200_000 {
+            // At most ~40 files open: the pool (64 slots) is not the thing under test here.
+            let op = if open.len() > 40 { 2 } else { next() % 9 };
+            match op {
+                0 | 1 => {
+                    let path = format!("/f/{}", next() % 300).into_bytes();
+                    match P.intern(&path) {
+                        Some(p) => {
+                            assert_eq!(p.path(), &path[..]);
+                            ring.push((p.handle(), path.clone(), false));
+                            open.push((p, path));
+                        }
+                        None => full += 1,
+                    }
+                }
+                2 | 3 if !open.is_empty() => {
+                    let i = (next() as usize) % open.len();
+                    let (p, path) = open.swap_remove(i);
+                    ring.push((p.handle(), path.clone(), false)); // the close record, then unpin
+                    closed.push((p.handle(), path));
+                    drop(p);
+                }
+                4 | 5 if !open.is_empty() => {
+                    let (p, path) = &open[(next() as usize) % open.len()];
+                    ring.push((p.handle(), path.clone(), false));
+                }
+                6 => {
+                    // A writer pass: encodes everything written so far.
+                    let pass = begin_pass();
+                    for (h, path, racy) in ring.drain(..) {
+                        match h.pin_transient() {
+                            Some(p) => {
+                                assert_eq!(p.path(), &path[..]);
+                                assert_eq!(p.hash(), &hash16(&path));
+                            }
+                            None => {
+                                assert!(racy, "a record's slot is never reused early");
+                                stale += 1;
+                            }
+                        }
+                    }
+                    end_pass(pass);
+                }
+                7 if !closed.is_empty() => {
+                    // I/O on an fd another thread closed: a record written after the unpin.
+                    let (h, path) = closed[(next() as usize) % closed.len()].clone();
+                    ring.push((h, path, true));
+                }
+                _ => {
+                    for (p, path) in &open {
+                        assert_eq!(p.path(), &path[..]);
+                    }
+                }
+            }
+        }
+        assert!(full < 1000, "pool full {full} times");
+        assert!(stale > 0, "racy records met reused slots");
+    }
+
+    #[test]
+    fn concurrent_interning_and_reuse() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        static P: Pool<64> = Pool::new();
+        let hs: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..20_000u32 {
+                        let path = format!("/c/{}", (i * 7 + t) % 500);
+                        if let Some(p) = P.intern(path.as_bytes()) {
+                            assert_eq!(p.path(), path.as_bytes());
+                            let h = p.handle();
+                            let q = h.pin().unwrap();
+                            assert_eq!(q.path(), path.as_bytes());
+                        }
+                        if i % 64 == 0 {
+                            pass();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    }
+}
