@@ -21,7 +21,7 @@ step "fuzz targets: replay seeds + bounded random inputs on stable"
 cargo test --release -q --manifest-path fuzz/Cargo.toml 2>&1 | tail -n 20
 
 step "python frontend: build the wheel, run pytest"
-venv "$ROOT/.venv-test" pytest
+venv "$ROOT/.venv-test" pytest numpy
 rm -rf "$ROOT/target/wheels"
 "$ROOT/.venv-test/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$ROOT/target/wheels" "$ROOT/frontends/python"
 DFT_WHEEL="$(ls "$ROOT"/target/wheels/*.whl)"

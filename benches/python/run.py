@@ -2,6 +2,10 @@
 table of medians and ratios and writes a JSON record; adds callgrind instructions per call.
 
     python3 benches/python/run.py --ours VENV_OURS --ref VENV_REF [--rounds 5] [--record F]
+    python3 benches/python/run.py --ours VENV_OURS --failed-start [--rounds 3] [--record F]
+
+`--failed-start`: ours only, tracing off against a start that failed (DFTRACER_LOG_FILE under a
+regular file), same run, alternating rounds: a failed start must cost what tracing off costs.
 """
 
 import argparse
@@ -22,16 +26,77 @@ WORKLOADS = ["plain_f()", "plain_f(a,b=2)", "deco_f()", "deco_f(a,b=2)", "contex
 
 def env_for(enable: bool, out: str) -> dict:
     e = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
-    if enable:
+    if enable == "failed":
+        # A regular file where the log directory should be: the start fails (one stderr line).
+        Path(out, "blocker").write_text("not a directory")
+        e.update(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=os.path.join(out, "blocker", "t"))
+    elif enable:
         e.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1", DFTRACER_LOG_FILE=os.path.join(out, "t"))
     return e
 
 
-def run_once(py: str, label: str, enable: bool, calls: int) -> dict:
+def run_once(py: str, label: str, enable, calls: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
         r = subprocess.run([py, str(HERE / "bench.py"), label, out, str(calls)], env=env_for(enable, out),
                            capture_output=True, text=True, check=True)
         return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+CG_FAILED = """
+import sys
+from dftracer.python import dftracer, dft_fn
+import dftracer.dftracer as d
+dftracer.initialize_log(logfile=None)
+df = dft_fn("bench")
+@df.log
+def deco(): return 1
+def ctx():
+    with dft_fn("bench", name="r"): pass
+def ev(): d.log_event("ev", "bench", 1, 10, {"step": 1})
+f = {"deco": deco, "ctx": ctx, "log_event": ev}[sys.argv[1]]
+for _ in range(int(sys.argv[3])): f()
+"""
+
+
+def failed_start(a) -> int:
+    """Tracing off vs a failed start, ours only, alternating rounds of the same run."""
+    py = f"{a.ours}/bin/python"
+    configs = [("off", False), ("failed", "failed")]
+    samples = {c: {w: [] for w in WORKLOADS} for c, _ in configs}
+    for _ in range(a.rounds):
+        for name, en in configs:
+            res = run_once(py, name, en, a.calls)
+            for w in WORKLOADS:
+                samples[name][w].append(res[w])
+    med = {n: {w: statistics.median(v) for w, v in d.items()} for n, d in samples.items()}
+    rows = []
+    print(f"{'workload':18} {'off ns':>8} {'failed ns':>10} {'failed-off':>10}")
+    for w in WORKLOADS:
+        rows.append(dict(workload=w, off=med["off"][w], failed=med["failed"][w],
+                         failed_minus_off=med["failed"][w] - med["off"][w]))
+        print(f"{w:18} {med['off'][w]:8.1f} {med['failed'][w]:10.1f} {med['failed'][w] - med['off'][w]:10.1f}")
+    cg = {}
+    if not a.no_callgrind:
+        # Instructions per call (repeatable where nanoseconds drift on a shared machine).
+        with tempfile.TemporaryDirectory() as out:
+            script = Path(out) / "cg_failed.py"
+            script.write_text(CG_FAILED)
+            for which in ("deco", "ctx", "log_event"):
+                for name, en in configs:
+                    env = env_for(en, out)
+                    env["PYTHONHASHSEED"] = "0"  # else dict layouts move counts by ~100/call
+                    cg[f"{which}_{name}"] = callgrind_check.per_call(
+                        lambda n: [py, str(script), which, out, str(n)], env)
+                print(f"callgrind instructions per call, {which}: off {cg[which + '_off']:.0f}, "
+                      f"failed start {cg[which + '_failed']:.0f}")
+    if a.record:
+        record = {"machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()},
+                  "command": " ".join(sys.argv), "rounds": a.rounds, "calls": a.calls, "median_ns": rows,
+                  "callgrind_per_call": cg}
+        Path(a.record).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.record).write_text(json.dumps(record, indent=2) + "\n")
+        print(f"record: {a.record}")
+    return 0
 
 
 def per_call(py: str, which: str, enable: bool) -> float:
@@ -46,12 +111,17 @@ def per_call(py: str, which: str, enable: bool) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", required=True)
-    ap.add_argument("--ref", required=True)
+    ap.add_argument("--ref")
+    ap.add_argument("--failed-start", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=200_000)
     ap.add_argument("--record")
     ap.add_argument("--no-callgrind", action="store_true")
     a = ap.parse_args()
+    if a.failed_start:
+        return failed_start(a)
+    if not a.ref:
+        ap.error("--ref is required (except with --failed-start)")
     ours_py, ref_py = f"{a.ours}/bin/python", f"{a.ref}/bin/python"
     configs = [("off", ours_py, False), ("ours", ours_py, True), ("ref", ref_py, True)]
     samples = {c[0]: {w: [] for w in WORKLOADS} for c in configs}

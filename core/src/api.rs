@@ -42,5 +42,14 @@ pub struct Api {
     pub trace_path: fn() -> Option<String>,
     pub stats: fn() -> Stats,
     pub is_running: fn() -> bool,
+    /// A start failed (decided once: later events cost what tracing off costs).
+    pub start_failed: fn() -> bool,
+    /// The prefix in force.
+    pub prefix: fn() -> Option<String>,
+    /// Whether `init` exports the settings to the environment (a frontend that sets the
+    /// environment itself, under its own lock, turns it off).
+    pub export_env_at_init: fn(bool),
+    /// The environment children need to trace into the same place.
+    pub child_env: fn() -> Vec<(&'static str, String)>,
     pub is_finalized: fn() -> bool,
 }

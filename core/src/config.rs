@@ -189,8 +189,11 @@ pub struct Knob {
     get: fn(&Config) -> String,
 }
 
-fn warn_bad(warnings: &mut Vec<String>, env: &str, raw: &str, expect: &str) {
-    warnings.push(format!("{env}={raw:?} is not {expect}; using the default"));
+/// The one shape of a bad-value warning: the variable, the value given, what was expected and
+/// the value used instead (every knob's warning starts with its variable name: `from_env`
+/// prints each knob's warning once per process).
+fn warn_bad(warnings: &mut Vec<String>, env: &str, raw: &str, expect: &str, using: &str) {
+    warnings.push(format!("{env}={raw:?} is not {expect}; using {using}"));
 }
 
 /// `1/true/yes/on` and `0/false/no/off`, any case.
@@ -216,15 +219,24 @@ macro_rules! bool_knob {
             yaml_inverted: $invert,
             set: |c, raw, w| match parse_bool(raw) {
                 Some(b) => c.$field = b != $invert,
-                None => warn_bad(w, $env, raw, "a boolean (1/true/yes/on or 0/false/no/off)"),
+                None => warn_bad(
+                    w,
+                    $env,
+                    raw,
+                    "a boolean (1/true/yes/on or 0/false/no/off)",
+                    &((c.$field != $invert) as u8).to_string(),
+                ),
             },
             get: |c| ((c.$field != $invert) as u8).to_string(),
         }
     };
 }
 
+/// An unsigned integer knob. `$domain` describes the accepted values; `$fix` maps a parsed
+/// value outside them to the value used instead (`None`: the value is accepted as is).
 macro_rules! uint_knob {
-    ($env:literal, $yaml:literal, $default:literal, $meaning:literal, $field:ident, $ty:ty) => {
+    ($env:literal, $yaml:literal, $default:literal, $meaning:literal, $field:ident, $ty:ty,
+     $domain:literal, $fix:expr) => {
         Knob {
             env: $env,
             yaml: $yaml,
@@ -232,9 +244,25 @@ macro_rules! uint_knob {
             meaning: $meaning,
             yaml_inverted: false,
             set: |c, raw, w| match parse_u64(raw) {
-                // Saturate (never wrap): normalize() then clamps to the knob's range.
-                Some(v) => c.$field = <$ty>::try_from(v).unwrap_or(<$ty>::MAX),
-                None => warn_bad(w, $env, raw, "a non-negative integer"),
+                Some(v) => {
+                    let fix: fn(u64) -> Option<u64> = $fix;
+                    let used = match fix(v) {
+                        Some(u) => {
+                            warn_bad(w, $env, raw, $domain, &u.to_string());
+                            u
+                        }
+                        None => v,
+                    };
+                    // Saturate (never wrap); every fix keeps values inside the type.
+                    c.$field = <$ty>::try_from(used).unwrap_or(<$ty>::MAX);
+                }
+                None => warn_bad(
+                    w,
+                    $env,
+                    raw,
+                    concat!("a non-negative integer (", $domain, ")"),
+                    &c.$field.to_string(),
+                ),
             },
             get: |c| c.$field.to_string(),
         }
@@ -250,11 +278,22 @@ pub static KNOBS: &[Knob] = &[
         default: "FUNCTION",
         meaning: "FUNCTION: the API starts tracing; PRELOAD: the LD_PRELOAD library does",
         yaml_inverted: false,
-        set: |c, raw, _| {
+        set: |c, raw, w| {
             c.init = match raw.trim().to_ascii_uppercase().as_str() {
                 "FUNCTION" => InitMode::Function,
                 "PRELOAD" => InitMode::Preload,
-                _ => InitMode::None,
+                "NONE" => InitMode::None,
+                _ => {
+                    // The reference's rule: any other value means NONE.
+                    warn_bad(
+                        w,
+                        "DFTRACER_INIT",
+                        raw,
+                        "FUNCTION, PRELOAD or NONE",
+                        "NONE (nothing starts I/O interception)",
+                    );
+                    InitMode::None
+                }
             }
         },
         get: |c| c.init.as_str().into(),
@@ -286,7 +325,13 @@ pub static KNOBS: &[Knob] = &[
         yaml_inverted: false,
         set: |c, raw, w| match TimeMetric::parse(raw) {
             Some(m) => c.time_metric = m,
-            None => warn_bad(w, "DFTRACER_TIME_METRIC", raw, "one of NS, US, MS, SEC"),
+            None => warn_bad(
+                w,
+                "DFTRACER_TIME_METRIC",
+                raw,
+                "one of NS, US, MS, SEC",
+                c.time_metric.as_str(),
+            ),
         },
         get: |c| c.time_metric.as_str().into(),
     },
@@ -296,7 +341,17 @@ pub static KNOBS: &[Knob] = &[
         default: "WARN",
         meaning: "stderr verbosity: ERROR, WARN, INFO or DEBUG",
         yaml_inverted: false,
-        set: |c, raw, _| c.log_level = raw.trim().to_ascii_uppercase(),
+        set: |c, raw, w| match raw.trim().to_ascii_uppercase().as_str() {
+            l @ ("ERROR" | "WARN" | "INFO" | "DEBUG") => c.log_level = l.into(),
+            "WARNING" => c.log_level = "WARN".into(),
+            _ => warn_bad(
+                w,
+                "DFTRACER_LOG_LEVEL",
+                raw,
+                "one of ERROR, WARN, INFO, DEBUG",
+                &c.log_level.clone(),
+            ),
+        },
         get: |c| c.log_level.clone(),
     },
     bool_knob!("DFTRACER_SET_CORE_AFFINITY", "features.core_affinity", "0", "accepted for compatibility; no effect", core_affinity, false),
@@ -308,7 +363,13 @@ pub static KNOBS: &[Knob] = &[
         yaml_inverted: false,
         set: |c, raw, w| match raw.trim().parse::<i64>() {
             Ok(v) => c.gotcha_priority = v,
-            Err(_) => warn_bad(w, "DFTRACER_GOTCHA_PRIORITY", raw, "an integer"),
+            Err(_) => warn_bad(
+                w,
+                "DFTRACER_GOTCHA_PRIORITY",
+                raw,
+                "an integer",
+                &c.gotcha_priority.to_string(),
+            ),
         },
         get: |c| c.gotcha_priority.to_string(),
     },
@@ -318,9 +379,9 @@ pub static KNOBS: &[Knob] = &[
     bool_knob!("DFTRACER_TRACE_COMPRESSION", "tracer.compression", "1", "gzip members (.pfw.gz); 0 writes plain .pfw", compression, false),
     bool_knob!("DFTRACER_DISABLE_TIDS", "features.tid", "0", "1 writes tid 0 (not inverted, unlike the reference)", tids, true),
     bool_knob!("DFTRACER_BIND_SIGNALS", "internal.bind_signals", "1", "flush the trace on SIGTERM/SIGINT/SIGHUP (only where the signal has its default action), then die by the signal", bind_signals, false),
-    uint_knob!("DFTRACER_WRITE_BUFFER_SIZE", "internal.write_buffer_size", "1048576", "bytes of JSON per gzip member before it is cut (reference: 16777216; ours is smaller so that compressing a member never outlasts a thread's ring)", write_buffer_size, usize),
-    uint_knob!("DFTRACER_TRACE_INTERVAL_MS", "features.interval", "1000", "service sampling period", trace_interval_ms, u64),
-    uint_knob!("DFTRACER_LIBUV_THREADS", "tracer.libuv_threads", "1", "accepted for compatibility; the service samples on one thread", libuv_threads, u64),
+    uint_knob!("DFTRACER_WRITE_BUFFER_SIZE", "internal.write_buffer_size", "1048576", "bytes of JSON per gzip member before it is cut (reference: 16777216; ours is smaller so that compressing a member never outlasts a thread's ring)", write_buffer_size, usize, "any size; 0 cuts a member per event", |_| None),
+    uint_knob!("DFTRACER_TRACE_INTERVAL_MS", "features.interval", "1000", "service sampling period", trace_interval_ms, u64, "at least 1", |v| (v == 0).then_some(1000)),
+    uint_knob!("DFTRACER_LIBUV_THREADS", "tracer.libuv_threads", "1", "accepted for compatibility; the service samples on one thread", libuv_threads, u64, "at least 1", |v| (v == 0).then_some(1)),
     bool_knob!("DFTRACER_ENABLE_AGGREGATION", "features.aggregation.enable", "0", "write one ph 3 record per name, cat, thread and TRACE_INTERVAL_MS bucket instead of each event", aggregation_enable, false),
     Knob {
         env: "DFTRACER_AGGREGATION_TYPE",
@@ -328,12 +389,15 @@ pub static KNOBS: &[Knob] = &[
         default: "FULL",
         meaning: "FULL aggregates every event; SELECTIVE (rule files) is not supported and acts as FULL, with a warning",
         yaml_inverted: false,
-        set: |c, raw, _| {
-            c.aggregation_type = if raw.trim().eq_ignore_ascii_case("SELECTIVE") {
-                "SELECTIVE".into()
-            } else {
-                "FULL".into()
-            }
+        set: |c, raw, w| match raw.trim().to_ascii_uppercase().as_str() {
+            t @ ("FULL" | "SELECTIVE") => c.aggregation_type = t.into(),
+            _ => warn_bad(
+                w,
+                "DFTRACER_AGGREGATION_TYPE",
+                raw,
+                "FULL or SELECTIVE",
+                &c.aggregation_type.clone(),
+            ),
         },
         get: |c| c.aggregation_type.clone(),
     },
@@ -347,11 +411,14 @@ pub static KNOBS: &[Knob] = &[
         get: |c| c.aggregation_file.clone().unwrap_or_default(),
     },
     bool_knob!("DFTRACER_ERROR", "internal.throw_error", "0", "accepted for compatibility; no effect", throw_error, false),
-    uint_knob!("DFTRACER_FLUSH_INTERVAL_MS", "internal.flush_interval_ms", "1000", "ours: write buffered events at least this often (a SIGKILL loses at most this much)", flush_interval_ms, u64),
-    uint_knob!("DFTRACER_RING_SIZE", "internal.ring_size", "1048576", "ours: bytes of each thread's event ring (min 524288)", ring_size, usize),
+    uint_knob!("DFTRACER_FLUSH_INTERVAL_MS", "internal.flush_interval_ms", "1000", "ours: write buffered events at least this often (a SIGKILL loses at most this much)", flush_interval_ms, u64, "at least 1", |v| (v == 0).then_some(1)),
+    uint_knob!("DFTRACER_RING_SIZE", "internal.ring_size", "1048576", "ours: bytes of each thread's event ring (min 524288)", ring_size, usize, "a power of two in 524288..=1073741824", |v| {
+        let c = v.clamp(MIN_RING_SIZE as u64, MAX_RING_SIZE as u64).next_power_of_two();
+        (c != v).then_some(c)
+    }),
     bool_knob!("DFTRACER_DROP_WHEN_FULL", "internal.drop_when_full", "0", "ours: a full ring drops (and counts) events instead of draining on the producer", drop_when_full, false),
     bool_knob!("DFTRACER_TSC", "internal.tsc", "1", "ours: event times from the CPU time-stamp counter, calibrated against CLOCK_REALTIME, when the kernel uses the TSC as its clocksource; 0: always clock_gettime", tsc, false),
-    uint_knob!("DFTRACER_COMPRESSION_LEVEL", "internal.compression_level", "1", "ours: deflate level 0-10 of each gzip member", compression_level, u8),
+    uint_knob!("DFTRACER_COMPRESSION_LEVEL", "internal.compression_level", "1", "ours: deflate level 0-10 of each gzip member", compression_level, u8, "in 0..=10", |v| (v > 10).then_some(10)),
 ];
 
 /// Reads the environment through `getenv` (the closure), then the YAML file it names.
@@ -434,55 +501,77 @@ pub fn apply_yaml(cfg: &mut Config, text: &str, warnings: &mut Vec<String>) -> R
             match scalar(value) {
                 Some(raw) if knob.yaml_inverted => match parse_bool(&raw) {
                     Some(b) => (knob.set)(cfg, if b { "0" } else { "1" }, warnings),
-                    None => warnings.push(format!("YAML key {} is not a boolean", knob.yaml)),
+                    None => warnings.push(format!(
+                        "{}: YAML key {} = {raw:?} is not a boolean; ignored",
+                        knob.env, knob.yaml
+                    )),
                 },
                 Some(raw) => (knob.set)(cfg, &raw, warnings),
                 None if value.is_null() => {}
-                None => warnings.push(format!("YAML key {} has an unusable value", knob.yaml)),
+                None => warnings.push(format!(
+                    "{}: YAML key {} has an unusable value; ignored",
+                    knob.env, knob.yaml
+                )),
             }
         }
     }
     Ok(())
 }
 
+/// What a warning is about: the knob variable it starts with, else the whole line.
+fn warning_key(w: &str) -> &str {
+    KNOBS
+        .iter()
+        .map(|k| k.env)
+        .find(|env| {
+            w.strip_prefix(env)
+                .is_some_and(|rest| rest.starts_with(['=', ':', ' ']))
+        })
+        .unwrap_or(w)
+}
+
+/// Prints `line` on stderr unless a line with the same `key` was printed before in this
+/// process (this copy of the core).
+pub fn print_once(line: &str, key: &str) {
+    static PRINTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut printed = PRINTED.lock().unwrap_or_else(|e| e.into_inner());
+    if printed.iter().any(|k| k == key) {
+        return;
+    }
+    printed.push(key.to_string());
+    drop(printed);
+    crate::sys::eprint_line(line);
+}
+
 impl Config {
     /// Configuration from the process environment (and the YAML it names). Prints warnings and
-    /// errors to stderr, one line each, once.
+    /// errors to stderr, one line each; a knob's warning is printed once per process however
+    /// often the configuration is read (see [`print_once`]).
     pub fn from_env() -> Config {
         let (cfg, warnings, error) = resolve(|k| std::env::var(k).ok());
         for w in &warnings {
-            crate::sys::eprint_line(&format!("[DFTRACER WARN] {w}"));
+            print_once(&format!("[DFTRACER WARN] {w}"), warning_key(w));
         }
         if let Some(e) = error {
-            crate::sys::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+            let line = format!("[DFTRACER ERROR] {e}");
+            print_once(&line, &line);
         }
         cfg
     }
 
     fn normalize(&mut self, warnings: &mut Vec<String>) {
-        if self.ring_size < MIN_RING_SIZE || self.ring_size > MAX_RING_SIZE {
-            warnings.push(format!(
-                "DFTRACER_RING_SIZE={} is outside {MIN_RING_SIZE}..={MAX_RING_SIZE}; clamped",
-                self.ring_size
-            ));
-        }
+        // The setters already replaced (with a warning) every value outside its knob's
+        // domain; these clamps only keep the invariants for a Config built by hand.
         self.ring_size = self
             .ring_size
             .clamp(MIN_RING_SIZE, MAX_RING_SIZE)
             .next_power_of_two();
-        if self.compression_level > 10 {
-            self.compression_level = 10;
-        }
-        if self.flush_interval_ms == 0 {
-            self.flush_interval_ms = 1;
-        }
+        self.compression_level = self.compression_level.min(10);
+        self.flush_interval_ms = self.flush_interval_ms.max(1);
         if self.trace_interval_ms == 0 {
-            warnings.push("DFTRACER_TRACE_INTERVAL_MS=0; using 1000".into());
             self.trace_interval_ms = 1000;
         }
-        if self.libuv_threads == 0 {
-            self.libuv_threads = 1;
-        }
+        self.libuv_threads = self.libuv_threads.max(1);
         if self.aggregation_enable && self.aggregation_type == "SELECTIVE" {
             warnings.push(
                 "DFTRACER_AGGREGATION_TYPE=SELECTIVE: rule files are not supported; aggregating every event (FULL)"
@@ -563,6 +652,53 @@ mod tests {
         assert!(cfg.compression, "garbage keeps the default");
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("DFTRACER_TRACE_COMPRESSION"), "{w:?}");
+    }
+
+    #[test]
+    fn every_knob_with_a_domain_warns_on_a_value_outside_it() {
+        let free = [
+            "DFTRACER_LOG_FILE",
+            "DFTRACER_DATA_DIR",
+            "DFTRACER_AGGREGATION_FILE",
+        ];
+        for knob in KNOBS.iter().filter(|k| !free.contains(&k.env)) {
+            let (cfg, w, _) = resolve(env(&[(knob.env, "garbage!")]));
+            assert_eq!(w.len(), 1, "{}: {w:?}", knob.env);
+            assert!(
+                w[0].starts_with(&format!("{}=\"garbage!\" is not ", knob.env)),
+                "{w:?}"
+            );
+            let used = w[0].rsplit_once("; using ").unwrap().1;
+            assert!(used.starts_with(&cfg.get(knob.env)), "{}: {w:?}", knob.env);
+        }
+        for (k, v, used) in [
+            ("DFTRACER_COMPRESSION_LEVEL", "99", "10"),
+            ("DFTRACER_RING_SIZE", "5", "524288"),
+            ("DFTRACER_RING_SIZE", "600000", "1048576"),
+            ("DFTRACER_FLUSH_INTERVAL_MS", "0", "1"),
+            ("DFTRACER_TRACE_INTERVAL_MS", "0", "1000"),
+            ("DFTRACER_LIBUV_THREADS", "0", "1"),
+            ("DFTRACER_LOG_LEVEL", "LOUD", "WARN"),
+            ("DFTRACER_INIT", "garbage", "NONE"),
+            ("DFTRACER_AGGREGATION_TYPE", "PARTIAL", "FULL"),
+            ("DFTRACER_TIME_METRIC", "HOURS", "US"),
+        ] {
+            let (cfg, w, _) = resolve(env(&[(k, v)]));
+            assert_eq!(w.len(), 1, "{k}={v}: {w:?}");
+            assert!(w[0].contains(&format!("using {used}")), "{w:?}");
+            assert_eq!(cfg.get(k), used);
+        }
+        // Values inside the domain: silent.
+        for (k, v) in [
+            ("DFTRACER_COMPRESSION_LEVEL", "10"),
+            ("DFTRACER_RING_SIZE", "524288"),
+            ("DFTRACER_LOG_LEVEL", "debug"),
+            ("DFTRACER_INIT", "none"),
+            ("DFTRACER_WRITE_BUFFER_SIZE", "0"),
+        ] {
+            let (_, w, _) = resolve(env(&[(k, v)]));
+            assert!(w.is_empty(), "{k}={v}: {w:?}");
+        }
     }
 
     #[test]

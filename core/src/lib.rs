@@ -60,7 +60,7 @@ mod tracer;
 pub use config::{Config, ConfigError, InitMode, TimeMetric, KNOBS};
 pub use event::{Arg, Layer, Schema, Slot, Value};
 pub use files::{FileHandle, FileRef, Pinned};
-pub use sink::{check_dir as check_log_dir, Origin};
+pub use sink::{check_dir as check_log_dir, prepare_dir as prepare_log_dir, Origin};
 pub use sys::{cwd, dir_writable, eprint_line, hostname};
 
 /// The word behind [`is_enabled`] (bit 0): for a frontend that reaches this core from another
@@ -68,7 +68,8 @@ pub use sys::{cwd, dir_writable, eprint_line, hostname};
 #[doc(hidden)]
 pub use tracer::STATE as STATE_WORD;
 pub use tracer::{
-    claim_for_app, complete, complete_static, config, counter, finalize, flush, init, is_enabled,
-    is_finalized, is_internal, is_running, mark_used, metadata, now, retarget, set_app_metadata,
-    set_bind, stats, trace_path, AppValue, Error, Stats,
+    child_env, claim_for_app, complete, complete_static, config, counter, export_env_at_init,
+    finalize, flush, init, is_enabled, is_finalized, is_internal, is_running, mark_used, metadata,
+    now, prefix, prefix_for, retarget, set_app_metadata, set_bind, start_failed, stats, trace_path,
+    AppValue, Error, Stats,
 };

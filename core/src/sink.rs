@@ -79,21 +79,126 @@ pub fn trace_path(prefix: &str, hash: &str, origin: Origin, n: u32, compressed: 
     }
 }
 
-/// Checks, without creating anything, that files can be created next to `prefix`.
-pub fn check_dir(prefix: &str) -> io::Result<()> {
-    let dir = match prefix.rfind('/') {
+/// The directory part of a prefix (`/` for `/x`, `.` for a bare name).
+fn dir_of(prefix: &str) -> &str {
+    match prefix.rfind('/') {
         Some(0) => "/",
         Some(i) => &prefix[..i],
         None => ".",
-    };
-    let meta = std::fs::metadata(dir)?;
+    }
+}
+
+fn refuse(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// What a file that exists is, in words (for "exists and is ...").
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a fifo"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// `None` when `dir` (an existing directory) can hold regular files as far as its filesystem
+/// goes; else which kind of filesystem it is on. `/dev` counts when it is its own mount
+/// (devtmpfs reports the tmpfs magic, so it is told by device number); other mounts below it
+/// (`/dev/shm`) are ordinary.
+fn special_fs(dir: &str, meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(fs) = crate::sys::pseudo_fs(dir) {
+        return Some(fs);
+    }
+    let dev = std::fs::metadata("/dev").ok()?;
+    let root = std::fs::metadata("/").ok()?;
+    (dev.dev() != root.dev() && meta.dev() == dev.dev()).then_some("device (/dev)")
+}
+
+/// Checks, without creating anything, that trace files can be created with `prefix`
+/// (`<prefix>-<hash>-<suffix>.pfw.gz`):
+/// - `prefix` itself, when it exists, is a regular file: a device, directory, fifo or socket
+///   is refused (`/dev/full` as a prefix would otherwise make `/dev/full-<hash>-app.pfw.gz`);
+/// - its directory exists, is a directory, is not on a device, proc or sys filesystem, and
+///   is writable.
+///
+/// The error says what is wrong, naming the path.
+pub fn check_dir(prefix: &str) -> io::Result<()> {
+    if let Ok(meta) = std::fs::metadata(prefix) {
+        if !meta.is_file() {
+            let hint = if meta.is_dir() {
+                format!(" (for files inside it, use {prefix}/trace)")
+            } else {
+                String::new()
+            };
+            return Err(refuse(format!(
+                "{prefix} exists and is {}; a trace prefix must be a new name or a regular file{hint}",
+                kind_of(&meta)
+            )));
+        }
+    }
+    let dir = dir_of(prefix);
+    let meta = std::fs::metadata(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("directory {dir}: {e}")))?;
     if !meta.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::NotADirectory,
-            "not a directory",
+            format!("{dir} is not a directory"),
         ));
     }
+    if let Some(fs) = special_fs(dir, &meta) {
+        return Err(refuse(format!(
+            "directory {dir} is on a {fs} filesystem, which does not hold trace files"
+        )));
+    }
     crate::sys::dir_writable(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("directory {dir}: {e}")))
+}
+
+/// [`check_dir`], after creating the missing directories of `prefix` (mode 0755 before the
+/// umask, like `mkdir -p`). Nothing is created below a device, proc or sys filesystem, nor
+/// when `prefix` itself is refused.
+pub fn prepare_dir(prefix: &str) -> io::Result<()> {
+    let dir = dir_of(prefix);
+    if std::fs::metadata(dir).is_err() {
+        // The nearest existing ancestor decides where the new directories would go.
+        let mut up = std::path::Path::new(dir);
+        while let Some(parent) = up.parent() {
+            up = parent;
+            let Ok(meta) = std::fs::metadata(if up.as_os_str().is_empty() {
+                std::path::Path::new(".")
+            } else {
+                up
+            }) else {
+                continue;
+            };
+            if meta.is_dir() {
+                if let Some(fs) = special_fs(&up.to_string_lossy(), &meta) {
+                    return Err(refuse(format!(
+                        "directory {dir} would be on a {fs} filesystem, which does not hold trace files"
+                    )));
+                }
+            }
+            break;
+        }
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot create directory {dir}: {e}")))?;
+    }
+    check_dir(prefix)
 }
 
 /// An open trace file, owned by the tracer even inside a hostile host program.

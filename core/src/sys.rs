@@ -280,6 +280,51 @@ pub fn close_fd(fd: i32) {
     unsafe { libc::close(fd) };
 }
 
+/// The name of the pseudo filesystem `path` is on (proc, sysfs, devpts, cgroup, ...: places
+/// that cannot hold regular trace files), or `None` for an ordinary one (or when `statfs`
+/// fails: the callers' own checks then report the problem).
+pub fn pseudo_fs(path: &str) -> Option<&'static str> {
+    let c = std::ffi::CString::new(path).ok()?;
+    // SAFETY: an all-zero statfs is a valid value of this plain C struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path and st a writable statfs.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    // linux/magic.h
+    Some(match st.f_type as u64 {
+        0x9fa0 => "proc",
+        0x6265_6572 => "sysfs",
+        0x1cd1 => "devpts",
+        0x0027_e0eb => "cgroup",
+        0x6367_7270 => "cgroup2",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x7363_6673 => "securityfs",
+        0xcafe_4a11 => "bpf",
+        0x6265_6570 => "configfs",
+        0x6165_676c => "pstore",
+        0xde5e_81e4 => "efivarfs",
+        0x6573_5543 => "fusectl",
+        _ => return None,
+    })
+}
+
+/// True when the calling thread is the only thread of the process (`/proc/self/stat`'s
+/// `num_threads`), so nothing else can be reading the environment while it is changed.
+/// False when that cannot be read.
+pub fn single_threaded() -> bool {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    // Fields after the command name (which may hold spaces and parentheses): state is
+    // field 3, num_threads field 20.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+        .and_then(|n| n.parse::<u64>().ok())
+        == Some(1)
+}
+
 pub fn errno() -> i32 {
     // SAFETY: __errno_location returns the calling thread's errno slot.
     unsafe { *libc::__errno_location() }

@@ -106,6 +106,9 @@ fn named<'a>(lines: &'a [J], name: &str) -> Vec<&'a J> {
 }
 
 fn start_tracer() {
+    // Scenarios start no child processes, and libtest runs them on a second thread (where
+    // the core would refuse to setenv and say so).
+    dftracer_core::export_env_at_init(false);
     let cfg = Config::from_env();
     dftracer_core::init(cfg, Origin::App, None).expect("init");
 }
@@ -185,6 +188,57 @@ fn scenario_entry() {
             for h in hs {
                 h.join().unwrap();
             }
+            dftracer_core::finalize();
+        }
+        "start_only" => {
+            dftracer_core::export_env_at_init(false);
+            if let Err(e) = dftracer_core::init(Config::from_env(), Origin::App, None) {
+                dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+            }
+            dftracer_core::complete(Layer::CppApp, b"e", b"c", 1, 1, &[]);
+        }
+        "env_export" => {
+            let dir = std::env::var("DFT_DIR").unwrap();
+            let cfg = || Config::from_env();
+            // SAFETY: the child only runs the core's init, reads the environment and exits.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // The forking thread is the child's only thread: init may setenv.
+                dftracer_core::init(cfg(), Origin::App, Some(&format!("{dir}/child"))).unwrap();
+                println!("CHILD {}", std::env::var("DFTRACER_LOG_FILE").unwrap());
+                std::process::exit(0);
+            }
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            assert_eq!(status, 0);
+            // Here libtest's main thread waits for this one: init must not setenv.
+            dftracer_core::init(cfg(), Origin::App, Some(&format!("{dir}/parent"))).unwrap();
+            println!("PARENT {}", std::env::var("DFTRACER_LOG_FILE").unwrap());
+        }
+        "config_twice" => {
+            for _ in 0..3 {
+                let _ = Config::from_env();
+            }
+        }
+        "failed_start_is_sticky" => {
+            let dir = std::env::var("DFT_DIR").unwrap();
+            let blocker = format!("{dir}/blocker");
+            std::fs::write(&blocker, b"a regular file where a directory is needed").unwrap();
+            dftracer_core::export_env_at_init(false);
+            let cfg = Config::from_env();
+            let first = dftracer_core::init(cfg.clone(), Origin::App, None).unwrap_err();
+            println!("FIRST {first}");
+            // The obstacle goes away, but a start from the configuration is not retried.
+            std::fs::remove_file(&blocker).unwrap();
+            std::fs::create_dir(&blocker).unwrap();
+            let again = dftracer_core::init(cfg.clone(), Origin::App, None).unwrap_err();
+            println!("AGAIN {again}");
+            assert!(dftracer_core::start_failed() && !dftracer_core::is_enabled());
+            dftracer_core::complete(Layer::CppApp, b"lost", b"c", 1, 1, &[]);
+            // A log file named by the program is a new place: it is tried.
+            dftracer_core::init(cfg, Origin::App, Some(&format!("{dir}/named/run.pfw"))).unwrap();
+            dftracer_core::complete(Layer::CppApp, b"kept", b"c", 1, 1, &[]);
             dftracer_core::finalize();
         }
         "fork" => {
@@ -782,16 +836,150 @@ fn drop_mode_counts_every_drop() {
 
 #[test]
 fn unwritable_log_dir_is_one_clear_error() {
+    // A directory that cannot be made (below /proc): init fails before touching global state.
     let cfg = Config {
         enable: true,
-        log_file: Some("/nonexistent-dir-xyz/t".into()),
+        log_file: Some("/proc/nonexistent-dir-xyz/t".into()),
         ..Config::default()
     };
-    // A separate process is not needed: init fails before touching global state.
     let err = dftracer_core::init(cfg, Origin::App, None).unwrap_err();
-    assert!(err.to_string().contains("/nonexistent-dir-xyz/t"), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("DFTRACER_LOG_FILE=/proc/nonexistent-dir-xyz/t:"),
+        "{msg}"
+    );
+    assert!(msg.contains("proc filesystem"), "{msg}");
     assert!(!dftracer_core::is_enabled());
     assert_eq!(dftracer_core::now(), 0);
+}
+
+#[test]
+fn missing_log_directories_are_created() {
+    let dir = scratch("mkdir");
+    let prefix = dir.join("a/b/run");
+    let status = scenario_cmd("basic", &dir, &[])
+        .env("DFTRACER_LOG_FILE", &prefix)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let made = dir.join("a/b");
+    let f = files(&made);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(user_events(&read_trace(&f[0])).len(), 1000);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&made).unwrap().permissions().mode() & 0o777;
+    // 0755 before the umask (022 in every harness we run; a stricter one only removes bits).
+    assert_eq!(mode & !0o755, 0, "{mode:o}");
+}
+
+#[test]
+fn a_prefix_that_is_not_a_regular_file_is_refused() {
+    let dir = scratch("notfile");
+    for (prefix, what) in [
+        ("/dev/full", "a character device"),
+        (dir.to_str().unwrap(), "a directory"),
+    ] {
+        let out = scenario_cmd("start_only", &dir, &[("DFTRACER_LOG_FILE", prefix)])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains("DFTRACER")).collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        assert!(
+            lines[0].contains(&format!("DFTRACER_LOG_FILE={prefix}:")) && lines[0].contains(what),
+            "{err}"
+        );
+    }
+    assert!(
+        files(Path::new("/dev")).is_empty(),
+        "nothing created in /dev"
+    );
+    assert!(files(&dir).is_empty());
+}
+
+#[test]
+fn a_failed_start_is_final_for_the_configuration() {
+    let dir = scratch("sticky");
+    let out = scenario_cmd("failed_start_is_sticky", &dir, &[])
+        .env("DFTRACER_LOG_FILE", dir.join("blocker/t"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("FIRST DFTRACER_LOG_FILE="), "{text}");
+    assert!(text.contains("is not a directory"), "{text}");
+    assert!(
+        text.contains("AGAIN tracing failed to start earlier"),
+        "{text}"
+    );
+    // Nothing went to the configured place although it became usable.
+    assert!(files(&dir.join("blocker")).is_empty());
+    let f = files(&dir.join("named"));
+    assert_eq!(f.len(), 1);
+    let lines = read_trace(&f[0]);
+    let names: Vec<&J> = user_events(&lines).iter().map(|e| &e["name"]).collect();
+    assert_eq!(names, [&J::from("kept")]);
+}
+
+#[test]
+fn settings_are_exported_only_from_a_single_threaded_process() {
+    let dir = scratch("envexp");
+    let out = scenario_output("env_export", &dir, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}{err}");
+    let d = dir.display();
+    assert!(text.contains(&format!("CHILD {d}/child")), "{text}");
+    assert!(
+        text.contains(&format!("PARENT {d}/t")),
+        "the environment is left alone: {text}"
+    );
+    let warned: Vec<&str> = err.lines().filter(|l| l.contains("not exported")).collect();
+    assert_eq!(warned.len(), 1, "{err}");
+}
+
+#[test]
+fn a_bad_knob_warns_once_however_often_the_config_is_read() {
+    let dir = scratch("warnonce");
+    let out = scenario_output(
+        "config_twice",
+        &dir,
+        &[
+            ("DFTRACER_COMPRESSION_LEVEL", "99"),
+            ("DFTRACER_INIT", "garbage"),
+            ("DFTRACER_TSC", "perhaps"),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("[DFTRACER WARN]"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("DFTRACER_COMPRESSION_LEVEL=\"99\"") && l.ends_with("using 10")),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("DFTRACER_INIT=\"garbage\"") && l.contains("using NONE")),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("DFTRACER_TSC=\"perhaps\"") && l.ends_with("using 1")),
+        "{err}"
+    );
 }
 
 fn stats_line(out: &std::process::Output) -> (u64, u64) {

@@ -4,30 +4,47 @@ use super::*;
 
 /// Starts tracing in this process with `cfg`. `api_log_file` is a path given to an
 /// `initialize(log_file)` call (its extension is stripped, reference §1.1).
+///
+/// The prefix's missing directories are created (0755, like `mkdir -p`); a prefix that cannot
+/// hold trace files (see [`sink::check_dir`]) fails the start. A failed start is final for
+/// starts from the configuration ([`Error::StartFailed`] at once, no file system access):
+/// only an explicit `api_log_file` (a new place named by the program) tries again.
+///
+/// Children inherit where to write through the environment: see [`export_env_at_init`].
 pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(), Error> {
     if !cfg.enable {
         return Err(Error::Disabled);
     }
-    match PHASE.compare_exchange(PHASE_NONE, PHASE_INIT, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => {}
-        Err(PHASE_DONE) => return Err(Error::Finalized),
-        Err(_) => return Err(Error::AlreadyInitialized),
+    let api_log_file = api_log_file.filter(|p| !p.is_empty());
+    let from = if api_log_file.is_some() {
+        PHASE_FAILED
+    } else {
+        PHASE_NONE
+    };
+    if PHASE
+        .compare_exchange(PHASE_NONE, PHASE_INIT, Ordering::AcqRel, Ordering::Acquire)
+        .or_else(|_| PHASE.compare_exchange(from, PHASE_INIT, Ordering::AcqRel, Ordering::Acquire))
+        .is_err()
+    {
+        return Err(match PHASE.load(Ordering::Acquire) {
+            PHASE_DONE => Error::Finalized,
+            PHASE_FAILED => Error::StartFailed,
+            _ => Error::AlreadyInitialized,
+        });
     }
     let prefix = resolve_prefix(&cfg, api_log_file);
-    if let Err(e) = sink::check_dir(&prefix) {
-        PHASE.store(PHASE_NONE, Ordering::Release);
+    if let Err(e) = sink::prepare_dir(&prefix) {
+        // Sticky: STATE stays disabled (the hot path's one load), later starts from the
+        // configuration fail at once.
+        PHASE.store(PHASE_FAILED, Ordering::Release);
         return Err(Error::LogDir {
+            given: given(&cfg, api_log_file),
             prefix,
             reason: e.to_string(),
         });
     }
-    // Children (subprocess, multiprocessing spawn) inherit where to write.
-    std::env::set_var("DFTRACER_LOG_FILE", &prefix);
-    std::env::set_var("DFTRACER_ENABLE", "1");
-    if let Some(d) = &cfg.data_dirs {
-        std::env::set_var("DFTRACER_DATA_DIR", d);
-    }
-    let sh = Shared::new(cfg, origin, prefix, sys::gettid());
+    let data_dirs = cfg.data_dirs.clone();
+    let sh = Shared::new(cfg, origin, prefix.clone(), sys::gettid());
     UNIT.store(unit_code(sh.cfg.time_metric), Ordering::Relaxed);
     let bind_signals = sh.cfg.bind_signals;
     SHARED.store(Box::into_raw(Box::new(sh)), Ordering::Release);
@@ -40,10 +57,66 @@ pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(
             }
         }
     });
+    export_env(&child_env_of(&prefix, data_dirs.as_deref()));
     let gen = STATE.load(Ordering::Relaxed) & !1;
     STATE.store(gen | 1, Ordering::Release);
     PHASE.store(PHASE_RUNNING, Ordering::Release);
     Ok(())
+}
+
+/// How the user named the prefix, for error messages.
+fn given(cfg: &Config, api_log_file: Option<&str>) -> String {
+    match (api_log_file, &cfg.log_file) {
+        (Some(p), _) => format!("initialize(log_file={p:?})"),
+        (None, Some(p)) => format!("DFTRACER_LOG_FILE={p}"),
+        (None, None) => "DFTRACER_LOG_FILE unset (default prefix ./trace)".into(),
+    }
+}
+
+/// Whether [`init`] and [`retarget`] export the settings to the environment themselves.
+static EXPORT_ENV: AtomicBool = AtomicBool::new(true);
+
+/// `true` (the default): [`init`] and [`retarget`] set `DFTRACER_LOG_FILE`, `DFTRACER_ENABLE`
+/// and `DFTRACER_DATA_DIR` with `setenv` so that child processes inherit them, but only when
+/// the calling thread is the process's only thread (`setenv` while another thread may call
+/// `getenv` is undefined behaviour in glibc); otherwise they print one warning and leave the
+/// environment alone. `false`: the frontend sets [`child_env`] itself, in a way that is safe
+/// in its world (the Python module assigns `os.environ` under the GIL).
+pub fn export_env_at_init(on: bool) {
+    EXPORT_ENV.store(on, Ordering::Relaxed);
+}
+
+/// The variables a child process needs to trace like this one (empty before [`init`]).
+pub fn child_env() -> Vec<(&'static str, String)> {
+    match shared() {
+        Some(sh) => child_env_of(&sh.prefix.lock(), sh.cfg.data_dirs.as_deref()),
+        None => Vec::new(),
+    }
+}
+
+fn child_env_of(prefix: &str, data_dirs: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut v = vec![
+        ("DFTRACER_LOG_FILE", prefix.to_string()),
+        ("DFTRACER_ENABLE", "1".to_string()),
+    ];
+    if let Some(d) = data_dirs {
+        v.push(("DFTRACER_DATA_DIR", d.to_string()));
+    }
+    v
+}
+
+fn export_env(vars: &[(&'static str, String)]) {
+    if !EXPORT_ENV.load(Ordering::Relaxed) {
+        return;
+    }
+    if sys::single_threaded() {
+        for (k, v) in vars {
+            std::env::set_var(k, v);
+        }
+    } else {
+        let line = "[DFTRACER WARN] other threads are running: DFTRACER_LOG_FILE/DFTRACER_ENABLE are not exported to child processes (set them before starting threads, or start tracing before them)";
+        crate::config::print_once(line, "export_env");
+    }
 }
 
 fn unit_code(m: TimeMetric) -> u8 {
@@ -55,7 +128,7 @@ fn unit_code(m: TimeMetric) -> u8 {
     }
 }
 
-fn resolve_prefix(cfg: &Config, api_log_file: Option<&str>) -> String {
+pub(super) fn resolve_prefix(cfg: &Config, api_log_file: Option<&str>) -> String {
     let p = match api_log_file.filter(|p| !p.is_empty()) {
         Some(path) => sink::prefix_from_api_path(path),
         None => cfg.log_file.clone().unwrap_or_else(|| "./trace".into()),
@@ -280,13 +353,14 @@ pub fn retarget(api_log_file: &str) -> Result<String, Error> {
     let mut cfg = sh.cfg.clone();
     cfg.log_file = None;
     let prefix = resolve_prefix(&cfg, Some(api_log_file));
-    if let Err(e) = sink::check_dir(&prefix) {
+    if let Err(e) = sink::prepare_dir(&prefix) {
         return Err(Error::LogDir {
+            given: format!("initialize(log_file={api_log_file:?})"),
             prefix,
             reason: e.to_string(),
         });
     }
-    std::env::set_var("DFTRACER_LOG_FILE", &prefix);
+    export_env(&child_env_of(&prefix, sh.cfg.data_dirs.as_deref())[..1]);
     sh.rename_trace(Some(prefix.clone()), None);
     Ok(prefix)
 }

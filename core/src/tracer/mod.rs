@@ -41,7 +41,7 @@ mod producer;
 mod records;
 mod writer;
 
-pub use lifecycle::{claim_for_app, finalize, init, retarget};
+pub use lifecycle::{child_env, claim_for_app, export_env_at_init, finalize, init, retarget};
 use output::Output;
 use producer::LOCAL;
 pub use producer::{complete, complete_static, counter, is_enabled, metadata, now};
@@ -59,6 +59,9 @@ const PHASE_NONE: u8 = 0;
 const PHASE_INIT: u8 = 1;
 const PHASE_RUNNING: u8 = 2;
 const PHASE_DONE: u8 = 3;
+/// `init` failed (the prefix cannot hold trace files): tracing stays off; only an explicit
+/// `init` with a log file path tries again.
+const PHASE_FAILED: u8 = 4;
 /// Time unit for `now()` without touching SHARED.
 static UNIT: AtomicU8 = AtomicU8::new(1);
 static HOOKS: Once = Once::new();
@@ -92,8 +95,15 @@ pub enum Error {
     AlreadyInitialized,
     /// The tracer was finalized; it does not start twice.
     Finalized,
-    /// The trace directory cannot take files.
-    LogDir { prefix: String, reason: String },
+    /// The trace prefix cannot take files. `given` is how the user named it
+    /// (`DFTRACER_LOG_FILE=...`, `initialize(log_file="...")`), `prefix` the absolute prefix.
+    LogDir {
+        given: String,
+        prefix: String,
+        reason: String,
+    },
+    /// An earlier start failed in this process; starts from the configuration are not retried.
+    StartFailed,
 }
 
 impl fmt::Display for Error {
@@ -102,9 +112,17 @@ impl fmt::Display for Error {
             Error::Disabled => write!(f, "tracing is disabled (DFTRACER_ENABLE is not set)"),
             Error::AlreadyInitialized => write!(f, "the tracer is already initialized"),
             Error::Finalized => write!(f, "the tracer was finalized in this process"),
-            Error::LogDir { prefix, reason } => write!(
+            Error::LogDir {
+                given,
+                prefix,
+                reason,
+            } => write!(
                 f,
-                "cannot write trace files with prefix {prefix}: {reason}; tracing disabled"
+                "{given}: cannot write trace files with prefix {prefix}: {reason}; tracing disabled"
+            ),
+            Error::StartFailed => write!(
+                f,
+                "tracing failed to start earlier in this process; tracing disabled"
             ),
         }
     }
@@ -424,6 +442,23 @@ pub fn trace_path() -> Option<String> {
 /// True once `init` succeeded and `finalize` has not run.
 pub fn is_running() -> bool {
     PHASE.load(Ordering::Acquire) == PHASE_RUNNING
+}
+
+/// True when a start failed (and no later explicit start succeeded): tracing is off for good
+/// unless the program names another log file.
+pub fn start_failed() -> bool {
+    PHASE.load(Ordering::Acquire) == PHASE_FAILED
+}
+
+/// The absolute prefix a path given to `initialize(log_file)` stands for (extension
+/// stripped, relative paths resolved against the current directory).
+pub fn prefix_for(api_log_file: &str) -> String {
+    lifecycle::resolve_prefix(&Config::default(), Some(api_log_file))
+}
+
+/// The absolute prefix of this process's trace files (None before `init`).
+pub fn prefix() -> Option<String> {
+    shared().map(|sh| sh.prefix.lock().clone())
 }
 
 /// True once `finalize` ran in this process.

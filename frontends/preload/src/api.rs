@@ -31,6 +31,10 @@ static API: Api = Api {
     trace_path: dftracer_core::trace_path,
     stats: dftracer_core::stats,
     is_running: dftracer_core::is_running,
+    start_failed: dftracer_core::start_failed,
+    prefix: dftracer_core::prefix,
+    export_env_at_init: dftracer_core::export_env_at_init,
+    child_env: dftracer_core::child_env,
     is_finalized: dftracer_core::is_finalized,
 };
 

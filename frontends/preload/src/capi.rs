@@ -98,6 +98,8 @@ fn active() -> bool {
 
 #[cold]
 fn start_implicitly() -> bool {
+    // Starting reads /proc and creates directories: the program's errno stays its own.
+    let _errno = SavedErrno::new();
     if IMPLICIT_TRIED.swap(true, Ordering::AcqRel) || dftracer_core::is_finalized() {
         return dftracer_core::is_enabled();
     }

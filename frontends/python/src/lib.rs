@@ -29,6 +29,9 @@ const MAX_PY_ARGS: usize = 40;
 static CONFIG: OnceLock<Config> = OnceLock::new();
 /// `initialize()` was called explicitly (a second one is ignored, like the reference).
 static EXPLICIT: AtomicBool = AtomicBool::new(false);
+/// Set once events have decided not to start the tracer (disabled, finalized, or the start
+/// failed): the lazy start is not tried again, so an event then costs what tracing off costs.
+static NO_LAZY_START: AtomicBool = AtomicBool::new(false);
 static ORIG_EXIT: GILOnceCell<PyObject> = GILOnceCell::new();
 
 fn config() -> &'static Config {
@@ -36,35 +39,69 @@ fn config() -> &'static Config {
 }
 
 /// True when events should be recorded, starting the tracer from the environment on first
-/// use. One load when running.
+/// use. One load when running; two when off or after a failed start.
 #[inline]
 fn active() -> bool {
-    native::is_enabled() || start_from_env()
+    native::is_enabled() || (!NO_LAZY_START.load(Ordering::Relaxed) && start_from_env())
 }
 
 #[cold]
 fn start_from_env() -> bool {
     if native::is_finalized() || !config().enable {
+        NO_LAZY_START.store(true, Ordering::Relaxed);
         return false;
     }
     match native::init(config().clone(), Origin::App, None) {
-        Ok(()) => true,
+        Ok(()) => {
+            export_env();
+            true
+        }
         Err(dftracer_core::Error::AlreadyInitialized) => {
+            // The preload library started the core: the trace is the application's now.
             native::claim_for_app();
             native::is_enabled()
         }
         Err(e) => {
+            NO_LAZY_START.store(true, Ordering::Relaxed);
             report_once(&e);
             false
         }
     }
 }
 
+/// A start error was printed: later lazy starts stay quiet.
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+fn report(e: &dftracer_core::Error) {
+    REPORTED.store(true, Ordering::Relaxed);
+    dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+}
+
 fn report_once(e: &dftracer_core::Error) {
-    static REPORTED: AtomicBool = AtomicBool::new(false);
     if !REPORTED.swap(true, Ordering::Relaxed) {
         dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
     }
+}
+
+/// Children (subprocess, multiprocessing spawn) inherit where to write: set through
+/// `os.environ` under the GIL, as Python code sets the environment (it also keeps
+/// `os.environ` itself right for code that copies it). The core's own `setenv` is off for
+/// this module (see ARCHITECTURE.md, gotchas).
+fn export_env() {
+    Python::with_gil(|py| {
+        let set = || -> PyResult<()> {
+            let environ = py.import("os")?.getattr("environ")?;
+            for (k, v) in native::child_env() {
+                environ.set_item(k, v)?;
+            }
+            Ok(())
+        };
+        if let Err(e) = set() {
+            dftracer_core::eprint_line(&format!(
+                "[DFTRACER WARN] cannot export the trace settings to child processes: {e}"
+            ));
+        }
+    });
 }
 
 // ------------------------------------------------------------------ argument conversion
@@ -80,27 +117,75 @@ enum PyVal<'py> {
 }
 
 impl PyVal<'_> {
-    fn value(&self) -> Value<'_> {
-        match self {
+    /// The value for the core; `None` for a str that is not valid UTF-8 (lone surrogates:
+    /// see `record_lossy`).
+    #[inline]
+    fn value(&self) -> Option<Value<'_>> {
+        Some(match self {
             PyVal::Int(i) => Value::Int(*i),
             PyVal::UInt(u) => Value::UInt(*u),
             PyVal::Float(f) => Value::Float(*f),
             PyVal::Bool(b) => Value::Bool(*b),
-            PyVal::Str(s) => Value::Str(str_bytes(s)),
+            PyVal::Str(s) => Value::Str(s.to_str().ok()?.as_bytes()),
             PyVal::Owned(s) => Value::Str(s.as_bytes()),
+        })
+    }
+
+    /// Which of `int_args`, `string_args`, `float_args` a converted value came from.
+    fn kind(&self) -> Kind {
+        match self {
+            PyVal::Int(_) | PyVal::UInt(_) | PyVal::Bool(_) => Kind::Int,
+            PyVal::Float(_) => Kind::Float,
+            PyVal::Str(_) | PyVal::Owned(_) => Kind::Str,
         }
     }
 }
 
-/// UTF-8 of a Python str without copying; strings with lone surrogates fall back to "".
-/// (They are rare; the encoder would replace them anyway.)
-fn str_bytes<'a>(s: &'a Bound<'_, PyString>) -> &'a [u8] {
-    s.to_str().map(str::as_bytes).unwrap_or(b"")
+/// UTF-8 of a Python str without copying. A str with lone surrogates (which UTF-8 cannot
+/// hold) is converted with each surrogate replaced by U+FFFD: only then is anything copied.
+fn utf8_of<'a>(s: &'a Bound<'_, PyString>) -> Cow<'a, str> {
+    match s.to_str() {
+        Ok(v) => Cow::Borrowed(v),
+        Err(_) => Cow::Owned(replace_surrogates(s)),
+    }
+}
+
+#[cold]
+fn replace_surrogates(s: &Bound<'_, PyString>) -> String {
+    // 'surrogatepass' writes each lone surrogate as its 3-byte (invalid) UTF-8 form
+    // ED A0..BF 80..BF; everything else is valid UTF-8.
+    let bytes = match s.call_method1("encode", ("utf-8", "surrogatepass")) {
+        Ok(b) => b,
+        Err(_) => return s.to_string_lossy().into_owned(),
+    };
+    let Ok(mut rest) = bytes.extract::<&[u8]>() else {
+        return s.to_string_lossy().into_owned();
+    };
+    let mut out = String::with_capacity(rest.len());
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(v) => {
+                out.push_str(v);
+                return out;
+            }
+            Err(e) => {
+                let (good, bad) = rest.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(good).unwrap_or_default());
+                out.push(char::REPLACEMENT_CHARACTER);
+                let skip = if bad.len() >= 3 && bad[0] == 0xED && (0xA0..=0xBF).contains(&bad[1]) {
+                    3
+                } else {
+                    e.error_len().unwrap_or(bad.len())
+                };
+                rest = &bad[skip..];
+            }
+        }
+    }
 }
 
 fn text<'py>(s: &Bound<'py, PyAny>) -> Cow<'static, str> {
     match s.str() {
-        Ok(v) => Cow::Owned(v.to_string_lossy().into_owned()),
+        Ok(v) => Cow::Owned(utf8_of(&v).into_owned()),
         Err(_) => Cow::Borrowed("<unprintable>"),
     }
 }
@@ -113,6 +198,15 @@ enum Kind {
 }
 
 impl Kind {
+    /// Suffix of a key that also appears in a later dict (see `collect`).
+    fn suffix(self) -> &'static str {
+        match self {
+            Kind::Int => "int",
+            Kind::Str => "str",
+            Kind::Float => "float",
+        }
+    }
+
     fn what(self) -> &'static str {
         match self {
             Kind::Int => "an int",
@@ -211,12 +305,19 @@ fn collect<'py>(
                     .unwrap_or_default()
             ))
         })?;
-        let val = convert(&v, kind, arg, &key.to_string_lossy())?;
-        // Same key in two maps: the later map wins (reference order int, string, float).
-        let k_str = key.to_str().ok();
-        if let Some(slot) = out.iter_mut().find(|(k2, _)| k2.to_str().ok() == k_str) {
-            slot.1 = val;
-            return Ok(true);
+        let val = convert(&v, kind, arg, &utf8_of(&key))?;
+        if let Some(i) = out.iter().position(|(k2, _)| same_key(k2, &key)) {
+            if out[i].1.kind() == kind {
+                // A mapping (not a dict) that repeats a key: its last value.
+                out[i].1 = val;
+                return Ok(true);
+            }
+            // The same key in two of int_args, string_args, float_args (pydftracer's dft_fn
+            // does this when an update() value changes type): every value is kept. The later
+            // dict (order int, string, float, where the reference keeps the last) keeps the
+            // key; the earlier value is written as `<key>_<int|str|float>`.
+            let renamed = suffixed(&*out, &out[i].0, out[i].1.kind());
+            out[i].0 = PyString::new(key.py(), &renamed);
         }
         // Over MAX_PY_ARGS: the core reports dropped args; keep the first ones.
         Ok(out.push((key, val)).is_ok())
@@ -244,14 +345,61 @@ fn collect<'py>(
     Ok(())
 }
 
+fn same_key(a: &Bound<'_, PyString>, b: &Bound<'_, PyString>) -> bool {
+    match (a.to_str(), b.to_str()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a.as_any().eq(b).unwrap_or(false),
+    }
+}
+
+/// `<key>_<suffix>`, with the suffix repeated until no collected key has that name.
+#[cold]
+fn suffixed(out: &Collected, key: &Bound<'_, PyString>, kind: Kind) -> String {
+    let mut name = format!("{}_{}", utf8_of(key), kind.suffix());
+    while out.iter().any(|(k, _)| utf8_of(k) == name.as_str()) {
+        name.push('_');
+        name.push_str(kind.suffix());
+    }
+    name
+}
+
 fn record(name: &[u8], cat: &[u8], ts: u64, dur: u64, vals: &Collected) {
     let mut args: heapless::Vec<Arg, MAX_PY_ARGS> = heapless::Vec::new();
     for (k, v) in vals {
+        let (Ok(key), Some(value)) = (k.to_str(), v.value()) else {
+            return record_lossy(name, cat, ts, dur, vals);
+        };
         let _ = args.push(Arg {
-            key: str_bytes(k),
-            value: v.value(),
+            key: key.as_bytes(),
+            value,
         });
     }
+    native::complete(Layer::Python, name, cat, ts, dur, &args);
+}
+
+/// `record` for args whose keys or str values hold lone surrogates: each is written with
+/// U+FFFD in place of a surrogate (FORMAT.md), never as "".
+#[cold]
+fn record_lossy(name: &[u8], cat: &[u8], ts: u64, dur: u64, vals: &Collected) {
+    let keys: Vec<Cow<str>> = vals.iter().map(|(k, _)| utf8_of(k)).collect();
+    let strs: Vec<Option<Cow<str>>> = vals
+        .iter()
+        .map(|(_, v)| match v {
+            PyVal::Str(s) => Some(utf8_of(s)),
+            _ => None,
+        })
+        .collect();
+    let args: Vec<Arg> = vals
+        .iter()
+        .zip(keys.iter().zip(&strs))
+        .map(|((_, v), (k, s))| Arg {
+            key: k.as_bytes(),
+            value: match s {
+                Some(s) => Value::Str(s.as_bytes()),
+                None => v.value().unwrap_or(Value::Str(b"")),
+            },
+        })
+        .collect();
     native::complete(Layer::Python, name, cat, ts, dur, &args);
 }
 
@@ -319,7 +467,18 @@ fn initialize(
     let log_file = opt_str(log_file, "log_file")?;
     let data_dirs = opt_str(data_dirs, "data_dirs")?;
     let mut cfg = config().clone();
-    if !cfg.enable || native::is_finalized() {
+    if !cfg.enable {
+        return Ok(());
+    }
+    let warn = |what: &str| dftracer_core::eprint_line(&format!("[DFTRACER WARN] {what}"));
+    let named = |p: &str| format!("initialize(log_file={p:?})");
+    if native::is_finalized() {
+        if let Some(p) = &log_file {
+            warn(&format!(
+                "tracing was finalized in this process; {} ignored",
+                named(p)
+            ));
+        }
         return Ok(());
     }
     if let Some(d) = data_dirs.filter(|d| !d.is_empty()) {
@@ -328,24 +487,39 @@ fn initialize(
             None => d,
         });
     }
-    if EXPLICIT.swap(true, Ordering::AcqRel) {
-        return Ok(()); // a second initialize() is ignored, as in the reference
-    }
+    let explicit_before = EXPLICIT.swap(true, Ordering::AcqRel);
     if native::is_running() {
+        if explicit_before {
+            // A second initialize() is ignored, as in the reference; say so when it names
+            // another file (the same one again is silent).
+            if let Some(p) = &log_file {
+                if native::prefix().as_deref() != Some(&dftracer_core::prefix_for(p)) {
+                    let now = native::trace_path().unwrap_or_default();
+                    warn(&format!("already tracing to {now}; {} ignored", named(p)));
+                }
+            }
+            return Ok(());
+        }
         // Started implicitly by an earlier event (or by the preload library): the explicit
-        // path still names the file, and it is the application's.
+        // path still names the file (renamed if already written), and it is the
+        // application's.
         native::claim_for_app();
         if let Some(path) = log_file {
-            if let Err(e) = native::retarget(&path) {
-                dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+            match native::retarget(&path) {
+                Ok(_) => export_env(),
+                Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}")),
             }
         }
         return Ok(());
     }
+    // Not running: never started, or an earlier start failed (then only a log file path
+    // tries again; core init says StartFailed otherwise).
     match native::init(cfg, Origin::App, log_file.as_deref()) {
-        Ok(()) | Err(dftracer_core::Error::AlreadyInitialized) => {}
+        Ok(()) => export_env(),
+        Err(dftracer_core::Error::AlreadyInitialized) => {}
         Err(dftracer_core::Error::Disabled) | Err(dftracer_core::Error::Finalized) => {}
-        Err(e) => report_once(&e),
+        Err(e @ dftracer_core::Error::StartFailed) => report_once(&e),
+        Err(e) => report(&e),
     }
     Ok(())
 }
@@ -401,7 +575,13 @@ fn log_event(
     collect(&mut vals, string_args, Kind::Str, "string_args")?;
     collect(&mut vals, float_args, Kind::Float, "float_args")?;
     if active() {
-        record(str_bytes(name), str_bytes(cat), ts, dur, &vals);
+        record(
+            utf8_of(name).as_bytes(),
+            utf8_of(cat).as_bytes(),
+            ts,
+            dur,
+            &vals,
+        );
     }
     Ok(())
 }
@@ -414,7 +594,12 @@ fn log_metadata_event(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyRes
         .map_err(|_| PyTypeError::new_err("log_metadata_event(): key must be a str"))?;
     let value = text(value);
     if active() {
-        native::metadata(Layer::Python, b"CM", str_bytes(key), value.as_bytes());
+        native::metadata(
+            Layer::Python,
+            b"CM",
+            utf8_of(key).as_bytes(),
+            value.as_bytes(),
+        );
     }
     Ok(())
 }
@@ -485,7 +670,7 @@ fn flush(py: Python<'_>) {
 /// True when tracing is (or would be, on first use) on in this process.
 #[pyfunction]
 fn is_enabled() -> bool {
-    native::is_enabled() || (config().enable && !native::is_finalized())
+    native::is_enabled() || (config().enable && !native::is_finalized() && !native::start_failed())
 }
 
 /// Replacement of `os._exit`: finishes the trace first (multiprocessing fork workers leave
@@ -696,8 +881,8 @@ fn enable_vectorcall(py: Python<'_>) -> PyResult<()> {
         py,
         Wrapped::new(
             py.None(),
-            String::new(),
-            String::new(),
+            &PyString::new(py, ""),
+            &PyString::new(py, ""),
             Vec::new(),
             false,
             Vec::new(),
@@ -725,8 +910,8 @@ impl Wrapped {
     #[pyo3(signature = (func, name, cat, capture=Vec::new(), self_attrs=false, base=Vec::new()))]
     fn new(
         func: PyObject,
-        name: String,
-        cat: String,
+        name: &Bound<'_, PyString>,
+        cat: &Bound<'_, PyString>,
         capture: Vec<(Py<PyString>, Option<usize>)>,
         self_attrs: bool,
         base: Vec<(Py<PyString>, PyObject)>,
@@ -734,8 +919,8 @@ impl Wrapped {
         Wrapped {
             vectorcall: wrapped_vectorcall,
             func,
-            name,
-            cat,
+            name: utf8_of(name).into_owned(),
+            cat: utf8_of(cat).into_owned(),
             capture: capture
                 .into_iter()
                 .map(|(name, index)| Capture { name, index })
@@ -871,17 +1056,17 @@ impl Region {
         _args: &Bound<'_, PyTuple>,
         _kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let cat = cat
-            .downcast::<PyString>()
-            .map_err(|_| PyTypeError::new_err("dft_fn(): cat must be a str"))?
-            .to_string_lossy()
-            .into_owned();
+        let cat = utf8_of(
+            cat.downcast::<PyString>()
+                .map_err(|_| PyTypeError::new_err("dft_fn(): cat must be a str"))?,
+        )
+        .into_owned();
         let name = match name {
-            Some(n) if !n.is_none() => n
-                .downcast::<PyString>()
-                .map_err(|_| PyTypeError::new_err("dft_fn(): name must be a str"))?
-                .to_string_lossy()
-                .into_owned(),
+            Some(n) if !n.is_none() => utf8_of(
+                n.downcast::<PyString>()
+                    .map_err(|_| PyTypeError::new_err("dft_fn(): name must be a str"))?,
+            )
+            .into_owned(),
             _ if active() => caller_name(py),
             _ => String::new(),
         };
@@ -954,7 +1139,7 @@ impl Region {
         self.set_captured(py, [epoch, step, image_idx, image_size]);
         if let Some(a) = args {
             for (k, v) in a.iter() {
-                let key = k.str()?.to_string_lossy().into_owned();
+                let key = utf8_of(&k.str()?).into_owned();
                 self.set_arg(py, &key, v.unbind());
             }
         }
@@ -984,6 +1169,8 @@ impl Region {
 
 #[pymodule]
 fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // This module exports the settings to children itself, through os.environ.
+    native::export_env_at_init(false);
     m.add_function(wrap_pyfunction!(initialize, m)?)?;
     m.add_function(wrap_pyfunction!(get_time, m)?)?;
     m.add_function(wrap_pyfunction!(get_config, m)?)?;

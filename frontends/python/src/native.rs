@@ -215,3 +215,21 @@ pub fn is_running() -> bool {
 pub fn is_finalized() -> bool {
     api().is_some_and(|a| (a.is_finalized)())
 }
+
+pub fn start_failed() -> bool {
+    api().is_some_and(|a| (a.start_failed)())
+}
+
+pub fn prefix() -> Option<String> {
+    api().and_then(|a| (a.prefix)())
+}
+
+pub fn export_env_at_init(on: bool) {
+    if let Some(a) = api() {
+        (a.export_env_at_init)(on)
+    }
+}
+
+pub fn child_env() -> Vec<(&'static str, String)> {
+    api().map(|a| (a.child_env)()).unwrap_or_default()
+}

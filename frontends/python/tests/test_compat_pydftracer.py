@@ -21,6 +21,10 @@ class Loader:
 with DFTracerFn("io", name="read_loop"):
     for i in range(3): read("p", i)
 Loader("x")
+# A value whose type changes between update() calls stays in two of pydftracer's typed dicts.
+with DFTracerFn("io", name="upd") as u:
+    u.update(args={"loss": 1})
+    u.update(args={"loss": 0.25})
 t = dftracer.get_instance().get_time()
 dftracer.get_instance().log_event(name="advance_job", cat="emu", start_time=t, duration=5,
     int_args={"job_id": (0, 7)}, string_args={"mhost": (0, "node3")})
@@ -68,5 +72,7 @@ def test_pydftracer_2_0_6_over_our_native_module(tmp_path):
     assert names.count("read") == 3 and "read_loop" in names and "Loader.__init__" in names
     job = [e for e in ev if e["name"] == "advance_job"][0]
     assert job["args"]["job_id"] == 7 and job["args"]["mhost"] == "node3"
+    upd = [e for e in ev if e["name"] == "upd"][0]
+    assert upd["args"]["loss"] == 0.25 and upd["args"]["loss_int"] == 1, upd
     end = [r for r in recs if r["name"] == "end"][0]
     assert end["args"]["used"]["python_function"] == 1

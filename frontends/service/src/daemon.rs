@@ -533,6 +533,8 @@ fn sample(
     // (its deadline is its own wake-up + 1 s, just after our next tick, so it fires on a
     // later interrupt: see benches/service/RESULTS.md, 2026-11-30 02:14); it is harmless.
     sys::set_timer_slack(interval.as_nanos().min(u64::MAX as u128) as u64);
+    // The daemon starts no traced children: nothing to export to the environment.
+    dftracer_core::export_env_at_init(false);
     dftracer_core::init(cfg.clone(), Origin::Service, None).map_err(|e| Error::LogFile {
         prefix: prefix.clone(),
         reason: e.to_string(),
