@@ -684,6 +684,14 @@ fn _exit(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<()> {
     }
 }
 
+/// Called by the `os.execv`/`os.execve` wrappers: finishes the trace before the image goes.
+#[pyfunction]
+fn _before_exec(py: Python<'_>) {
+    if native::is_running() {
+        py.allow_threads(native::finalize);
+    }
+}
+
 fn install_exit_hook(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let os = py.import("os")?;
@@ -699,6 +707,17 @@ fn install_exit_hook(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     let _ = ORIG_EXIT.set(py, current.unbind());
     os.setattr("_exit", m.getattr("_exit")?)?;
+    // `os.execv`/`os.execve` (which `execl*`/`execvp*` call) replace the image: the trace is
+    // finished first, its `end` record last (when I/O is bound in process, the native
+    // library's exec hooks do the same for calls from C).
+    let globals = pyo3::types::PyDict::new(py);
+    globals.set_item("os", &os)?;
+    globals.set_item("before", m.getattr("_before_exec")?)?;
+    py.run(
+        c"def _wrap(orig):\n    def exec_finishing_trace(*a, **k):\n        before()\n        return orig(*a, **k)\n    exec_finishing_trace.__doc__ = orig.__doc__\n    exec_finishing_trace.__wrapped__ = orig\n    return exec_finishing_trace\nfor _n in ('execv', 'execve'):\n    setattr(os, _n, _wrap(getattr(os, _n)))\n",
+        Some(&globals),
+        None,
+    )?;
     // Python-level atexit too: a KeyboardInterrupt exit re-kills the process with SIGINT
     // after interpreter finalization, before C atexit handlers would run.
     py.import("atexit")?
@@ -1187,6 +1206,7 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flush, m)?)?;
     m.add_function(wrap_pyfunction!(is_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(_before_exec, m)?)?;
     m.add_class::<Wrapped>()?;
     enable_vectorcall(m.py())?;
     m.add_class::<Region>()?;

@@ -77,3 +77,20 @@ def test_unwritable_log_dir_is_one_clear_line(run):
     assert "still running" in r.stdout
     lines = [l for l in r.stderr.splitlines() if "DFTRACER" in l]
     assert len(lines) == 1 and "/proc/nonexistent-dir" in lines[0], r.stderr
+
+
+def test_exec_finishes_the_trace_first(run):
+    r = run(
+        """
+        import os
+        import dftracer.dftracer as d
+        d.initialize(os.environ["OUT"] + "/run.pfw", None, -1)
+        t = d.get_time()
+        for i in range(100):
+            d.log_event("before_exec", "c", t + i, 1)
+        os.execv("/bin/true", ["true"])
+        """
+    )
+    (events,) = r.traces().values()
+    assert len([e for e in events if e.get("name") == "before_exec"]) == 100
+    assert events[-1]["name"] == "end", "end is the last line"
