@@ -110,7 +110,7 @@ pub fn record(p: &Pending) {
     if s & 1 == 0 {
         return;
     }
-    let _ = LOCAL.try_with(|l| {
+    let local = LOCAL.try_with(|l| {
         let mut ring = l.ring.get();
         if l.gen.get() != s || ring.is_null() {
             ring = attach(l, s);
@@ -130,6 +130,32 @@ pub fn record(p: &Pending) {
             }
         }
     });
+    if local.is_err() {
+        record_orphan(p);
+    }
+}
+
+/// An event of a thread whose thread-local state is gone: glibc runs the main thread's TLS
+/// destructors before `atexit` handlers, where programs still do I/O (coreutils closes
+/// `stdout` there). Encoded at once under the writer lock: rare, and never lost.
+#[cold]
+fn record_orphan(p: &Pending) {
+    let Some(sh) = shared() else { return };
+    if PHASE.load(Ordering::Acquire) != PHASE_RUNNING {
+        return;
+    }
+    let len = p.len();
+    // 8-byte aligned, as ring records are.
+    let mut words = vec![0u64; len.div_ceil(8)];
+    // SAFETY: `words` owns at least `len` initialised bytes; u8 has no alignment needs.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) };
+    p.write(bytes);
+    let _s = Section::new();
+    let mut w = sh.writer.lock();
+    // SAFETY: `bytes` was just written by `Pending::write` in this process.
+    if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
+        sh.encode(&mut w, sh.tid_of(sys::gettid()), &rec);
+    }
 }
 
 #[cold]

@@ -363,3 +363,46 @@ fn a_disk_that_stays_full_keeps_whole_members_and_counts_the_loss() {
         "expected {lost} lost in: {stderr}"
     );
 }
+
+/// I/O in an `atexit` handler, after glibc ran the main thread's TLS destructors (coreutils
+/// closes `stdout` there): recorded like any other.
+const ATEXIT: &str = r#"
+static int fd = -1;
+static void late(void) {
+    char b[8];
+    for (int i = 0; i < 10; i++) CHECK(pread(fd, b, 8, 0) == 8);
+    CHECK(close(fd) == 0);
+}
+int main(int argc, char **argv) {
+    char b[8];
+    fd = open(argv[1], O_RDONLY);
+    CHECK(fd >= 0);
+    for (int i = 0; i < 5; i++) CHECK(pread(fd, b, 8, 0) == 8);
+    atexit(late);
+    return 0;
+}
+"#;
+
+#[test]
+fn io_in_an_atexit_handler_is_recorded() {
+    let s = Scratch::new("atexit");
+    std::fs::write(s.path("data/f"), [1u8; 64]).unwrap();
+    let exe = s.compile("atexit", &prog(ATEXIT));
+    ok(s.cmd(&exe, Some(&s.s("data")))
+        .arg(s.path("data/f"))
+        .output()
+        .unwrap());
+    let t = s.only_trace();
+    let names = t.names();
+    assert_eq!(
+        names.iter().filter(|n| *n == "pread").count(),
+        15,
+        "{names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| *n == "close").count(),
+        1,
+        "{names:?}"
+    );
+    assert!(t.has_end());
+}
