@@ -186,3 +186,59 @@ def test_no_data_dir_means_no_binding_and_no_io_events(run, tmp_path):
     )
     assert io_events(r) == []
     assert end_record(r)["args"]["cfg"]["bind"] == 0
+
+
+def test_the_wheel_carries_the_native_library_and_says_where(tmp_path):
+    import sys
+
+    def ask(what):
+        return subprocess.run(
+            [sys.executable, "-m", "dftracer", what], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    pre, lib, inc, pc = ask("preload"), ask("lib"), ask("include"), ask("pkgconfig")
+    import os
+
+    assert os.path.isfile(pre) and os.path.isfile(lib)
+    assert os.path.isfile(os.path.join(inc, "dftracer", "dftracer.h"))
+    assert os.path.isfile(os.path.join(pc, "dftracer.pc"))
+    assert ask("version")
+    # The preload name works as LD_PRELOAD for a plain program.
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x").write_text("x\n")
+    out = tmp_path / "o"
+    env = {
+        "PATH": os.environ["PATH"],
+        "LD_PRELOAD": pre,
+        "DFTRACER_ENABLE": "1",
+        "DFTRACER_INIT": "PRELOAD",
+        "DFTRACER_DATA_DIR": str(data),
+        "DFTRACER_LOG_FILE": str(out / "t"),
+    }
+    subprocess.run(["cat", str(data / "x")], env=env, check=True, capture_output=True)
+    (trace,) = list(out.glob("t-*-preload.pfw.gz"))
+    import gzip
+    import json
+
+    names = [json.loads(line)["name"] for line in gzip.open(trace, "rt")]
+    assert "end" in names and any(n.startswith("open") for n in names), names
+    # A C program against the header and library of the wheel.
+    if shutil.which("gcc"):
+        src = tmp_path / "c.c"
+        src.write_text(
+            '#include <stddef.h>\n#include <dftracer/dftracer.h>\nint main(void){DFTRACER_C_INIT(NULL,NULL,NULL);'
+            "DFTRACER_C_FUNCTION_START();DFTRACER_C_FUNCTION_END();DFTRACER_C_FINI();return 0;}\n"
+        )
+        exe = tmp_path / "c"
+        subprocess.run(
+            ["gcc", str(src), "-I", inc, "-L", ask("libdir"), "-ldftracer_core", "-Wl,-rpath," + ask("libdir"), "-o", str(exe)],
+            check=True,
+        )
+        env2 = dict(env)
+        del env2["LD_PRELOAD"]
+        env2["DFTRACER_LOG_FILE"] = str(tmp_path / "c-out" / "t")
+        subprocess.run([str(exe)], env=env2, check=True)
+        (ct,) = list((tmp_path / "c-out").glob("t-*-app.pfw.gz"))
+        names = [json.loads(line)["name"] for line in gzip.open(ct, "rt")]
+        assert "main" in names, names
