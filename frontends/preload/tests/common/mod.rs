@@ -40,6 +40,12 @@ pub fn lib() -> PathBuf {
             );
             let so = profile_dir.join("libdftracer_preload.so");
             assert!(so.exists(), "{} missing after cargo build", so.display());
+            // Its SONAME, which programs linked against it look for (scripts/native-lib.sh
+            // makes the same link).
+            let core = profile_dir.join("libdftracer_core.so");
+            if std::fs::symlink_metadata(&core).is_err() {
+                let _ = std::os::unix::fs::symlink("libdftracer_preload.so", &core);
+            }
             so
         })
         .clone()
