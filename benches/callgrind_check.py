@@ -5,6 +5,10 @@ the caller's work plus the writer's encoding and compression of that event):
   python_deco_f      a @dft_fn.log-decorated f() vs the plain f() with tracing off
   preload_pread      a traced pread(4 KiB) under libdftracer_preload.so vs no preload
   preload_pread_off  the same pread on a file outside DATA_DIR (untraced fd)
+  python_pread_bound     os.pread(4 KiB) from Python, I/O bound in process by
+                         initialize(data_dir=...) (no LD_PRELOAD), vs tracing off
+  python_pread_preload   the same os.pread, traced under LD_PRELOAD instead
+  python_pread_bound_off the bound process's os.pread on a file outside the data dir
 
 Per-call figures are differences between runs of 2,000 and 12,000 calls, so start-up cancels.
 Compared with benches/record/callgrind.json; fails when a figure exceeds the record by more
@@ -37,6 +41,19 @@ def plain(): return 1
 f = deco if sys.argv[1] == "deco" else plain
 for _ in range(int(sys.argv[3])): f()
 log.finalize()
+"""
+
+
+PYIO = """
+import os, sys
+mode, data, other, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+if mode.startswith("bound"):
+    import dftracer.dftracer as d
+    d.initialize(os.path.join(os.path.dirname(data), "io.pfw"), data, -1)
+fd = os.open(os.path.join(other if mode == "bound_off" else data, "f.bin"), os.O_RDONLY)
+for _ in range(n):
+    os.pread(fd, 4096, 0)
+os.close(fd)
 """
 
 
@@ -86,6 +103,15 @@ def measure(python: str) -> dict:
         untraced = per_call(lambda n: [str(bench), "pread", str(d / "other" / "f.bin"), str(n)], clean_env(**pre))
         res["preload_pread"] = traced - base
         res["preload_pread_off"] = untraced - base
+
+        io = d / "io.py"
+        io.write_text(PYIO)
+        run = lambda mode: lambda n: [python, str(io), mode, str(d / "data"), str(d / "other"), str(n)]
+        py_base = per_call(run("off"), clean_env())
+        bound_env = clean_env(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(d / "b"))
+        res["python_pread_bound"] = per_call(run("bound"), bound_env) - py_base
+        res["python_pread_bound_off"] = per_call(run("bound_off"), bound_env) - py_base
+        res["python_pread_preload"] = per_call(run("preload"), clean_env(**pre)) - py_base
     return {k: round(v, 1) for k, v in res.items()}
 
 
@@ -105,10 +131,15 @@ def main() -> int:
     rec = json.loads(RECORD.read_text())["instructions_added_per_call"]
     passed = failed = 0
     for k, v in got.items():
+        if k not in rec:
+            print(f"new  {k}: {v} instructions/call (not in the record yet: --update)")
+            continue
         limit = rec[k] * (1 + TOLERANCE) + 10  # +10: absolute slack for near-zero figures
         ok = v <= limit
         print(f"{'ok  ' if ok else 'FAIL'} {k}: {v} instructions/call (record {rec[k]}, limit {limit:.0f})")
         passed, failed = passed + ok, failed + (not ok)
+    ratio = got["python_pread_bound"] / max(got["python_pread_preload"], 1.0)
+    print(f"     python os.pread bound in process / under LD_PRELOAD: {ratio:.2f}x")
     print(f"callgrind: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
