@@ -1,6 +1,8 @@
 """Training-like loop: 2,000 files of 64 KiB read inside annotated functions plus a small
-compute step; tracing off, ours, ours + I/O interception (our preload), the reference, and the
-reference with its I/O interception. Then multiprocessing Pool(2) fork/spawn lost-event counts.
+compute step; tracing off, ours, ours + I/O interception (our preload, and bound in process
+from initialize_log(data_dir=...)), the reference, and the reference with its I/O interception.
+Then the time of initialize_log with numpy imported (with and without binding I/O), and
+multiprocessing Pool(2) fork/spawn lost-event counts.
 
     python3 benches/python/train_loop.py --ours VENV --ref VENV --preload SO [--rounds 5] [--record F]
 """
@@ -36,6 +38,18 @@ for step, f in enumerate(files):
 dt = time.perf_counter() - t0
 log.finalize()
 print(dt)
+"""
+
+INIT = r"""
+import os, sys, time
+import numpy
+from dftracer.python import dftracer
+t0 = time.perf_counter()
+log = dftracer.initialize_log(logfile=os.path.join(sys.argv[2], "t.pfw"),
+                              data_dir=sys.argv[1] if sys.argv[3] == "io" else None, process_id=-1)
+dt = time.perf_counter() - t0
+log.finalize()
+print(dt * 1000)
 """
 
 MP = r"""
@@ -93,6 +107,8 @@ def main():
         "ours": (ours, True, "noio", {}),
         "ours+io": (ours, True, "io", {"LD_PRELOAD": a.preload, "DFTRACER_INIT": "PRELOAD",
                                       "DFTRACER_DATA_DIR": str(data)}),
+        # I/O bound in process by initialize_log(data_dir=...): no LD_PRELOAD.
+        "ours+io-inproc": (ours, True, "io", {}),
         "ref": (ref, True, "noio", {}),
         "ref+io": (ref, True, "io", {}),
     }
@@ -104,9 +120,23 @@ def main():
                                    capture_output=True, text=True, check=True)
                 times[name].append(float(r.stdout.strip().splitlines()[-1]))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"{'config':8} {'median s':>9} {'vs off':>7}")
+    print(f"{'config':14} {'median s':>9} {'vs off':>7}")
     for k, v in med.items():
-        print(f"{k:8} {v:9.4f} {v / med['off']:7.3f}")
+        print(f"{k:14} {v:9.4f} {v / med['off']:7.3f}")
+    # What initialize_log costs with numpy imported, with and without binding I/O in process.
+    init_script = work / "init.py"
+    init_script.write_text(INIT)
+    init_ms = {}
+    for io in ("noio", "io"):
+        runs = []
+        for _ in range(a.rounds):
+            with tempfile.TemporaryDirectory() as out:
+                r = subprocess.run([ours, str(init_script), str(data), out, io], env=env(True, out),
+                                   capture_output=True, text=True, check=True)
+                runs.append(float(r.stdout.strip().splitlines()[-1]))
+        init_ms[io] = statistics.median(runs)
+    init_ms["binding"] = init_ms["io"] - init_ms["noio"]
+    print("initialize_log with numpy imported, ms: " + ", ".join(f"{k}={v:.2f}" for k, v in init_ms.items()))
     mp_script = work / "mp.py"
     mp_script.write_text(MP)
     lost = {}
@@ -118,6 +148,7 @@ def main():
     print("Pool(2) lost task events (of 45): " + ", ".join(f"{k}={v}" for k, v in lost.items()))
     if a.record:
         Path(a.record).write_text(json.dumps({"median_seconds": med, "lost_pool_events": lost,
+                                              "initialize_ms_numpy": init_ms,
                                               "command": " ".join(sys.argv)}, indent=2) + "\n")
     return 0
 
