@@ -1,5 +1,5 @@
 # The handful of targets the README and CI call. Each one sets up what it needs.
-.PHONY: demo test lint test-rust test-python test-fuzz ecosystem bench fuzz-long
+.PHONY: demo test lint test-rust test-python test-fuzz ecosystem bench fuzz-long sanitize
 
 demo:            ## traced training-like run + the service; prints where the traces are
 	bash scripts/demo.sh
@@ -15,3 +15,6 @@ bench:           ## full overhead benchmarks (long; not part of test)
 
 fuzz-long:       ## coverage-guided fuzzing (long; see fuzz/README.md)
 	bash scripts/fuzz-long.sh
+
+sanitize:        ## Miri (ring, preload tables), ASan + TSan (core lifecycle tests); needs nightly
+	bash scripts/sanitize.sh
