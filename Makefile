@@ -1,5 +1,5 @@
 # The handful of targets the README and CI call. Each one sets up what it needs.
-.PHONY: demo native test lint test-rust test-python test-fuzz ecosystem bench fuzz-long test-many-files
+.PHONY: demo native test lint test-rust test-python test-fuzz ecosystem bench fuzz-long test-many-files sanitize
 
 demo:            ## traced training-like run + the service; prints where the traces are
 	bash scripts/demo.sh
@@ -22,3 +22,6 @@ fuzz-long:       ## coverage-guided fuzzing (long; see fuzz/README.md)
 test-many-files: ## preload: 2,000,000 distinct files in flat memory (the normal run uses 500,000)
 	DFTRACER_TEST_FILES=2000000 cargo test --release -p dftracer-preload --test preload \
 	  millions_of_distinct_files_in_flat_memory -- --nocapture
+
+sanitize:        ## Miri (ring, preload tables), ASan + TSan (core lifecycle tests); needs nightly
+	bash scripts/sanitize.sh

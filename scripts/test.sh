@@ -17,6 +17,13 @@ step "rust: unit and integration tests (release: the 8x1M-event test is real)"
 cargo build --release -q -p dftracer-preload -p dftracer-service -p dftracer-examples
 cargo test --workspace --release -q 2>&1 | tail -n 60
 
+step "loom: the ring (producer/consumer) and the clock's seqlock under every interleaving"
+# Its own target dir: --cfg loom would otherwise invalidate the main build.
+t0=$SECONDS
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" \
+  cargo test --release -q -p dftracer-core --test loom --target-dir "$ROOT/target/loom" 2>&1 | tail -n 5
+echo "loom: $((SECONDS - t0)) s (build included)"
+
 step "fuzz targets: replay seeds + bounded random inputs on stable"
 cargo test --release -q --manifest-path fuzz/Cargo.toml 2>&1 | tail -n 20
 
