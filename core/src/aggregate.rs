@@ -85,6 +85,8 @@ type Key = (Box<[u8]>, Box<[u8]>, u32, u64);
 /// The open buckets of one process.
 #[derive(Default)]
 pub struct Aggregator {
+    /// SELECTIVE: which events are folded (`None`: all).
+    pub rules: Option<std::sync::Arc<crate::rules::Rules>>,
     entries: HashMap<Key, Entry, crate::hash::FastBuild>,
     /// Insertion order, so lines come out in a stable order.
     order: Vec<Key>,
@@ -107,6 +109,29 @@ fn num_of(v: ArgValue) -> Option<Num> {
 }
 
 impl Aggregator {
+    pub fn new(rules: Option<std::sync::Arc<crate::rules::Rules>>) -> Aggregator {
+        Aggregator {
+            rules,
+            ..Aggregator::default()
+        }
+    }
+
+    /// `true` when `rec` (a complete event) is to be folded rather than written.
+    pub fn wants(&self, rec: &Record) -> bool {
+        if rec.cat.bytes == b"dftracer" {
+            return false;
+        }
+        match &self.rules {
+            None => true,
+            Some(r) => r.matches(&crate::rules::Subject {
+                name: rec.name.bytes,
+                cat: rec.cat.bytes,
+                ts: rec.ts,
+                dur: rec.dur,
+            }),
+        }
+    }
+
     /// Folds a complete event into its bucket (`width` in time units, ≥ 1).
     pub fn add(&mut self, rec: &Record, tid: u32, width: u64) {
         let bucket = rec.ts - rec.ts % width.max(1);

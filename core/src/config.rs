@@ -97,6 +97,8 @@ pub struct Config {
     pub aggregation_enable: bool,
     pub aggregation_type: String,
     pub aggregation_file: Option<String>,
+    /// SELECTIVE: the parsed rules of `aggregation_file` (`None`: every event is aggregated).
+    pub aggregation_rules: Option<std::sync::Arc<crate::rules::Rules>>,
     pub throw_error: bool,
     /// Ours: the writer thread writes what it has at least this often (SIGKILL loses at most
     /// this much).
@@ -135,6 +137,7 @@ impl Default for Config {
             aggregation_enable: false,
             aggregation_type: "FULL".into(),
             aggregation_file: None,
+            aggregation_rules: None,
             throw_error: false,
             flush_interval_ms: 1000,
             ring_size: 1 << 20,
@@ -387,7 +390,7 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_AGGREGATION_TYPE",
         yaml: "features.aggregation.type",
         default: "FULL",
-        meaning: "FULL aggregates every event; SELECTIVE (rule files) is not supported and acts as FULL, with a warning",
+        meaning: "FULL aggregates every event; SELECTIVE only those the rules of DFTRACER_AGGREGATION_FILE pick (syntax: FORMAT.md)",
         yaml_inverted: false,
         set: |c, raw, w| match raw.trim().to_ascii_uppercase().as_str() {
             t @ ("FULL" | "SELECTIVE") => c.aggregation_type = t.into(),
@@ -405,7 +408,7 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_AGGREGATION_FILE",
         yaml: "features.aggregation.file",
         default: "(unset)",
-        meaning: "rules file of SELECTIVE aggregation (not supported: reported in cfg only)",
+        meaning: "YAML rules file of SELECTIVE aggregation (`inclusion:` and `exclusion:` lists of rule strings); a bad file is one error and no aggregation",
         yaml_inverted: false,
         set: |c, raw, _| c.aggregation_file = (!raw.is_empty()).then(|| raw.to_string()),
         get: |c| c.aggregation_file.clone().unwrap_or_default(),
@@ -518,6 +521,10 @@ pub fn apply_yaml(cfg: &mut Config, text: &str, warnings: &mut Vec<String>) -> R
     Ok(())
 }
 
+/// Starts a line of `warnings` that is an error (printed as `[DFTRACER ERROR]`): the knob's
+/// value could not be used at all and its feature is off.
+pub const ERROR_MARK: &str = "ERROR: ";
+
 /// What a warning is about: the knob variable it starts with, else the whole line.
 fn warning_key(w: &str) -> &str {
     KNOBS
@@ -550,7 +557,10 @@ impl Config {
     pub fn from_env() -> Config {
         let (cfg, warnings, error) = resolve(|k| std::env::var(k).ok());
         for w in &warnings {
-            print_once(&format!("[DFTRACER WARN] {w}"), warning_key(w));
+            match w.strip_prefix(ERROR_MARK) {
+                Some(e) => print_once(&format!("[DFTRACER ERROR] {e}"), e),
+                None => print_once(&format!("[DFTRACER WARN] {w}"), warning_key(w)),
+            }
         }
         if let Some(e) = error {
             let line = format!("[DFTRACER ERROR] {e}");
@@ -572,11 +582,22 @@ impl Config {
             self.trace_interval_ms = 1000;
         }
         self.libuv_threads = self.libuv_threads.max(1);
+        self.aggregation_rules = None;
         if self.aggregation_enable && self.aggregation_type == "SELECTIVE" {
-            warnings.push(
-                "DFTRACER_AGGREGATION_TYPE=SELECTIVE: rule files are not supported; aggregating every event (FULL)"
-                    .into(),
-            );
+            // A bad rules file turns aggregation off (events are written one by one) and
+            // says why once; tracing goes on.
+            let loaded = match self.aggregation_file.as_deref() {
+                None => Err("DFTRACER_AGGREGATION_TYPE=SELECTIVE needs DFTRACER_AGGREGATION_FILE (a YAML file of rules)".to_string()),
+                Some(path) => crate::rules::Rules::load(path)
+                    .map_err(|e| format!("DFTRACER_AGGREGATION_FILE={path}: {e}")),
+            };
+            match loaded {
+                Ok(rules) => self.aggregation_rules = Some(std::sync::Arc::new(rules)),
+                Err(e) => {
+                    warnings.push(format!("{ERROR_MARK}{e}; aggregation is off"));
+                    self.aggregation_enable = false;
+                }
+            }
         }
     }
 

@@ -1226,3 +1226,84 @@ fn aggregation_folds_events_into_ph3_records_before_end() {
     assert_eq!(off, on);
 }
 
+#[test]
+fn selective_aggregation_folds_only_what_the_rules_pick() {
+    let dir = scratch("agg-selective");
+    let rules = dir.join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "inclusion:\n  - \"cat == 'c' AND name LIKE 'e*'\"\n  - \"dur == 3\"\nexclusion:\n  - \"name IN {odd}\"\n",
+    )
+    .unwrap();
+    let out = scenario_cmd(
+        "aggregate",
+        &dir,
+        &[
+            ("DFTRACER_ENABLE_AGGREGATION", "1"),
+            ("DFTRACER_AGGREGATION_TYPE", "SELECTIVE"),
+            ("DFTRACER_AGGREGATION_FILE", rules.to_str().unwrap()),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("DFTRACER"), "{stderr}");
+    let trace = files(&dir)
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(".pfw"))
+        .unwrap();
+    let lines = read_trace(&trace);
+    // even: aggregated; odd: excluded, written one by one; once: dur == 3, aggregated.
+    let agg: Vec<&J> = lines.iter().filter(|l| l["ph"] == 3).collect();
+    let mut names: Vec<&str> = agg.iter().map(|a| a["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["even", "once"]);
+    assert_eq!(named(&lines, "odd").len(), 500);
+    assert!(named(&lines, "odd").iter().all(|l| l["ph"] == 1));
+    assert_eq!(lines.last().unwrap()["args"]["aggregated"], 501);
+}
+
+#[test]
+fn a_bad_rules_file_is_one_error_line_and_no_aggregation() {
+    for (label, content) in [
+        ("syntax", Some("inclusion:\n  - \"name = 'even'\"\n")),
+        ("yaml", Some("inclusion: [unclosed\n")),
+        ("missing", None),
+    ] {
+        let dir = scratch(&format!("agg-bad-{label}"));
+        let rules = dir.join("rules.yaml");
+        if let Some(c) = content {
+            std::fs::write(&rules, c).unwrap();
+        }
+        let out = scenario_cmd(
+            "aggregate",
+            &dir,
+            &[
+                ("DFTRACER_ENABLE_AGGREGATION", "1"),
+                ("DFTRACER_AGGREGATION_TYPE", "SELECTIVE"),
+                ("DFTRACER_AGGREGATION_FILE", rules.to_str().unwrap()),
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{label}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let errs: Vec<&str> = stderr.lines().filter(|l| l.contains("DFTRACER")).collect();
+        assert_eq!(errs.len(), 1, "{label}: {stderr}");
+        assert!(
+            errs[0].starts_with("[DFTRACER ERROR] DFTRACER_AGGREGATION_FILE="),
+            "{}",
+            errs[0]
+        );
+        assert!(errs[0].ends_with("aggregation is off"), "{}", errs[0]);
+        let trace = files(&dir)
+            .into_iter()
+            .find(|f| f.to_string_lossy().contains(".pfw"))
+            .unwrap();
+        let lines = read_trace(&trace);
+        assert!(lines.iter().all(|l| l["ph"] != 3), "{label}");
+        assert_eq!(user_events(&lines).len(), 1001, "{label}");
+        assert_eq!(lines.last().unwrap()["name"], "end");
+    }
+}

@@ -282,7 +282,7 @@ impl Shared {
                 ended: false,
                 agg: cfg
                     .aggregation_enable
-                    .then(crate::aggregate::Aggregator::default),
+                    .then(|| crate::aggregate::Aggregator::new(cfg.aggregation_rules.clone())),
             }),
             output: Mutex::new(Output::new(gz)),
             wake: sys::Wake::new(),
