@@ -15,8 +15,9 @@ pub struct Meta {
     pub paths: HashMap<Vec<u8>, Vec<u8>>,
     /// SH hash → string (raw).
     pub strings: HashMap<Vec<u8>, Vec<u8>>,
-    /// `start.args.exec_hash`.
+    /// `start.args.exec_hash` and `cmd_hash`.
     pub exec_hash: Option<Vec<u8>>,
+    pub cmd_hash: Option<Vec<u8>>,
 }
 
 impl Meta {
@@ -62,18 +63,39 @@ impl Meta {
                 if let Some(Val::Str(h)) = l.args.and_then(|a| scan::get(a, b"exec_hash")) {
                     self.exec_hash = Some(h.to_vec());
                 }
+                if let Some(Val::Str(h)) = l.args.and_then(|a| scan::get(a, b"cmd_hash")) {
+                    self.cmd_hash = Some(h.to_vec());
+                }
                 false
             }
             _ => false,
         }
     }
 
-    /// The executable's name (raw), when the trace says.
-    pub fn exec(&self) -> Option<&[u8]> {
-        self.exec_hash
-            .as_ref()
-            .and_then(|h| self.strings.get(h))
-            .map(|v| v.as_slice())
+    /// The program's name (raw), when the trace says: the exec name record, unless it is
+    /// missing or the reference's placeholder `DEFAULT` (its Python module writes that);
+    /// then from the command line, the script after an interpreter (`python;train.py`).
+    pub fn exec(&self) -> Option<Vec<u8>> {
+        let get = |h: &Option<Vec<u8>>| h.as_ref().and_then(|h| self.strings.get(h));
+        if let Some(e) = get(&self.exec_hash).filter(|e| e.as_slice() != b"DEFAULT") {
+            return Some(e.clone());
+        }
+        let cmd = get(&self.cmd_hash)?;
+        let base = |s: &[u8]| -> Vec<u8> {
+            let s = s.trim_ascii();
+            s.rsplit(|&b| b == b'/').next().unwrap_or(s).to_vec()
+        };
+        let mut parts = cmd
+            .split(|&b| b == b';')
+            .filter(|p| !p.trim_ascii().is_empty());
+        let first = base(parts.next()?);
+        let interpreter = [&b"python"[..], b"perl", b"ruby", b"node", b"bash", b"sh"]
+            .iter()
+            .any(|i| first.starts_with(i));
+        match parts.find(|p| !p.starts_with(b"-")) {
+            Some(script) if interpreter => Some(base(script)),
+            _ => Some(first),
+        }
     }
 
     /// The path (raw) an event's `fhash` names.

@@ -7,7 +7,8 @@
 //! - aggregated buckets (ph 3) → `X` slices on a track of their own per thread and name
 //!   ("<name> (aggregated)"): start = bucket start, length = the bucket's `dur_sum` (cut at
 //!   the next bucket of the track), `args` with `dft_cnt` and the `_min/_max/_sum` fields;
-//! - metadata → `M` process_name (`<exec> @ <host>`) and thread_name records;
+//! - metadata → `M` process_name (`<exec> @ <host>`, `pid <pid> @ <host>` without SH records)
+//!   and thread_name (`<exec>`, `<exec> thread`) records;
 //! - `ts`/`dur` in µs whatever the trace's unit (`time_metric`); sub-µs digits are kept as
 //!   decimals (a viewer parsing them as doubles keeps about 0.25 µs at today's epoch);
 //! - pids and tids unique across all inputs: a process keeps its pid unless another host's
@@ -451,17 +452,15 @@ impl<'a> FileConv<'a> {
         for (pid, tid, h) in held {
             self.bucket(pid, tid, h, None);
         }
-        let exec = self.meta.exec().map(<[u8]>::to_vec);
+        let exec = self.meta.exec();
         let host = self.meta.host.clone();
         let mut procs: Vec<_> = self.procs.iter().map(|(&o, &p)| (o, p)).collect();
         procs.sort();
         for (opid, pid) in procs {
+            // The UI shows the pid after the name itself.
             let mut name = exec
                 .clone()
                 .unwrap_or_else(|| format!("pid {pid}").into_bytes());
-            if exec.is_some() && pid != 0 {
-                name.extend_from_slice(format!(" {pid}").as_bytes());
-            }
             if !host.is_empty() {
                 name.extend_from_slice(b" @ ");
                 name.extend_from_slice(&host);

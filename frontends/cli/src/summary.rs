@@ -339,7 +339,7 @@ pub fn summarize(inputs: &[PathBuf], jobs: usize, quiet: bool) -> std::io::Resul
         }
         sum.bad_lines += f.bad;
         let host = scan::text(&f.meta.host);
-        let exec = f.meta.exec().map(scan::text).unwrap_or_default();
+        let exec = f.meta.exec().map(|e| scan::text(&e)).unwrap_or_default();
         let ended = f.ended;
         for (pid, per) in f.files {
             let p = f.procs.entry(pid).or_default();
