@@ -72,7 +72,14 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--release", "-q", "-p", "dftracer-cli", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "-q",
+            "-p",
+            "dftracer-cli",
+            "--target-dir",
+        ])
         .arg(&target);
     for var in [
         "CARGO_TARGET_DIR",
@@ -93,5 +100,8 @@ fn main() {
     let tool = bin.join("dftracer");
     let _ = std::fs::remove_file(&tool);
     std::fs::copy(target.join("release/dftracer"), &tool).expect("copy the dftracer tool");
-    let _ = Command::new("strip").arg("--strip-debug").arg(&tool).status();
+    let _ = Command::new("strip")
+        .arg("--strip-debug")
+        .arg(&tool)
+        .status();
 }
