@@ -70,6 +70,17 @@ impl InitMode {
     }
 }
 
+/// Which complete events are aggregated when `DFTRACER_ENABLE_AGGREGATION` is on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Selection {
+    /// FULL: every event (but `dftracer`-category ones).
+    All,
+    /// SELECTIVE: those the rules pick.
+    Rules(std::sync::Arc<crate::rules::Rules>),
+    /// SELECTIVE with a rules file that could not be used: none (said once on stderr).
+    Off,
+}
+
 /// Resolved configuration. Built once by [`Config::from_env`]; frontends may adjust fields
 /// before handing it to [`crate::init`].
 #[derive(Clone, Debug, PartialEq)]
@@ -97,8 +108,8 @@ pub struct Config {
     pub aggregation_enable: bool,
     pub aggregation_type: String,
     pub aggregation_file: Option<String>,
-    /// SELECTIVE: the parsed rules of `aggregation_file` (`None`: every event is aggregated).
-    pub aggregation_rules: Option<std::sync::Arc<crate::rules::Rules>>,
+    /// Which events aggregation folds (derived from the three knobs above).
+    pub aggregation_selection: Selection,
     pub throw_error: bool,
     /// Ours: the writer thread writes what it has at least this often (SIGKILL loses at most
     /// this much).
@@ -137,7 +148,7 @@ impl Default for Config {
             aggregation_enable: false,
             aggregation_type: "FULL".into(),
             aggregation_file: None,
-            aggregation_rules: None,
+            aggregation_selection: Selection::All,
             throw_error: false,
             flush_interval_ms: 1000,
             ring_size: 1 << 20,
@@ -582,22 +593,22 @@ impl Config {
             self.trace_interval_ms = 1000;
         }
         self.libuv_threads = self.libuv_threads.max(1);
-        self.aggregation_rules = None;
+        self.aggregation_selection = Selection::All;
         if self.aggregation_enable && self.aggregation_type == "SELECTIVE" {
             // A bad rules file turns aggregation off (events are written one by one) and
-            // says why once; tracing goes on.
+            // says why once; tracing goes on. The knobs keep the values given.
             let loaded = match self.aggregation_file.as_deref() {
                 None => Err("DFTRACER_AGGREGATION_TYPE=SELECTIVE needs DFTRACER_AGGREGATION_FILE (a YAML file of rules)".to_string()),
                 Some(path) => crate::rules::Rules::load(path)
                     .map_err(|e| format!("DFTRACER_AGGREGATION_FILE={path}: {e}")),
             };
-            match loaded {
-                Ok(rules) => self.aggregation_rules = Some(std::sync::Arc::new(rules)),
+            self.aggregation_selection = match loaded {
+                Ok(rules) => Selection::Rules(std::sync::Arc::new(rules)),
                 Err(e) => {
                     warnings.push(format!("{ERROR_MARK}{e}; aggregation is off"));
-                    self.aggregation_enable = false;
+                    Selection::Off
                 }
-            }
+            };
         }
     }
 
@@ -782,5 +793,35 @@ mod tests {
         assert_eq!(cfg.get("LOG_FILE"), "/t/p");
         assert_eq!(cfg.get("DFTRACER_LOG_FILE"), "/t/p");
         assert_eq!(cfg.get("NOPE"), "");
+    }
+
+    #[test]
+    fn selective_rules_are_loaded_once_and_a_bad_file_turns_aggregation_off() {
+        let dir = std::env::temp_dir().join(format!("dft-rules-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.yaml");
+        std::fs::write(&good, "inclusion:\n  - \"dur < 10\"\n").unwrap();
+        let env = |file: &str| {
+            let file = file.to_string();
+            move |k: &str| match k {
+                "DFTRACER_ENABLE_AGGREGATION" => Some("1".to_string()),
+                "DFTRACER_AGGREGATION_TYPE" => Some("SELECTIVE".to_string()),
+                "DFTRACER_AGGREGATION_FILE" => Some(file.clone()),
+                _ => None,
+            }
+        };
+        let (cfg, warnings, err) = resolve(env(good.to_str().unwrap()));
+        assert!(err.is_none() && warnings.is_empty(), "{warnings:?}");
+        assert!(matches!(cfg.aggregation_selection, Selection::Rules(_)));
+        for bad in ["/dev/zero", "/nonexistent.yaml"] {
+            let (cfg, warnings, err) = resolve(env(bad));
+            assert!(err.is_none());
+            assert_eq!(cfg.aggregation_selection, Selection::Off);
+            // The knobs keep the values given (the cfg record says what was asked).
+            assert!(cfg.aggregation_enable);
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            assert!(warnings[0].starts_with(ERROR_MARK), "{warnings:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

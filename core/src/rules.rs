@@ -33,6 +33,9 @@
 
 use std::fmt;
 
+/// The largest rules file read.
+pub const MAX_FILE: u64 = 1 << 20;
+
 /// The parsed rules file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rules {
@@ -101,9 +104,18 @@ impl fmt::Display for RuleError {
 
 impl Rules {
     /// Reads and parses the rules file at `path`.
+    /// Only a regular file of at most [`MAX_FILE`] bytes is read (a FIFO or `/dev/zero` must
+    /// not hang the traced program's start).
     pub fn load(path: &str) -> Result<Rules, RuleError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| RuleError(format!("cannot read {path}: {e}")))?;
+        let cannot = |e: &dyn fmt::Display| RuleError(format!("cannot read {path}: {e}"));
+        let meta = std::fs::metadata(path).map_err(|e| cannot(&e))?;
+        if !meta.is_file() {
+            return Err(cannot(&"not a regular file"));
+        }
+        if meta.len() > MAX_FILE {
+            return Err(cannot(&format!("larger than {MAX_FILE} bytes")));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| cannot(&e))?;
         Rules::parse_yaml(&text)
     }
 
@@ -652,6 +664,11 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("cannot read"));
+        // Never a device or a directory (a start must not hang on /dev/zero).
+        for p in ["/dev/zero", "/"] {
+            let e = Rules::load(p).unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
     }
 
     #[test]
