@@ -42,3 +42,6 @@ python3 benches/callgrind_check.py --python "$ROOT/.venv-test/bin/python"
 
 step "ecosystem: dftracer-utils 0.0.14 reads our traces"
 bash tests/ecosystem.sh
+
+step "perfetto: dftracer perfetto output (ours and the reference's) in the Perfetto UI, headless Chromium"
+bash tests/perfetto.sh

@@ -1,8 +1,11 @@
 //! Aggregated records (ph 3, `DFTRACER_ENABLE_AGGREGATION=1`, reference §2.6): instead of one
 //! line per complete event, one line per (name, cat, type, tid) and time bucket of
-//! `DFTRACER_TRACE_INTERVAL_MS`, with `dft_cnt`, the duration and every numeric arg as a plain
-//! value when it never varied, else as `_min`/`_max`/`_sum`. String args are not aggregated
-//! (as in the reference). `dftracer`-category events are never aggregated. Unlike the
+//! `DFTRACER_TRACE_INTERVAL_MS`, with `dft_cnt`, and the duration and every numeric arg as
+//! `_min`/`_max`/`_sum` whenever `dft_cnt` > 1 (a plain value only for a bucket of one event),
+//! as the reference's readers expect: a reader sums `<key>_sum` over buckets, so a plain value
+//! in a bucket of many events (even when every event had that value) would count it once.
+//! An arg present in only some events of a bucket is summed over those. String args are not
+//! aggregated (as in the reference). `dftracer`-category events are never aggregated. Unlike the
 //! reference, the last buckets are written before `end`, not after it.
 //!
 //! Runs on the writer (off the hot path); memory is one entry per live key and bucket.
@@ -29,7 +32,6 @@ impl Num {
 #[derive(Debug)]
 struct Stat {
     first: Num,
-    varied: bool,
     min: Num,
     max: Num,
     sum: Num,
@@ -39,7 +41,6 @@ impl Stat {
     fn new(v: Num) -> Stat {
         Stat {
             first: v,
-            varied: false,
             min: v,
             max: v,
             sum: v,
@@ -47,8 +48,7 @@ impl Stat {
     }
     fn add(&mut self, v: Num) {
         match (self.first, v) {
-            (Num::Int(a), Num::Int(b)) => {
-                self.varied |= a != b;
+            (Num::Int(_), Num::Int(b)) => {
                 let (Num::Int(mn), Num::Int(mx), Num::Int(s)) = (self.min, self.max, self.sum)
                 else {
                     return self.add_float(v);
@@ -65,7 +65,6 @@ impl Stat {
     }
     fn add_float(&mut self, v: Num) {
         let b = v.as_f64();
-        self.varied |= self.first.as_f64().to_bits() != b.to_bits();
         self.min = Num::Float(self.min.as_f64().min(b));
         self.max = Num::Float(self.max.as_f64().max(b));
         self.sum = Num::Float(self.sum.as_f64() + b);
@@ -86,6 +85,8 @@ type Key = (Box<[u8]>, Box<[u8]>, u32, u64);
 /// The open buckets of one process.
 #[derive(Default)]
 pub struct Aggregator {
+    /// SELECTIVE: which events are folded (`None`: all).
+    pub rules: Option<std::sync::Arc<crate::rules::Rules>>,
     entries: HashMap<Key, Entry, crate::hash::FastBuild>,
     /// Insertion order, so lines come out in a stable order.
     order: Vec<Key>,
@@ -108,6 +109,29 @@ fn num_of(v: ArgValue) -> Option<Num> {
 }
 
 impl Aggregator {
+    pub fn new(rules: Option<std::sync::Arc<crate::rules::Rules>>) -> Aggregator {
+        Aggregator {
+            rules,
+            ..Aggregator::default()
+        }
+    }
+
+    /// `true` when `rec` (a complete event) is to be folded rather than written.
+    pub fn wants(&self, rec: &Record) -> bool {
+        if rec.cat.bytes == b"dftracer" {
+            return false;
+        }
+        match &self.rules {
+            None => true,
+            Some(r) => r.matches(&crate::rules::Subject {
+                name: rec.name.bytes,
+                cat: rec.cat.bytes,
+                ts: rec.ts,
+                dur: rec.dur,
+            }),
+        }
+    }
+
     /// Folds a complete event into its bucket (`width` in time units, ≥ 1).
     pub fn add(&mut self, rec: &Record, tid: u32, width: u64) {
         let bucket = rec.ts - rec.ts % width.max(1);
@@ -159,12 +183,13 @@ impl Aggregator {
     }
 }
 
-fn stat(out: &mut Vec<u8>, name: &[u8], s: &Stat) {
+/// One aggregated field: plain for a bucket of one event, else `_min`, `_max`, `_sum`.
+fn stat(out: &mut Vec<u8>, name: &[u8], s: &Stat, count: u64) {
     let num = |out: &mut Vec<u8>, n: Num| match n {
         Num::Int(i) => json::write_i64(out, i),
         Num::Float(f) => json::write_f64(out, f),
     };
-    if !s.varied {
+    if count <= 1 {
         out.push(b',');
         json::write_str(out, name, name.len());
         out.push(b':');
@@ -197,10 +222,10 @@ fn line(out: &mut Vec<u8>, ctx: &Ctx, key: &Key, e: &Entry) {
     out.extend_from_slice(b",\"args\":{\"hhash\":\"");
     out.extend_from_slice(ctx.hhash.as_bytes());
     out.push(b'"');
-    stat(out, b"dur", &e.dur);
+    stat(out, b"dur", &e.dur, e.count);
     for (k, s) in &e.args {
         let k: &[u8] = if &k[..] == b"hhash" { b"user_hhash" } else { k };
-        stat(out, k, s);
+        stat(out, k, s, e.count);
     }
     out.extend_from_slice(b",\"dft_cnt\":");
     json::write_u64(out, e.count);
@@ -259,7 +284,11 @@ mod tests {
         assert_eq!(v["args"]["dur_min"], 6);
         assert_eq!(v["args"]["dur_max"], 10);
         assert_eq!(v["args"]["dur_sum"], 40);
-        assert_eq!(v["args"]["size"], 5);
+        // Same value in all five events: still _min/_max/_sum (a reader sums `size_sum`).
+        assert!(v["args"].get("size").is_none());
+        assert_eq!(v["args"]["size_min"], 5);
+        assert_eq!(v["args"]["size_max"], 5);
+        assert_eq!(v["args"]["size_sum"], 25);
         assert_eq!(v["args"]["step_sum"], 10);
         assert!(v["args"].get("s").is_none());
         assert!(!a.is_empty());
@@ -270,5 +299,42 @@ mod tests {
         assert_eq!(v["args"]["dft_cnt"], 1);
         assert!(a.is_empty());
         let _ = Value::Int(0);
+    }
+
+    #[test]
+    fn identical_values_are_summed_not_collapsed() {
+        // 48 reads of 65,536 bytes, all 3 units long: a reader summing `count_sum` and
+        // `dur_sum` must get what it gets from the 48 complete events.
+        let mut a = Aggregator::default();
+        for i in 0..48u64 {
+            let args = if i % 2 == 0 {
+                vec![Arg::int("count", 65536), Arg::int("ret", 65536)]
+            } else {
+                vec![Arg::int("count", 65536)]
+            };
+            let b = rec_bytes(b"read", 2_000_000 + i, 3, &args);
+            a.add(&Record::decode(&b).unwrap(), 9, 1_000_000);
+        }
+        let ctx = Ctx {
+            pid: 1,
+            hhash: "h",
+            metadata: true,
+        };
+        let mut out = Vec::new();
+        a.flush(&mut out, &ctx, u64::MAX);
+        let v: serde_json::Value = serde_json::from_slice(out.trim_ascii()).unwrap();
+        let args = &v["args"];
+        assert_eq!(args["dft_cnt"], 48);
+        for plain in ["dur", "count", "ret"] {
+            assert!(args.get(plain).is_none(), "{plain} written plain: {args}");
+        }
+        assert_eq!(args["count_sum"], 48 * 65536);
+        assert_eq!(args["count_min"], 65536);
+        assert_eq!(args["count_max"], 65536);
+        // Present in half the events: summed over those.
+        assert_eq!(args["ret_sum"], 24 * 65536);
+        assert_eq!(args["dur_sum"], 144);
+        assert_eq!(args["dur_min"], 3);
+        assert_eq!(args["dur_max"], 3);
     }
 }

@@ -70,6 +70,17 @@ impl InitMode {
     }
 }
 
+/// Which complete events are aggregated when `DFTRACER_ENABLE_AGGREGATION` is on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Selection {
+    /// FULL: every event (but `dftracer`-category ones).
+    All,
+    /// SELECTIVE: those the rules pick.
+    Rules(std::sync::Arc<crate::rules::Rules>),
+    /// SELECTIVE with a rules file that could not be used: none (said once on stderr).
+    Off,
+}
+
 /// Resolved configuration. Built once by [`Config::from_env`]; frontends may adjust fields
 /// before handing it to [`crate::init`].
 #[derive(Clone, Debug, PartialEq)]
@@ -97,6 +108,8 @@ pub struct Config {
     pub aggregation_enable: bool,
     pub aggregation_type: String,
     pub aggregation_file: Option<String>,
+    /// Which events aggregation folds (derived from the three knobs above).
+    pub aggregation_selection: Selection,
     pub throw_error: bool,
     /// Ours: the writer thread writes what it has at least this often (SIGKILL loses at most
     /// this much).
@@ -135,6 +148,7 @@ impl Default for Config {
             aggregation_enable: false,
             aggregation_type: "FULL".into(),
             aggregation_file: None,
+            aggregation_selection: Selection::All,
             throw_error: false,
             flush_interval_ms: 1000,
             ring_size: 1 << 20,
@@ -387,7 +401,7 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_AGGREGATION_TYPE",
         yaml: "features.aggregation.type",
         default: "FULL",
-        meaning: "FULL aggregates every event; SELECTIVE (rule files) is not supported and acts as FULL, with a warning",
+        meaning: "FULL aggregates every event; SELECTIVE only those the rules of DFTRACER_AGGREGATION_FILE pick (syntax: FORMAT.md)",
         yaml_inverted: false,
         set: |c, raw, w| match raw.trim().to_ascii_uppercase().as_str() {
             t @ ("FULL" | "SELECTIVE") => c.aggregation_type = t.into(),
@@ -405,7 +419,7 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_AGGREGATION_FILE",
         yaml: "features.aggregation.file",
         default: "(unset)",
-        meaning: "rules file of SELECTIVE aggregation (not supported: reported in cfg only)",
+        meaning: "YAML rules file of SELECTIVE aggregation (`inclusion:` and `exclusion:` lists of rule strings); a bad file is one error and no aggregation",
         yaml_inverted: false,
         set: |c, raw, _| c.aggregation_file = (!raw.is_empty()).then(|| raw.to_string()),
         get: |c| c.aggregation_file.clone().unwrap_or_default(),
@@ -518,6 +532,10 @@ pub fn apply_yaml(cfg: &mut Config, text: &str, warnings: &mut Vec<String>) -> R
     Ok(())
 }
 
+/// Starts a line of `warnings` that is an error (printed as `[DFTRACER ERROR]`): the knob's
+/// value could not be used at all and its feature is off.
+pub const ERROR_MARK: &str = "ERROR: ";
+
 /// What a warning is about: the knob variable it starts with, else the whole line.
 fn warning_key(w: &str) -> &str {
     KNOBS
@@ -550,7 +568,10 @@ impl Config {
     pub fn from_env() -> Config {
         let (cfg, warnings, error) = resolve(|k| std::env::var(k).ok());
         for w in &warnings {
-            print_once(&format!("[DFTRACER WARN] {w}"), warning_key(w));
+            match w.strip_prefix(ERROR_MARK) {
+                Some(e) => print_once(&format!("[DFTRACER ERROR] {e}"), e),
+                None => print_once(&format!("[DFTRACER WARN] {w}"), warning_key(w)),
+            }
         }
         if let Some(e) = error {
             let line = format!("[DFTRACER ERROR] {e}");
@@ -572,11 +593,22 @@ impl Config {
             self.trace_interval_ms = 1000;
         }
         self.libuv_threads = self.libuv_threads.max(1);
+        self.aggregation_selection = Selection::All;
         if self.aggregation_enable && self.aggregation_type == "SELECTIVE" {
-            warnings.push(
-                "DFTRACER_AGGREGATION_TYPE=SELECTIVE: rule files are not supported; aggregating every event (FULL)"
-                    .into(),
-            );
+            // A bad rules file turns aggregation off (events are written one by one) and
+            // says why once; tracing goes on. The knobs keep the values given.
+            let loaded = match self.aggregation_file.as_deref() {
+                None => Err("DFTRACER_AGGREGATION_TYPE=SELECTIVE needs DFTRACER_AGGREGATION_FILE (a YAML file of rules)".to_string()),
+                Some(path) => crate::rules::Rules::load(path)
+                    .map_err(|e| format!("DFTRACER_AGGREGATION_FILE={path}: {e}")),
+            };
+            self.aggregation_selection = match loaded {
+                Ok(rules) => Selection::Rules(std::sync::Arc::new(rules)),
+                Err(e) => {
+                    warnings.push(format!("{ERROR_MARK}{e}; aggregation is off"));
+                    Selection::Off
+                }
+            };
         }
     }
 
@@ -761,5 +793,35 @@ mod tests {
         assert_eq!(cfg.get("LOG_FILE"), "/t/p");
         assert_eq!(cfg.get("DFTRACER_LOG_FILE"), "/t/p");
         assert_eq!(cfg.get("NOPE"), "");
+    }
+
+    #[test]
+    fn selective_rules_are_loaded_once_and_a_bad_file_turns_aggregation_off() {
+        let dir = std::env::temp_dir().join(format!("dft-rules-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.yaml");
+        std::fs::write(&good, "inclusion:\n  - \"dur < 10\"\n").unwrap();
+        let env = |file: &str| {
+            let file = file.to_string();
+            move |k: &str| match k {
+                "DFTRACER_ENABLE_AGGREGATION" => Some("1".to_string()),
+                "DFTRACER_AGGREGATION_TYPE" => Some("SELECTIVE".to_string()),
+                "DFTRACER_AGGREGATION_FILE" => Some(file.clone()),
+                _ => None,
+            }
+        };
+        let (cfg, warnings, err) = resolve(env(good.to_str().unwrap()));
+        assert!(err.is_none() && warnings.is_empty(), "{warnings:?}");
+        assert!(matches!(cfg.aggregation_selection, Selection::Rules(_)));
+        for bad in ["/dev/zero", "/nonexistent.yaml"] {
+            let (cfg, warnings, err) = resolve(env(bad));
+            assert!(err.is_none());
+            assert_eq!(cfg.aggregation_selection, Selection::Off);
+            // The knobs keep the values given (the cfg record says what was asked).
+            assert!(cfg.aggregation_enable);
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            assert!(warnings[0].starts_with(ERROR_MARK), "{warnings:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

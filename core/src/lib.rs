@@ -51,6 +51,7 @@ pub mod hash;
 pub mod json;
 #[doc(hidden)]
 pub mod ring;
+pub mod rules;
 #[doc(hidden)]
 pub mod sink;
 #[doc(hidden)]

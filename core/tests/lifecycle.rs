@@ -390,6 +390,14 @@ fn scenario_entry() {
                     &[Arg::int("size", 4096), Arg::int("i", i as i64)],
                 );
             }
+            dftracer_core::complete(
+                Layer::CppApp,
+                b"once",
+                b"c",
+                5_002_000,
+                3,
+                &[Arg::int("size", 7), Arg::int("i", 1)],
+            );
             dftracer_core::finalize();
         }
         "static" => {
@@ -1122,7 +1130,13 @@ fn static_records_read_back_with_their_file_hashes() {
         .map(|a| a["args"]["dft_cnt"].as_u64().unwrap())
         .sum();
     assert_eq!(count, 100_000);
-    assert!(agg.iter().all(|a| a["args"]["count"] == 4096));
+    // The same count in every event, still summed (readers add up `count_sum`).
+    let bytes: u64 = agg
+        .iter()
+        .map(|a| a["args"]["count_sum"].as_u64().unwrap())
+        .sum();
+    assert_eq!(bytes, 100_000 * 4096);
+    assert!(agg.iter().all(|a| a["args"].get("count").is_none()));
 }
 
 #[test]
@@ -1144,21 +1158,152 @@ fn aggregation_folds_events_into_ph3_records_before_end() {
     );
     let agg: Vec<&J> = lines.iter().filter(|l| l["ph"] == 3).collect();
     // ts 5,000,000..5,000,999 us with 1 ms buckets: one bucket per name.
-    assert_eq!(agg.len(), 2, "{agg:?}");
-    for a in &agg {
+    assert_eq!(agg.len(), 3, "{agg:?}");
+    for a in agg.iter().filter(|a| a["name"] != "once") {
         assert_eq!(a["ts"], 5_000_000);
         assert_eq!(a["args"]["dft_cnt"], 500);
-        assert_eq!(
-            a["args"]["size"], 4096,
-            "a value that never varied is plain"
+        assert!(
+            a["args"].get("size").is_none(),
+            "dft_cnt > 1: _min/_max/_sum even for a value that never varied"
         );
+        assert_eq!(a["args"]["size_min"], 4096);
+        assert_eq!(a["args"]["size_max"], 4096);
+        assert_eq!(a["args"]["size_sum"], 500 * 4096);
         assert_eq!(a["args"]["dur_min"], 0);
         assert_eq!(a["args"]["dur_max"], 6);
         assert!(a["args"]["i_sum"].as_u64().unwrap() > 0);
     }
     let even = agg.iter().find(|a| a["name"] == "even").unwrap();
     assert_eq!(even["args"]["i_sum"], (0..1000u64).step_by(2).sum::<u64>());
+    // A bucket of one event: plain values.
+    let once = agg.iter().find(|a| a["name"] == "once").unwrap();
+    assert_eq!(once["args"]["dft_cnt"], 1);
+    assert_eq!(once["args"]["dur"], 3);
+    assert_eq!(once["args"]["size"], 7);
     let end = lines.last().unwrap();
     assert_eq!(end["name"], "end", "end is the last line");
-    assert_eq!(end["args"]["aggregated"], 1000);
+    assert_eq!(end["args"]["aggregated"], 1001);
+
+    // The same program with aggregation off: per-name sums of every numeric arg and of
+    // `dur`, and the number of events, agree exactly with what the ph 3 records carry.
+    let plain_dir = scratch("agg-off");
+    assert!(run_scenario("aggregate", &plain_dir, &[]).success());
+    let plain = read_trace(&files(&plain_dir)[0]);
+    let sums = |recs: &[J], aggregated: bool| {
+        let mut m = std::collections::BTreeMap::<(String, String), i64>::new();
+        for l in recs {
+            let name = l["name"].as_str().unwrap_or("").to_string();
+            if l["cat"] == "dftracer" {
+                continue;
+            }
+            let args = &l["args"];
+            let (want_ph, cnt) = if aggregated {
+                (3, args["dft_cnt"].as_i64().unwrap_or(0))
+            } else {
+                (1, 1)
+            };
+            if l["ph"] != want_ph {
+                continue;
+            }
+            *m.entry((name.clone(), "#events".into())).or_default() += cnt;
+            for key in ["dur", "size", "i"] {
+                let v = if aggregated {
+                    args.get(format!("{key}_sum"))
+                        .or_else(|| args.get(key))
+                        .and_then(J::as_i64)
+                } else if key == "dur" {
+                    l["dur"].as_i64()
+                } else {
+                    args[key].as_i64()
+                };
+                *m.entry((name.clone(), key.into())).or_default() += v.unwrap_or(0);
+            }
+        }
+        m
+    };
+    let (off, on) = (sums(&plain, false), sums(&lines, true));
+    assert_eq!(off.len(), 12, "{off:?}");
+    assert_eq!(off, on);
+}
+
+#[test]
+fn selective_aggregation_folds_only_what_the_rules_pick() {
+    let dir = scratch("agg-selective");
+    let rules = dir.join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "inclusion:\n  - \"cat == 'c' AND name LIKE 'e*'\"\n  - \"dur == 3\"\nexclusion:\n  - \"name IN {odd}\"\n",
+    )
+    .unwrap();
+    let out = scenario_cmd(
+        "aggregate",
+        &dir,
+        &[
+            ("DFTRACER_ENABLE_AGGREGATION", "1"),
+            ("DFTRACER_AGGREGATION_TYPE", "SELECTIVE"),
+            ("DFTRACER_AGGREGATION_FILE", rules.to_str().unwrap()),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("DFTRACER"), "{stderr}");
+    let trace = files(&dir)
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(".pfw"))
+        .unwrap();
+    let lines = read_trace(&trace);
+    // even: aggregated; odd: excluded, written one by one; once: dur == 3, aggregated.
+    let agg: Vec<&J> = lines.iter().filter(|l| l["ph"] == 3).collect();
+    let mut names: Vec<&str> = agg.iter().map(|a| a["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["even", "once"]);
+    assert_eq!(named(&lines, "odd").len(), 500);
+    assert!(named(&lines, "odd").iter().all(|l| l["ph"] == 1));
+    assert_eq!(lines.last().unwrap()["args"]["aggregated"], 501);
+}
+
+#[test]
+fn a_bad_rules_file_is_one_error_line_and_no_aggregation() {
+    for (label, content) in [
+        ("syntax", Some("inclusion:\n  - \"name = 'even'\"\n")),
+        ("yaml", Some("inclusion: [unclosed\n")),
+        ("missing", None),
+    ] {
+        let dir = scratch(&format!("agg-bad-{label}"));
+        let rules = dir.join("rules.yaml");
+        if let Some(c) = content {
+            std::fs::write(&rules, c).unwrap();
+        }
+        let out = scenario_cmd(
+            "aggregate",
+            &dir,
+            &[
+                ("DFTRACER_ENABLE_AGGREGATION", "1"),
+                ("DFTRACER_AGGREGATION_TYPE", "SELECTIVE"),
+                ("DFTRACER_AGGREGATION_FILE", rules.to_str().unwrap()),
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{label}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let errs: Vec<&str> = stderr.lines().filter(|l| l.contains("DFTRACER")).collect();
+        assert_eq!(errs.len(), 1, "{label}: {stderr}");
+        assert!(
+            errs[0].starts_with("[DFTRACER ERROR] DFTRACER_AGGREGATION_FILE="),
+            "{}",
+            errs[0]
+        );
+        assert!(errs[0].ends_with("aggregation is off"), "{}", errs[0]);
+        let trace = files(&dir)
+            .into_iter()
+            .find(|f| f.to_string_lossy().contains(".pfw"))
+            .unwrap();
+        let lines = read_trace(&trace);
+        assert!(lines.iter().all(|l| l["ph"] != 3), "{label}");
+        assert_eq!(user_events(&lines).len(), 1001, "{label}");
+        assert_eq!(lines.last().unwrap()["name"], "end");
+    }
 }

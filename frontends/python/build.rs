@@ -3,7 +3,8 @@
 //! so that a wheel carries everything: `dftracer/lib/libdftracer_core.so` (which this module
 //! loads: one core per process), `dftracer/lib/libdftracer_preload.so` (the same library
 //! under the name `LD_PRELOAD` users know), `dftracer/include/dftracer/dftracer.h`, and the
-//! pkg-config and CMake files under `dftracer/lib/`.
+//! pkg-config and CMake files under `dftracer/lib/`; and the `dftracer` command-line tool
+//! (`frontends/cli`) as `dftracer/bin/dftracer`.
 use std::path::Path;
 use std::process::Command;
 
@@ -18,6 +19,7 @@ fn main() {
         "core/build.rs",
         "frontends/preload/src",
         "frontends/preload/include",
+        "frontends/cli/src",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
@@ -64,4 +66,42 @@ fn main() {
         .arg(&core)
         .status();
     std::fs::copy(&core, &preload).expect("copy libdftracer_preload.so");
+
+    // The `dftracer` command-line tool (frontends/cli): a binary of its own, so it is built
+    // here like the library and run by the `dftracer` console script (`dftracer/cli.py`).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .args([
+            "build",
+            "--release",
+            "-q",
+            "-p",
+            "dftracer-cli",
+            "--target-dir",
+        ])
+        .arg(&target);
+    for var in [
+        "CARGO_TARGET_DIR",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().expect("cargo build -p dftracer-cli");
+    if !out.status.success() {
+        panic!(
+            "building the dftracer tool failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bin = pkg.join("bin");
+    std::fs::create_dir_all(&bin).expect("dftracer/bin");
+    let tool = bin.join("dftracer");
+    let _ = std::fs::remove_file(&tool);
+    std::fs::copy(target.join("release/dftracer"), &tool).expect("copy the dftracer tool");
+    let _ = Command::new("strip")
+        .arg("--strip-debug")
+        .arg(&tool)
+        .status();
 }

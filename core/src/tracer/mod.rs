@@ -280,9 +280,15 @@ impl Shared {
                 pending_events: 0,
                 last_member_ns: sys::monotonic_ns(),
                 ended: false,
-                agg: cfg
-                    .aggregation_enable
-                    .then(crate::aggregate::Aggregator::default),
+                agg: match (&cfg.aggregation_enable, &cfg.aggregation_selection) {
+                    (false, _) | (true, crate::config::Selection::Off) => None,
+                    (true, crate::config::Selection::All) => {
+                        Some(crate::aggregate::Aggregator::new(None))
+                    }
+                    (true, crate::config::Selection::Rules(r)) => {
+                        Some(crate::aggregate::Aggregator::new(Some(r.clone())))
+                    }
+                },
             }),
             output: Mutex::new(Output::new(gz)),
             wake: sys::Wake::new(),

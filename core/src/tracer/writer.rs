@@ -163,8 +163,8 @@ impl Shared {
         if !w.header_done {
             self.header(w);
         }
-        if rec.kind == KIND_COMPLETE && rec.cat.bytes != b"dftracer" {
-            if let Some(agg) = w.agg.as_mut() {
+        if rec.kind == KIND_COMPLETE {
+            if let Some(agg) = w.agg.as_mut().filter(|a| a.wants(rec)) {
                 agg.add(rec, tid, self.agg_width());
                 w.used[rec.layer as usize] = true;
                 return;
