@@ -4,7 +4,7 @@
 # stable compiler with RUSTC_BOOTSTRAP=1 (cargo-fuzz needs unstable sanitizer flags).
 source "$(dirname "$0")/env.sh"
 cd "$ROOT/fuzz"
-command -v cargo-fuzz >/dev/null || cargo install -q cargo-fuzz
+command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 if rustup toolchain list 2>/dev/null | grep -q nightly; then tc=(+nightly); else tc=(); export RUSTC_BOOTSTRAP=1; fi
 for t in json_encoder gzip_member ring_model config record_decode proc_parsers fast_deflate; do
   mkdir -p "corpus/$t"
