@@ -44,11 +44,13 @@ for f in files:
         busiest = max(cpu, key=lambda a: a.get("idle_pct", 100) * -1)
         print("busiest cpu sample: " + ", ".join(f"{k}={busiest[k]:.1f}" for k in ("user_pct", "system_pct", "iowait_pct", "idle_pct") if k in busiest))
 PY
+validate=dftracer_validate
+[ -x "$ROOT/.venv-utils/bin/dftracer_validate" ] && validate=.venv-utils/bin/dftracer_validate
 cat <<EOF
 
 == next
   zcat $OUT/traces/*.pfw.gz | head -n 20      # one JSON object per line (FORMAT.md)
-  dftracer_validate --files $OUT/traces/*.pfw.gz   # pip install dftracer-utils (make test puts it in .venv-utils)
+  $validate --files $OUT/traces/*.pfw.gz   # dftracer-utils: pip install dftracer-utils (make test puts it in .venv-utils)
   DFTRACER_ENABLE=1 .venv-demo/bin/python examples/train.py --out $OUT   # the run again
   make clean                                   # removes $OUT, target/ and the venvs
 EOF
