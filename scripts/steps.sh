@@ -19,8 +19,9 @@
 STEP_LOGS="${STEP_LOGS:-$ROOT/target/test-logs}"
 STEPS_PASSED=0 STEPS_FAILED=0 STEPS_SKIPPED=0 STEPS_RUN=0
 STEPS_FAILED_NAMES=()
-STEP_LIVE='^ *(Compiling|Finished|Installing|Downloaded|Updating) '
+STEP_LIVE='^ *(Compiling|Checking|Finished|Installing|Downloaded|Updating) '
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+export PYTHONUNBUFFERED=1 # Python runners' lines reach the log (and the heartbeat) as printed
 
 fmt_secs() { # 75 -> 1m15s
   local s=$1
@@ -100,7 +101,7 @@ _watch() { # PID LOG T0
     fi
     if ((SECONDS - last >= 10)); then
       line=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c1-110 || true)
-      echo "    ... $(fmt_secs $((SECONDS - t0)))${line:+ | $line}"
+      echo "    ... $(fmt_secs $((SECONDS - t0))) | ${line:-(no output yet)}"
       last=$SECONDS
     fi
   done
