@@ -153,7 +153,9 @@ steps_total() { # START_SECONDS
   done
   local skipped=""
   ((STEPS_SKIPPED)) && skipped=", $STEPS_SKIPPED skipped"
-  echo "$STEPS_PASSED passed, $STEPS_FAILED failed$skipped ($STEPS_RUN steps in $(fmt_secs $((SECONDS - $1))); logs in ${STEP_LOGS#"$ROOT"/}/)"
+  local steps="$STEPS_RUN steps"
+  ((STEPS_RUN == 1)) && steps="1 step"
+  echo "$STEPS_PASSED passed, $STEPS_FAILED failed$skipped ($steps in $(fmt_secs $((SECONDS - $1))); logs in ${STEP_LOGS#"$ROOT"/}/)"
   ((STEPS_FAILED == 0))
 }
 

@@ -20,19 +20,18 @@ SELECTED=("$@")
 
 # step NAME GROUPS PARSER TITLE CMD...: runs the step when nothing or one of GROUPS (comma
 # separated) or NAME was selected. PARSER: see scripts/steps.sh (cargo, pytest, summary:WORD, -).
+declare -A MATCHED=()
 step() {
-  local name="$1" groups=",$2," sel
+  local name="$1" groups=",$2," sel run=1
   shift 2
-  if ((${#SELECTED[@]})); then
-    for sel in "${SELECTED[@]}"; do
-      if [ "$sel" = "$name" ] || [[ "$groups" == *",$sel,"* ]]; then
-        run_step "$name" "$@"
-        return
-      fi
-    done
-    return 0
-  fi
-  run_step "$name" "$@"
+  ((${#SELECTED[@]})) && run=0
+  for sel in "${SELECTED[@]}"; do
+    if [ "$sel" = "$name" ] || [[ "$groups" == *",$sel,"* ]]; then
+      MATCHED[$sel]=1 run=1
+    fi
+  done
+  ((run)) && run_step "$name" "$@"
+  return 0
 }
 
 # Steps of more than one command.
@@ -60,6 +59,9 @@ run_pytest() { # the wheel built by the `wheel` step: the compatibility tests in
   "$ROOT/.venv-test/bin/python" -m pytest -q -p no:cacheprovider "$@"
 }
 
+# The steps, in order: one line each. A step with environment variables uses env, e.g.
+#   step loom rust cargo "loom models" env RUSTFLAGS="--cfg loom" cargo test --release -p dftracer-core --test loom --target-dir target/loom
+# A runner other than cargo or pytest prints `WORD: N passed, N failed` and uses summary:WORD.
 # NAME      GROUPS                          PARSER            TITLE / COMMAND
 step fmt    lint                            -                 "cargo fmt --check" cargo fmt --all -- --check
 step clippy lint                            -                 "clippy -D warnings (release, all targets)" cargo clippy --workspace --all-targets --release -- -D warnings
@@ -73,7 +75,18 @@ step docs   docs                            pytest            "every README's py
 step callgrind callgrind                    summary:callgrind "instruction counts (callgrind) vs benches/record/callgrind.json" run_callgrind
 step ecosystem ecosystem                    summary:ecosystem "dftracer-utils 0.0.14 reads our traces" bash tests/ecosystem.sh
 
-# Where the space went (a clone grows to about 1.5 GB): `make clean` removes all of it.
+unknown=0
+for sel in "${SELECTED[@]}"; do
+  if [ -z "${MATCHED[$sel]:-}" ]; then
+    echo "scripts/test.sh: no step or group named '$sel' (steps and groups: the list at the end of scripts/test.sh)"
+    unknown=1
+  fi
+done
+
+# Where the space went (a clone grows to about 2 GB): `make clean` removes all of it.
 echo
 echo "disk: $(du -sh target fuzz/target .venv-* 2>/dev/null | awk '{ printf "%s%s %s", sep, $2, $1; sep = ", " }') (make clean removes them)"
-steps_total "$T0"
+rc=0
+steps_total "$T0" || rc=1
+((unknown)) && exit 2
+exit "$rc"
