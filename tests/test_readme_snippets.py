@@ -18,8 +18,11 @@ the wheel installed after a release build.
 - A block fails when it exits non-zero, or prints `Traceback` or `[DFTRACER ERROR]`.
 - Every `make TARGET` named in a Markdown file, script or CI file is a target of the Makefile
   with a `##` help line.
+- Every binary of the workspace answers `--version` (with the crate's version) and `--help`,
+  and so does `python -m dftracer`.
 """
 
+import json
 import os
 import re
 import shutil
@@ -190,3 +193,38 @@ def test_every_make_target_named_anywhere_exists_with_help():
     assert out.returncode == 0, out.stderr
     for t in targets:
         assert re.search(rf"^\s+{re.escape(t)}\s", out.stdout, re.M), (t, out.stdout)
+
+
+def _binaries():
+    meta = subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1", "--offline"],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    out = []
+    for pkg in json.loads(meta.stdout)["packages"]:
+        for t in pkg["targets"]:
+            if "bin" in t["kind"]:
+                out.append((t["name"], pkg["version"]))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("name,version", _binaries())
+def test_every_binary_answers_version_and_help(name, version):
+    exe = ROOT / "target" / "release" / name
+    if not exe.exists():
+        pytest.skip(f"{exe} not built (the build step of make test builds the binaries)")
+    for flag in ("--version", "--help"):
+        p = subprocess.run([str(exe), flag], capture_output=True, text=True, timeout=30, cwd=tempfile.gettempdir())
+        assert p.returncode == 0, (flag, p.stdout, p.stderr)
+        assert p.stdout.strip(), (flag, p.stderr)
+    p = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=30)
+    assert version in p.stdout, p.stdout
+
+
+def test_the_python_package_answers_version_and_help():
+    import dftracer
+
+    assert dftracer.__version__
+    for args in (["--version"], ["--help"]):
+        p = subprocess.run([sys.executable, "-m", "dftracer", *args], capture_output=True, text=True)
+        assert p.returncode == 0 and p.stdout.strip(), (args, p.stdout, p.stderr)
+    p = subprocess.run([sys.executable, "-m", "dftracer", "--version"], capture_output=True, text=True)
+    assert p.stdout.strip() == dftracer.__version__
