@@ -43,6 +43,10 @@ ecosystem:       ## dftracer-utils 0.0.14 from PyPI validates and counts our tra
 native:          ## the C/C++ library under both names; PREFIX=dir: also the install layout
 	bash scripts/native-lib.sh $(if $(PREFIX),--prefix $(PREFIX))
 
+.PHONY: sanitize
+sanitize:        ## Miri (ring, preload tables), ASan + TSan (core lifecycle tests); needs nightly
+	bash scripts/sanitize.sh
+
 .PHONY: bench
 bench:           ## full overhead benchmarks against the reference (long; not part of test)
 	bash scripts/bench.sh

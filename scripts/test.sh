@@ -6,7 +6,7 @@
 # is non-zero when any failed, and a failed step's failures and last lines are printed.
 #
 #   scripts/test.sh                 every step
-#   scripts/test.sh GROUP|STEP ...  only those (groups below: lint rust fuzz python docs
+#   scripts/test.sh GROUP|STEP ...  only those (groups below: lint rust loom fuzz python docs
 #                                   callgrind ecosystem), with the setup steps they need
 #
 # Installs what is missing: rustfmt/clippy (rustup), gcc, g++, make, pkg-config, cmake
@@ -59,8 +59,7 @@ run_pytest() { # the wheel built by the `wheel` step: the compatibility tests in
   "$ROOT/.venv-test/bin/python" -m pytest -q -p no:cacheprovider "$@"
 }
 
-# The steps, in order: one line each. A step with environment variables uses env, e.g.
-#   step loom rust cargo "loom models" env RUSTFLAGS="--cfg loom" cargo test --release -p dftracer-core --test loom --target-dir target/loom
+# The steps, in order: one line each. A step with environment variables uses env (see loom).
 # A runner other than cargo or pytest prints `WORD: N passed, N failed` and uses summary:WORD.
 # NAME      GROUPS                          PARSER            TITLE / COMMAND
 step fmt    lint                            -                 "cargo fmt --check" cargo fmt --all -- --check
@@ -68,6 +67,7 @@ step clippy lint                            -                 "clippy -D warning
 step utils  rust,docs,ecosystem             -                 "dftracer-utils 0.0.14 from PyPI in .venv-utils (tests validate traces with it)" utils_venv
 step build  rust,docs,callgrind,ecosystem   -                 "release build: preload library, service, examples" cargo build --release -p dftracer-preload -p dftracer-service -p dftracer-examples
 step rust   rust                            cargo             "Rust unit and integration tests (release: the 8x1M-event test is real)" cargo test --workspace --release --no-fail-fast
+step loom   rust,loom                       cargo             "loom: the ring and the clock's seqlock under every interleaving (own target dir: --cfg loom)" env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo test --release -p dftracer-core --test loom --target-dir "$ROOT/target/loom"
 step fuzz   fuzz                            cargo             "fuzz targets: replay seeds + bounded random inputs on stable" cargo test --release --no-fail-fast --manifest-path fuzz/Cargo.toml
 step wheel  python,docs,callgrind,ecosystem -                 "Python wheel (maturin) installed in .venv-test with pytest, numpy" build_wheel
 step python python                          pytest            "Python frontend: pytest" run_pytest frontends/python/tests

@@ -39,12 +39,6 @@ RUN_LANGS = {"python": "python", "sh": "sh", "bash": "sh", "shell": "sh"}
 NOT_RUN = re.compile(r"^\s*<!--\s*not-run:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)```+\s*([A-Za-z0-9_+-]*)")
 
-# READMEs another change is rewriting; their blocks get marks there. Each entry is reported
-# as a skipped test, never silently passed.
-PENDING = {
-    "fuzz/README.md": "rewritten in parallel (nightly/cargo-fuzz instructions); marks added when merged",
-}
-
 
 def _walk(root: Path, pattern):
     for dirpath, dirnames, filenames in os.walk(root):
@@ -129,8 +123,6 @@ def _env() -> dict:
 
 @pytest.mark.parametrize("readme,line,lang,code,reason", _cases())
 def test_readme_block(readme, line, lang, code, reason):
-    if readme in PENDING:
-        pytest.skip(f"{readme}: {PENDING[readme]}")
     if reason is not None:
         assert reason, f"{readme}:{line}: <!-- not-run: --> needs a reason"
         pytest.skip(f"not-run: {reason}")

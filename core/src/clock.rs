@@ -16,20 +16,144 @@
 //! new pair disagrees with the published conversion by more than [`MAX_ERROR_NS`]
 //! (`settimeofday`, NTP step, VM migration), the TSC is dropped and calibration starts over.
 //!
-//! Readers: two relaxed loads of the sequence, three of the anchor, one `rdtsc`, one 128-bit
-//! multiply. No lock, no syscall.
+//! Readers: two loads of the sequence, three of the anchor, one `rdtsc`, one 128-bit
+//! multiply. No lock, no syscall. The sequence lock is [`Anchor`]; `tests/loom.rs` checks
+//! under loom that no reader ever gets a torn anchor.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::TimeMetric;
+use crate::sync;
 use crate::sys::realtime_ns;
 
-/// Odd while the writer updates the anchor; 0 while the TSC is not in use.
-static SEQ: AtomicU64 = AtomicU64::new(0);
-static BASE_TSC: AtomicU64 = AtomicU64::new(0);
-static BASE_NS: AtomicU64 = AtomicU64::new(0);
-/// Nanoseconds per tick, 32.32 fixed point.
-static MULT: AtomicU64 = AtomicU64::new(0);
+/// The published tsc → epoch-ns conversion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conversion {
+    pub base_tsc: u64,
+    pub base_ns: u64,
+    /// Nanoseconds per tick, 32.32 fixed point.
+    pub mult: u64,
+}
+
+impl Conversion {
+    /// Epoch nanoseconds at counter value `tsc`.
+    #[inline(always)]
+    pub fn predict(&self, tsc: u64) -> u64 {
+        let d = tsc.wrapping_sub(self.base_tsc);
+        self.base_ns + ((d as u128 * self.mult as u128) >> 32) as u64
+    }
+
+    /// As [`Conversion::predict`], or None when the anchor is older than [`MAX_AGE_TICKS`].
+    #[inline(always)]
+    pub fn at(&self, tsc: u64) -> Option<u64> {
+        (tsc.wrapping_sub(self.base_tsc) < MAX_AGE_TICKS).then(|| self.predict(tsc))
+    }
+}
+
+/// A [`Conversion`] behind a sequence lock: one writer (the tracer's writer thread) publishes,
+/// any number of readers read without ever blocking it or each other.
+pub struct Anchor {
+    /// Even and non-zero: a conversion is published. Odd: the writer is updating it, or has
+    /// withdrawn it. 0: none yet. It only grows: a withdrawal moves it to odd rather than
+    /// back to 0, so a reader that loaded the old anchor's value before a withdrawal and a
+    /// new publication cannot find that same value again and mix the two anchors.
+    seq: sync::AtomicU64,
+    base_tsc: sync::AtomicU64,
+    base_ns: sync::AtomicU64,
+    mult: sync::AtomicU64,
+}
+
+impl Default for Anchor {
+    fn default() -> Anchor {
+        Anchor::new()
+    }
+}
+
+impl Anchor {
+    #[cfg(not(loom))]
+    pub const fn new() -> Anchor {
+        Anchor {
+            seq: sync::AtomicU64::new(0),
+            base_tsc: sync::AtomicU64::new(0),
+            base_ns: sync::AtomicU64::new(0),
+            mult: sync::AtomicU64::new(0),
+        }
+    }
+
+    /// Loom's atomics have no `const fn new`; the global anchor is a `loom::lazy_static`.
+    #[cfg(loom)]
+    pub fn new() -> Anchor {
+        Anchor {
+            seq: sync::AtomicU64::new(0),
+            base_tsc: sync::AtomicU64::new(0),
+            base_ns: sync::AtomicU64::new(0),
+            mult: sync::AtomicU64::new(0),
+        }
+    }
+
+    /// Reader: the published conversion and a `counter()` value read after it (before the
+    /// sequence is checked again, so the conversion is never older than the counter), or None
+    /// when nothing is published or the writer is updating it.
+    #[inline(always)]
+    pub fn read(&self, counter: impl FnOnce() -> u64) -> Option<(Conversion, u64)> {
+        let s = self.seq.load(Ordering::Acquire);
+        if s == 0 || s & 1 != 0 {
+            return None;
+        }
+        let c = Conversion {
+            base_tsc: self.base_tsc.load(Ordering::Relaxed),
+            base_ns: self.base_ns.load(Ordering::Relaxed),
+            mult: self.mult.load(Ordering::Relaxed),
+        };
+        let t = counter();
+        // Orders the three loads above before the check below (pairs with the writer's
+        // release fence: a reader that saw any new value sees the sequence moved).
+        sync::fence(Ordering::Acquire);
+        (self.seq.load(Ordering::Relaxed) == s).then_some((c, t))
+    }
+
+    /// Whether a conversion is published.
+    pub fn in_use(&self) -> bool {
+        let s = self.seq.load(Ordering::Acquire);
+        s != 0 && s & 1 == 0
+    }
+
+    /// Writer only: the conversion it last published, if still in use.
+    pub fn current(&self) -> Option<Conversion> {
+        let s = self.seq.load(Ordering::Relaxed);
+        (s != 0 && s & 1 == 0).then(|| Conversion {
+            base_tsc: self.base_tsc.load(Ordering::Relaxed),
+            base_ns: self.base_ns.load(Ordering::Relaxed),
+            mult: self.mult.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Writer only: publishes `c`.
+    pub fn publish(&self, c: Conversion) {
+        let odd = self.seq.load(Ordering::Relaxed) | 1;
+        self.seq.store(odd, Ordering::Relaxed);
+        // Also when the sequence was odd already (withdrawn): a reader that sees one of the
+        // stores below must then see the sequence moved past the value it started with.
+        sync::fence(Ordering::Release);
+        self.base_tsc.store(c.base_tsc, Ordering::Relaxed);
+        self.base_ns.store(c.base_ns, Ordering::Relaxed);
+        self.mult.store(c.mult, Ordering::Relaxed);
+        self.seq.store(odd + 1, Ordering::Release);
+    }
+
+    /// Writer only: readers stop using the published conversion.
+    pub fn withdraw(&self) {
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s | 1, Ordering::Release);
+    }
+}
+
+#[cfg(not(loom))]
+static ANCHOR: Anchor = Anchor::new();
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref ANCHOR: Anchor = Anchor::new();
+}
 
 /// Calibration state, touched by the writer thread only.
 static ORIGIN_TSC: AtomicU64 = AtomicU64::new(0);
@@ -58,33 +182,21 @@ fn rdtsc() -> u64 {
 #[inline]
 pub fn now_ns() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    {
-        let s = SEQ.load(Ordering::Acquire);
-        if s != 0 && s & 1 == 0 {
-            let bt = BASE_TSC.load(Ordering::Relaxed);
-            let bn = BASE_NS.load(Ordering::Relaxed);
-            let m = MULT.load(Ordering::Relaxed);
-            let t = rdtsc();
-            fence(Ordering::Acquire);
-            let d = t.wrapping_sub(bt);
-            if SEQ.load(Ordering::Relaxed) == s && d < MAX_AGE_TICKS {
-                return bn + ((d as u128 * m as u128) >> 32) as u64;
-            }
-        }
+    if let Some(ns) = ANCHOR.read(rdtsc).and_then(|(c, t)| c.at(t)) {
+        return ns;
     }
     realtime_ns()
 }
 
 /// Whether the TSC is in use right now.
 pub fn tsc_in_use() -> bool {
-    let s = SEQ.load(Ordering::Acquire);
-    s != 0 && s & 1 == 0
+    ANCHOR.in_use()
 }
 
 /// Stops using the TSC (a fork child keeps the parent's anchor until its writer recalibrates:
 /// same machine, same counter; this is for tests and for a failed check).
 fn drop_tsc() {
-    SEQ.store(0, Ordering::Release);
+    ANCHOR.withdraw();
     ORIGIN_TSC.store(0, Ordering::Relaxed);
     ORIGIN_NS.store(0, Ordering::Relaxed);
 }
@@ -95,7 +207,7 @@ pub fn recalibrate(allowed: bool) {
     #[cfg(target_arch = "x86_64")]
     {
         if !allowed {
-            if SEQ.load(Ordering::Relaxed) != 0 {
+            if ANCHOR.current().is_some() {
                 drop_tsc();
             }
             return;
@@ -115,14 +227,9 @@ pub fn recalibrate(allowed: bool) {
             ORIGIN_NS.store(ns, Ordering::Relaxed);
             return;
         }
-        let s = SEQ.load(Ordering::Relaxed);
-        if s != 0 {
+        if let Some(c) = ANCHOR.current() {
             // Check the published conversion against this pair before trusting it further.
-            let d = tsc.wrapping_sub(BASE_TSC.load(Ordering::Relaxed));
-            let m = MULT.load(Ordering::Relaxed);
-            let predicted =
-                BASE_NS.load(Ordering::Relaxed) + ((d as u128 * m as u128) >> 32) as u64;
-            if predicted.abs_diff(ns) > MAX_ERROR_NS {
+            if c.predict(tsc).abs_diff(ns) > MAX_ERROR_NS {
                 drop_tsc();
                 ORIGIN_TSC.store(tsc, Ordering::Relaxed);
                 ORIGIN_NS.store(ns, Ordering::Relaxed);
@@ -147,13 +254,11 @@ pub fn recalibrate(allowed: bool) {
         if !((1u128 << 32) / 20..=10u128 << 32).contains(&mult) {
             return;
         }
-        let next = if s == 0 { 2 } else { s + 2 };
-        SEQ.store(next - 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        BASE_TSC.store(tsc, Ordering::Relaxed);
-        BASE_NS.store(ns, Ordering::Relaxed);
-        MULT.store(mult as u64, Ordering::Relaxed);
-        SEQ.store(next, Ordering::Release);
+        ANCHOR.publish(Conversion {
+            base_tsc: tsc,
+            base_ns: ns,
+            mult: mult as u64,
+        });
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = allowed;

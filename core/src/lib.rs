@@ -55,6 +55,8 @@ pub mod ring;
 pub mod sink;
 #[doc(hidden)]
 pub mod sys;
+// std's atomics and byte cells, or loom's under `--cfg loom` (the ring and the clock use them).
+mod sync;
 mod tracer;
 
 pub use config::{Config, ConfigError, InitMode, TimeMetric, KNOBS};

@@ -15,12 +15,11 @@
 //! A program that is missing skips its case with a printed reason; nothing else skips.
 //! Syscall families and our event names are mapped in `FAMILIES`.
 
-use serde_json::Value as J;
+mod common;
+use common::{lib, Trace, J};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 /// family: (strace syscalls, our event names).
 const FAMILIES: &[(&str, &[&str], &[&str])] = &[
@@ -274,32 +273,6 @@ const BY_DESIGN: &[(&str, &str, &str)] = &[
 ];
 
 // ---------------------------------------------------------------- harness
-
-fn lib() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-            let target_dir = profile_dir.parent().unwrap();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-p", "dftracer-preload", "--target-dir"])
-                .arg(target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().unwrap() == "release" {
-                cmd.arg("--release");
-            }
-            let out = cmd.output().expect("cargo build -p dftracer-preload");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            profile_dir.join("libdftracer_preload.so")
-        })
-        .clone()
-}
 
 fn have(prog: &str) -> bool {
     Command::new("sh")
@@ -632,15 +605,7 @@ fn strace_counts(log: &str, data: &str, cwd0: &str) -> Counts {
 // ---------------------------------------------------------------- our side
 
 fn read_trace(path: &Path) -> Vec<J> {
-    let raw = std::fs::read(path).unwrap();
-    let mut text = Vec::new();
-    flate2::read::MultiGzDecoder::new(&raw[..])
-        .read_to_end(&mut text)
-        .unwrap();
-    text.split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).unwrap())
-        .collect()
+    Trace::read(path).lines
 }
 
 /// Our calls per (family, path), and the set of files used through stdio.

@@ -193,8 +193,26 @@ fn wait_gone(pids: &[u32], timeout: Duration) -> Vec<u32> {
             .filter(|&p| state::is_alive(p))
             .collect();
         if alive.is_empty() || Instant::now() >= deadline {
+            if alive.is_empty() {
+                wait_reaped(pids);
+            }
             return alive;
         }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// After the daemons exited: wait (up to 2 s) until their process entries are gone too, so a
+/// scheduler that counts leftover processes sees none once `stop` returns. A daemon is
+/// reparented to init (or the nearest subreaper), which reaps it at once; a zombie that
+/// nobody reaps is accepted after the wait (it holds no resources).
+fn wait_reaped(pids: &[u32]) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline
+        && pids
+            .iter()
+            .any(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+    {
         std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -314,6 +314,11 @@ fn start_status_stop_round_trip() {
         text(&out.stdout)
     );
     assert!(!alive(pid), "stop returned before the daemon exited");
+    // Not even a zombie: a scheduler counting leftover processes sees none.
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "stop returned before the daemon was reaped"
+    );
     assert!(!s.pid_file(&hostname()).exists());
     let traces = s.traces();
     assert_eq!(traces.len(), 1, "{traces:?}");
