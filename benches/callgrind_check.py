@@ -81,6 +81,7 @@ def clean_env(**extra) -> dict:
 
 
 def per_call(make_cmd, env) -> float:
+    print(f"measuring: {' '.join(make_cmd(0)[-4:])}", flush=True)  # progress for make test's heartbeat
     return (callgrind(make_cmd(HI), env) - callgrind(make_cmd(LO), env)) / (HI - LO)
 
 

@@ -83,7 +83,7 @@ for sel in "${SELECTED[@]}"; do
   fi
 done
 
-# Where the space went (a clone grows to about 2 GB): `make clean` removes all of it.
+# Where the space went (a clone grows to about 2.3 GB): `make clean` removes all of it.
 echo
 echo "disk: $(du -sh target fuzz/target .venv-* 2>/dev/null | awk '{ printf "%s%s %s", sep, $2, $1; sep = ", " }') (make clean removes them)"
 rc=0
