@@ -1,27 +1,65 @@
-# The handful of targets the README and CI call. Each one sets up what it needs.
-.PHONY: demo native test lint test-rust test-python test-fuzz ecosystem bench fuzz-long test-many-files sanitize
+# Every target, one line each: `make help` (also what plain `make` prints). A target's `##`
+# comment is its help line. Each target sets up what it needs (scripts/env.sh).
+.DEFAULT_GOAL := help
 
-demo:            ## traced training-like run + the service; prints where the traces are
+.PHONY: help
+help:            ## this list
+	@echo "make TARGET, from the repository's root (prerequisites: README.md, 'Prerequisites'):"
+	@awk -F':[^#]*## ' '/^[a-z][a-z-]*:[^#]*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: demo
+demo:            ## traced training-like run + the node service; prints where the traces are
 	bash scripts/demo.sh
 
-native:          ## the C/C++ library under both names; with PREFIX=dir also the install layout
-	bash scripts/native-lib.sh $(if $(PREFIX),--prefix $(PREFIX))
-
-test:            ## everything CI runs
+.PHONY: test
+test:            ## everything CI runs (10-20 min on 2 cores); logs in target/test-logs/
 	bash scripts/test.sh
 
-lint:
+.PHONY: lint
+lint:            ## cargo fmt --check and clippy -D warnings
 	bash scripts/test.sh lint
 
-bench:           ## full overhead benchmarks (long; not part of test)
+.PHONY: test-rust
+test-rust:       ## Rust unit and integration tests only (with the builds they need)
+	bash scripts/test.sh rust
+
+.PHONY: test-python
+test-python:     ## the wheel and the Python frontend's pytest suite only
+	bash scripts/test.sh python
+
+.PHONY: test-fuzz
+test-fuzz:       ## fuzz targets' seed replay + bounded random inputs (stable Rust) only
+	bash scripts/test.sh fuzz
+
+.PHONY: test-docs
+test-docs:       ## run every README's python and sh blocks only
+	bash scripts/test.sh docs
+
+.PHONY: ecosystem
+ecosystem:       ## dftracer-utils 0.0.14 from PyPI validates and counts our traces
+	bash scripts/test.sh ecosystem
+
+.PHONY: native
+native:          ## the C/C++ library under both names; PREFIX=dir: also the install layout
+	bash scripts/native-lib.sh $(if $(PREFIX),--prefix $(PREFIX))
+
+.PHONY: sanitize
+sanitize:        ## Miri (ring, preload tables), ASan + TSan (core lifecycle tests); needs nightly
+	bash scripts/sanitize.sh
+
+.PHONY: bench
+bench:           ## full overhead benchmarks against the reference (long; not part of test)
 	bash scripts/bench.sh
 
+.PHONY: fuzz-long
 fuzz-long:       ## coverage-guided fuzzing (long; see fuzz/README.md)
 	bash scripts/fuzz-long.sh
 
-test-many-files: ## preload: 2,000,000 distinct files in flat memory (the normal run uses 500,000)
+.PHONY: test-many-files
+test-many-files: ## preload: 2,000,000 distinct files in flat memory (make test uses 500,000)
 	DFTRACER_TEST_FILES=2000000 cargo test --release -p dftracer-preload --test preload \
 	  millions_of_distinct_files_in_flat_memory -- --nocapture
 
-sanitize:        ## Miri (ring, preload tables), ASan + TSan (core lifecycle tests); needs nightly
-	bash scripts/sanitize.sh
+.PHONY: clean
+clean:           ## remove what the build, tests and demo made here (target/, venvs, dft-demo/)
+	bash scripts/clean.sh

@@ -12,7 +12,10 @@ the caller's work plus the writer's encoding and compression of that event):
 
 Per-call figures are differences between runs of 2,000 and 12,000 calls, so start-up cancels.
 Compared with benches/record/callgrind.json; fails when a figure exceeds the record by more
-than TOLERANCE (20%: thread interleaving under valgrind moves member boundaries a little).
+than TOLERANCE (20%: thread interleaving under valgrind moves member boundaries a little) plus
+an absolute slack (10 instructions; 40 for the Python figures, whose small ones, like
+python_pread_bound_off at ~30, move by that much with the process's layout). Python runs
+use PYTHONHASHSEED=0 (random seeds moved them by +-60).
 
     python3 benches/callgrind_check.py --python .venv-test/bin/python [--update]
 """
@@ -70,11 +73,15 @@ def callgrind(cmd, env) -> int:
 
 def clean_env(**extra) -> dict:
     e = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_") and k != "LD_PRELOAD"}
+    # A fixed hash seed: with random ones, the interpreter's own per-call count moves by about
+    # +-60 instructions between runs, more than the small figures (an untraced fd: ~30).
+    e["PYTHONHASHSEED"] = "0"
     e.update(extra)
     return e
 
 
 def per_call(make_cmd, env) -> float:
+    print(f"measuring: {' '.join(make_cmd(0)[-4:])}", flush=True)  # progress for make test's heartbeat
     return (callgrind(make_cmd(HI), env) - callgrind(make_cmd(LO), env)) / (HI - LO)
 
 
@@ -134,7 +141,10 @@ def main() -> int:
         if k not in rec:
             print(f"new  {k}: {v} instructions/call (not in the record yet: --update)")
             continue
-        limit = rec[k] * (1 + TOLERANCE) + 10  # +10: absolute slack for near-zero figures
+        # Absolute slack for near-zero figures: 10 instructions for the native ones; 40 for
+        # the Python ones, where the interpreter's own count per call moves by ~30 with the
+        # process's layout (paths, environment) even with a fixed hash seed.
+        limit = rec[k] * (1 + TOLERANCE) + (40 if k.startswith("python_") else 10)
         ok = v <= limit
         print(f"{'ok  ' if ok else 'FAIL'} {k}: {v} instructions/call (record {rec[k]}, limit {limit:.0f})")
         passed, failed = passed + ok, failed + (not ok)

@@ -77,17 +77,24 @@ def save_checkpoint(path: str, epoch: int) -> None:
 
 def summarize(out: Path) -> dict:
     files = sorted(out.glob("*.pfw*"))
-    per_name, per_pid, total = Counter(), Counter(), 0
+    per_name, io_per_name, per_pid = Counter(), Counter(), Counter()
     for f in files:
         opener = gzip.open if f.suffix == ".gz" else open
         with opener(f, "rt") as fh:
             for line in fh:
                 rec = json.loads(line)
                 if rec.get("ph") == 1 and rec.get("cat") != "dftracer":
-                    per_name[rec["name"]] += 1
+                    io = rec.get("cat") in ("POSIX", "STDIO")
+                    (io_per_name if io else per_name)[rec["name"]] += 1
                     per_pid[rec["pid"]] += 1
-                    total += 1
-    return {"files": files, "events": total, "by_name": per_name, "processes": len(per_pid)}
+    return {
+        "files": files,
+        "events": sum(per_name.values()),
+        "io_events": sum(io_per_name.values()),
+        "by_name": per_name,
+        "io_by_name": io_per_name,
+        "processes": len(per_pid),
+    }
 
 
 def main() -> int:
@@ -106,6 +113,10 @@ def main() -> int:
         if not p.exists():
             p.write_bytes(os.urandom(64 * 1024))
 
+    # I/O on files under the data dir is traced in process (no LD_PRELOAD): this process gets it
+    # from initialize_log, the spawned workers (which only import this module) from the
+    # environment they inherit.
+    os.environ.setdefault("DFTRACER_DATA_DIR", str(dataset_dir))
     log = dftracer.initialize_log(logfile=str(out / "traces" / "train.pfw"), data_dir=str(dataset_dir))
     log.set_app_metadata_string("model", "toy")
     log.set_app_metadata_int("samples", a.samples)
@@ -124,10 +135,16 @@ def main() -> int:
         for f in s["files"]:
             print(f"  {f.name}  ({f.stat().st_size} bytes)")
         top = ", ".join(f"{n}={c}" for n, c in s["by_name"].most_common(6))
-        print(f"summary: {s['events']} events from {s['processes']} processes in {elapsed:.2f}s: {top}")
+        io_top = ", ".join(f"{n}={c}" for n, c in s["io_by_name"].most_common(6))
+        print(f"summary: {s['events'] + s['io_events']} events from {s['processes']} processes in {elapsed:.2f}s")
+        print(f"  annotated functions: {s['events']}: {top}")
+        print(f"  I/O calls (POSIX, STDIO): {s['io_events']}: {io_top or 'none'}")
     expected = a.epochs * (2 * a.samples + 1) + 2 * a.epochs
     if os.environ.get("DFTRACER_ENABLE") == "1" and s["events"] != expected:
-        print(f"error: expected {expected} events, found {s['events']}", file=sys.stderr)
+        print(f"error: expected {expected} annotated events, found {s['events']}", file=sys.stderr)
+        return 1
+    if os.environ.get("DFTRACER_ENABLE") == "1" and s["io_by_name"]["read"] < a.samples * a.epochs:
+        print(f"error: expected a traced read of each sample, found {s['io_by_name']['read']}", file=sys.stderr)
         return 1
     return 0
 

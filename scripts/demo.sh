@@ -3,15 +3,20 @@
 # training-like Python program (annotated functions, spawned DataLoader-style workers, file
 # reads), stops the service, and prints where the traces are with a summary of each.
 source "$(dirname "$0")/env.sh"
+source "$ROOT/scripts/steps.sh"
 cd "$ROOT"
 OUT="${DFT_DEMO_OUT:-$ROOT/dft-demo}"
 rm -rf "$OUT/traces" "$OUT/service"
 mkdir -p "$OUT/service"
 
-echo "== building (release): core, service, Python wheel"
-cargo build -q --release -p dftracer-service
-venv "$ROOT/.venv-demo" pip
-"$ROOT/.venv-demo/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$ROOT/frontends/python"
+echo "== building (release): the service, then the Python wheel (about 2 minutes the first time)"
+cargo build --release -p dftracer-service
+demo_wheel() {
+  venv "$ROOT/.venv-demo" pip
+  "$ROOT/.venv-demo/bin/python" -m pip install -v --disable-pip-version-check --force-reinstall \
+    --no-deps "$ROOT/frontends/python"
+}
+quietly "$ROOT/target/demo-logs/wheel.log" "the Python wheel (maturin), into .venv-demo" demo_wheel
 SVC="$ROOT/target/release/dftracer_service"
 
 echo "== starting the node service"
@@ -39,3 +44,13 @@ for f in files:
         busiest = max(cpu, key=lambda a: a.get("idle_pct", 100) * -1)
         print("busiest cpu sample: " + ", ".join(f"{k}={busiest[k]:.1f}" for k in ("user_pct", "system_pct", "iowait_pct", "idle_pct") if k in busiest))
 PY
+validate=dftracer_validate
+[ -x "$ROOT/.venv-utils/bin/dftracer_validate" ] && validate=.venv-utils/bin/dftracer_validate
+cat <<EOF
+
+== next
+  zcat $OUT/traces/*.pfw.gz | head -n 20      # one JSON object per line (FORMAT.md)
+  $validate --files $OUT/traces/*.pfw.gz   # dftracer-utils: pip install dftracer-utils (make test puts it in .venv-utils)
+  DFTRACER_ENABLE=1 .venv-demo/bin/python examples/train.py --out $OUT   # the run again
+  make clean                                   # removes $OUT, target/ and the venvs
+EOF

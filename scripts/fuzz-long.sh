@@ -6,7 +6,7 @@
 # executions on targets that reach only safe code.
 source "$(dirname "$0")/env.sh"
 cd "$ROOT/fuzz"
-command -v cargo-fuzz >/dev/null || cargo install -q cargo-fuzz
+command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 if rustup toolchain list 2>/dev/null | grep -q nightly; then tc=(+nightly); else tc=(); export RUSTC_BOOTSTRAP=1; fi
 for t in json_encoder gzip_member ring_model config record_decode proc_parsers fast_deflate; do
   mkdir -p "corpus/$t"

@@ -1,47 +1,93 @@
 #!/usr/bin/env bash
-# The whole test suite (what CI runs). `scripts/test.sh lint` runs only the lints.
+# The whole test suite (what CI runs), as named steps. Each step's output goes to
+# target/test-logs/<step>.log; the terminal shows each step as it starts, cargo's progress,
+# a heartbeat when a step is quiet, the step's counts and duration, and at the end one line
+# `N passed, N failed[, N skipped]`. Every step runs even when one fails; the exit status
+# is non-zero when any failed, and a failed step's failures and last lines are printed.
+#
+#   scripts/test.sh                 every step
+#   scripts/test.sh GROUP|STEP ...  only those (groups below: lint rust loom fuzz python docs
+#                                   callgrind ecosystem perfetto), with the setup steps they need
+#
+# Installs what is missing: rustfmt/clippy (rustup), gcc, g++, make, pkg-config, cmake
+# (scripts/env.sh) and valgrind (apt-get); venvs .venv-utils (dftracer-utils 0.0.14) and
+# .venv-test (pytest, numpy, our wheel) from PyPI. `make clean` removes all of it.
 source "$(dirname "$0")/env.sh"
+source "$ROOT/scripts/steps.sh"
 cd "$ROOT"
-step() { echo; echo "=== $*"; }
+T0=$SECONDS
+SELECTED=("$@")
 
-step "lint: cargo fmt --check, clippy -D warnings"
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --release -q -- -D warnings
-[ "${1:-}" = lint ] && exit 0
+# step NAME GROUPS PARSER TITLE CMD...: runs the step when nothing or one of GROUPS (comma
+# separated) or NAME was selected. PARSER: see scripts/steps.sh (cargo, pytest, summary:WORD, -).
+declare -A MATCHED=()
+step() {
+  local name="$1" groups=",$2," sel run=1
+  shift 2
+  ((${#SELECTED[@]})) && run=0
+  for sel in "${SELECTED[@]}"; do
+    if [ "$sel" = "$name" ] || [[ "$groups" == *",$sel,"* ]]; then
+      MATCHED[$sel]=1 run=1
+    fi
+  done
+  ((run)) && run_step "$name" "$@"
+  return 0
+}
 
-step "dftracer-utils 0.0.14 from PyPI (the service tests validate their traces with it)"
-venv "$ROOT/.venv-utils" dftracer-utils==0.0.14
+# Steps of more than one command.
 export DFTRACER_VALIDATE="$ROOT/.venv-utils/bin/dftracer_validate"
+utils_venv() { venv "$ROOT/.venv-utils" dftracer-utils==0.0.14; }
+build_wheel() {
+  venv "$ROOT/.venv-test" pytest numpy
+  rm -rf "$ROOT/target/wheels"
+  # -v: maturin's cargo output (its `Compiling` lines are the step's progress)
+  "$ROOT/.venv-test/bin/python" -m pip wheel -v --disable-pip-version-check --no-deps \
+    -w "$ROOT/target/wheels" "$ROOT/frontends/python"
+  "$ROOT/.venv-test/bin/python" -m pip install --disable-pip-version-check --force-reinstall \
+    --no-deps "$ROOT"/target/wheels/*.whl
+}
+run_callgrind() {
+  if ! command -v valgrind >/dev/null; then
+    echo "installing valgrind with apt-get (the instruction-count check needs it)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind
+  fi
+  python3 benches/callgrind_check.py --python "$ROOT/.venv-test/bin/python"
+}
+run_pytest() { # the wheel built by the `wheel` step: the compatibility tests install it in a venv
+  DFT_WHEEL="$(ls "$ROOT"/target/wheels/*.whl | head -n 1)"
+  export DFT_WHEEL
+  "$ROOT/.venv-test/bin/python" -m pytest -q -p no:cacheprovider "$@"
+}
 
-step "rust: unit and integration tests (release: the 8x1M-event test is real)"
-cargo build --release -q -p dftracer-preload -p dftracer-service -p dftracer-examples
-cargo test --workspace --release -q 2>&1 | tail -n 60
+# The steps, in order: one line each. A step with environment variables uses env (see loom).
+# A runner other than cargo or pytest prints `WORD: N passed, N failed` and uses summary:WORD.
+# NAME      GROUPS                          PARSER            TITLE / COMMAND
+step fmt    lint                            -                 "cargo fmt --check" cargo fmt --all -- --check
+step clippy lint                            -                 "clippy -D warnings (release, all targets)" cargo clippy --workspace --all-targets --release -- -D warnings
+step utils  rust,docs,ecosystem             -                 "dftracer-utils 0.0.14 from PyPI in .venv-utils (tests validate traces with it)" utils_venv
+step build  rust,docs,callgrind,ecosystem,perfetto -               "release build: preload library, service, examples" cargo build --release -p dftracer-preload -p dftracer-service -p dftracer-examples -p dftracer-cli
+step rust   rust                            cargo             "Rust unit and integration tests (release: the 8x1M-event test is real)" cargo test --workspace --release --no-fail-fast
+step loom   rust,loom                       cargo             "loom: the ring and the clock's seqlock under every interleaving (own target dir: --cfg loom)" env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo test --release -p dftracer-core --test loom --target-dir "$ROOT/target/loom"
+step fuzz   fuzz                            cargo             "fuzz targets: replay seeds + bounded random inputs on stable" cargo test --release --no-fail-fast --manifest-path fuzz/Cargo.toml
+step wheel  python,docs,callgrind,ecosystem -                 "Python wheel (maturin) installed in .venv-test with pytest, numpy" build_wheel
+step python python                          pytest            "Python frontend: pytest" run_pytest frontends/python/tests
+step docs   docs                            pytest            "every README's python and sh blocks, run" run_pytest tests/test_readme_snippets.py
+step callgrind callgrind                    summary:callgrind "instruction counts (callgrind) vs benches/record/callgrind.json" run_callgrind
+step ecosystem ecosystem                    summary:ecosystem "dftracer-utils 0.0.14 reads our traces" bash tests/ecosystem.sh
+step perfetto perfetto                      summary:perfetto  "dftracer perfetto output (ours and the reference's) in the Perfetto UI, headless Chromium" bash tests/perfetto.sh
 
-step "loom: the ring (producer/consumer) and the clock's seqlock under every interleaving"
-# Its own target dir: --cfg loom would otherwise invalidate the main build.
-t0=$SECONDS
-RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" \
-  cargo test --release -q -p dftracer-core --test loom --target-dir "$ROOT/target/loom" 2>&1 | tail -n 5
-echo "loom: $((SECONDS - t0)) s (build included)"
+unknown=0
+for sel in "${SELECTED[@]}"; do
+  if [ -z "${MATCHED[$sel]:-}" ]; then
+    echo "scripts/test.sh: no step or group named '$sel' (steps and groups: the list at the end of scripts/test.sh)"
+    unknown=1
+  fi
+done
 
-step "fuzz targets: replay seeds + bounded random inputs on stable"
-cargo test --release -q --manifest-path fuzz/Cargo.toml 2>&1 | tail -n 20
-
-step "python frontend: build the wheel, run pytest"
-venv "$ROOT/.venv-test" pytest numpy
-rm -rf "$ROOT/target/wheels"
-"$ROOT/.venv-test/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$ROOT/target/wheels" "$ROOT/frontends/python"
-DFT_WHEEL="$(ls "$ROOT"/target/wheels/*.whl)"
-export DFT_WHEEL
-"$ROOT/.venv-test/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$DFT_WHEEL"
-"$ROOT/.venv-test/bin/python" -m pytest -q frontends/python/tests
-
-step "instruction counts (callgrind) vs benches/record/callgrind.json"
-command -v valgrind >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
-python3 benches/callgrind_check.py --python "$ROOT/.venv-test/bin/python"
-
-step "ecosystem: dftracer-utils 0.0.14 reads our traces"
-bash tests/ecosystem.sh
-
-step "perfetto: dftracer perfetto output (ours and the reference's) in the Perfetto UI, headless Chromium"
-bash tests/perfetto.sh
+# Where the space went (a clone grows to about 2.3 GB): `make clean` removes all of it.
+echo
+echo "disk: $(du -sh target fuzz/target .venv-* 2>/dev/null | awk '{ printf "%s%s %s", sep, $2, $1; sep = ", " }') (make clean removes them)"
+rc=0
+steps_total "$T0" || rc=1
+((unknown)) && exit 2
+exit "$rc"

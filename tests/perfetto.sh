@@ -57,3 +57,4 @@ ls "$work"/ours/*.pfw.gz "$work"/ref/*.pfw.gz >/dev/null
 PERFETTO_SLICE=ref_step PERFETTO_SLICE_COUNT=600 "$ROOT/.venv-browser/bin/python" tests/perfetto_browser.py "$out/trace.json" "$out" \
   "threads @ $host" "threads thread" "dd @ $host" "cat @ $host" "dftracer_service @ $host" "cpu user_pct" \
   "ref_workload.py @ $host" "ref_workload.py thread"
+echo "perfetto: 1 passed, 0 failed"

@@ -9,7 +9,7 @@ use dftracer_core::{Arg, Config, FileRef, Layer, Origin, Schema, Slot, Value};
 use serde_json::Value as J;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitStatus, Stdio};
 
 // ---------------------------------------------------------------- helpers
 
@@ -40,8 +40,30 @@ fn scenario_cmd(name: &str, dir: &Path, env: &[(&str, &str)]) -> Command {
     cmd
 }
 
+/// Runs `cmd` with its output captured, and prints that output through the test's own
+/// (captured) stdout: the child's libtest chatter ("1 passed; 15 filtered out") stays out of
+/// the terminal and shows up only when the test fails.
+fn status(cmd: &mut Command) -> ExitStatus {
+    echo(cmd.output().unwrap())
+}
+
+/// Prints a finished child's output through the test harness's capture; returns its status.
+fn echo(out: std::process::Output) -> ExitStatus {
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    print!("{}", String::from_utf8_lossy(&out.stderr));
+    out.status
+}
+
+/// Starts `cmd` with its output piped (read back by [`echo`] after `wait_with_output`).
+fn spawn(cmd: &mut Command) -> std::process::Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn run_scenario(name: &str, dir: &Path, env: &[(&str, &str)]) -> ExitStatus {
-    scenario_cmd(name, dir, env).status().unwrap()
+    status(&mut scenario_cmd(name, dir, env))
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
@@ -690,17 +712,15 @@ fn wait_for(path: &Path) {
 #[test]
 fn sigkill_after_a_flush_interval_leaves_a_readable_file() {
     let dir = scratch("kill");
-    let mut child = scenario_cmd(
+    let mut child = spawn(&mut scenario_cmd(
         "sleep_forever",
         &dir,
         &[("DFTRACER_FLUSH_INTERVAL_MS", "200")],
-    )
-    .spawn()
-    .unwrap();
+    ));
     wait_for(&dir.join("ready"));
     std::thread::sleep(std::time::Duration::from_millis(700));
     child.kill().unwrap();
-    child.wait().unwrap();
+    echo(child.wait_with_output().unwrap());
     let f = files(&dir);
     assert_eq!(f.len(), 1);
     let lines = read_trace(&f[0]);
@@ -712,17 +732,15 @@ fn sigkill_after_a_flush_interval_leaves_a_readable_file() {
 fn sigterm_finishes_the_trace_and_dies_by_the_signal() {
     use std::os::unix::process::ExitStatusExt;
     let dir = scratch("term");
-    let mut child = scenario_cmd(
+    let child = spawn(&mut scenario_cmd(
         "sleep_forever",
         &dir,
         &[("DFTRACER_FLUSH_INTERVAL_MS", "60000")],
-    )
-    .spawn()
-    .unwrap();
+    ));
     wait_for(&dir.join("ready"));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let st = child.wait().unwrap();
+    let st = echo(child.wait_with_output().unwrap());
     assert_eq!(st.signal(), Some(libc::SIGTERM));
     let lines = read_trace(&files(&dir)[0]);
     assert_eq!(named(&lines, "before_kill").len(), 500);
@@ -733,7 +751,7 @@ fn sigterm_finishes_the_trace_and_dies_by_the_signal() {
 fn sigterm_while_a_thread_holds_the_writer_lock_still_finishes_the_trace() {
     use std::os::unix::process::ExitStatusExt;
     let dir = scratch("term-lock");
-    let st = scenario_cmd("flush_loop", &dir, &[]).status().unwrap();
+    let st = status(&mut scenario_cmd("flush_loop", &dir, &[]));
     assert_eq!(st.signal(), Some(libc::SIGTERM));
     let lines = read_trace(&files(&dir)[0]);
     let end = named(&lines, "end");
@@ -865,11 +883,8 @@ fn unwritable_log_dir_is_one_clear_error() {
 fn missing_log_directories_are_created() {
     let dir = scratch("mkdir");
     let prefix = dir.join("a/b/run");
-    let status = scenario_cmd("basic", &dir, &[])
-        .env("DFTRACER_LOG_FILE", &prefix)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let st = status(scenario_cmd("basic", &dir, &[]).env("DFTRACER_LOG_FILE", &prefix));
+    assert!(st.success());
     let made = dir.join("a/b");
     let f = files(&made);
     assert_eq!(f.len(), 1, "{f:?}");

@@ -7,7 +7,28 @@
 use dftracer_core::{Arg, Config, Layer, Origin, Value};
 use std::io::Read;
 
+const USAGE: &str = "usage: threads [out_dir (default ./dft-example)] [threads (default 4)] \
+[steps (default 10000)]
+N threads each run `steps` steps that read a small file and compute, traced through the core
+into out_dir/threads-<hash>-app.pfw.gz; prints the trace path and a one-line summary.";
+
 fn main() -> std::process::ExitCode {
+    let first = std::env::args().nth(1);
+    match first.as_deref() {
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            return std::process::ExitCode::SUCCESS;
+        }
+        Some("-V" | "--version") => {
+            println!("threads (dftracer-examples) {}", env!("CARGO_PKG_VERSION"));
+            return std::process::ExitCode::SUCCESS;
+        }
+        Some(a) if a.starts_with('-') => {
+            eprintln!("threads: unknown option {a}\n{USAGE}");
+            return std::process::ExitCode::from(2);
+        }
+        _ => {}
+    }
     let mut args = std::env::args().skip(1);
     let out = args.next().unwrap_or_else(|| "./dft-example".into());
     let threads: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(4);

@@ -44,3 +44,41 @@ def test_ai_annotations(run):
     assert {"train.start", "train.end"} <= cm
     end = [x for x in r.records() if x["name"] == "end"][0]["args"]
     assert end["used"]["ai"] == 1
+
+
+def test_the_package_exports_the_ai_singleton_as_pydftracer_does(run):
+    """`from dftracer.python import ai` is the singleton (the README's pointer), and
+    importing the package records nothing and creates no file until something is traced."""
+    r = run(
+        """
+        import os
+        from dftracer.python import ai, dftracer, DFTracerAI
+        import dftracer.python.ai as m_or_singleton
+        assert isinstance(ai, DFTracerAI) and ai is m_or_singleton
+        assert not os.listdir(os.environ["OUT"]), "import alone created a trace file"
+        from dftracer.python.ai import ai as same
+        assert same is ai
+        log = dftracer.initialize_log()
+        @ai.compute.forward
+        def fwd(x): return x
+        fwd(1)
+        log.finalize()
+        """
+    )
+    assert len(r.events("forward")) == 1
+    end = [x for x in r.records() if x["name"] == "end"][0]["args"]
+    assert end["used"]["ai"] == 1
+
+
+def test_importing_the_package_alone_marks_nothing(run):
+    r = run(
+        """
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log()
+        with dft_fn("x", name="y"):
+            pass
+        log.finalize()
+        """
+    )
+    end = [x for x in r.records() if x["name"] == "end"][0]["args"]
+    assert "ai" not in end["used"], end["used"]

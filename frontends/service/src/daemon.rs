@@ -147,14 +147,15 @@ fn service_config() -> Result<Config, Error> {
     Ok(cfg)
 }
 
-/// The directory of `prefix` exists and a file can really be created there (a probe created
-/// with O_EXCL and removed at once: `access()` says yes to root on a read-only mount).
+/// The directory of `prefix` exists (missing directories are created, as the tracer does for
+/// `DFTRACER_LOG_FILE`) and a file can really be created there (a probe created with O_EXCL
+/// and removed at once: `access()` says yes to root on a read-only mount).
 fn check_prefix(prefix: &str) -> Result<(), Error> {
     let fail = |reason: String| Error::LogFile {
         prefix: prefix.to_string(),
         reason,
     };
-    dftracer_core::check_log_dir(prefix).map_err(|e| {
+    dftracer_core::prepare_log_dir(prefix).map_err(|e| {
         let dir = Path::new(prefix).parent().unwrap_or(Path::new("/"));
         fail(format!("directory {}: {e}", dir.display()))
     })?;

@@ -31,7 +31,8 @@ use std::process::ExitCode;
 pub use daemon::Error;
 
 /// dftracer_service: samples CPU, memory, disks, network and load on this node into a
-/// DFTracer trace (<DFTRACER_LOG_FILE>_<hostname>.pfw.gz).
+/// DFTracer trace (<DFTRACER_LOG_FILE>_<hostname>.pfw.gz). `dftracer_service --version`
+/// prints the version.
 #[derive(FromArgs, Debug)]
 pub struct Cli {
     #[argh(subcommand)]
@@ -99,6 +100,10 @@ where
         .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
         .unwrap_or_else(|| state::BIN_NAME.to_string());
     let rest: Vec<&str> = argv.iter().skip(1).map(String::as_str).collect();
+    if matches!(rest.as_slice(), ["--version"] | ["-V"]) {
+        println!("{} {}", state::BIN_NAME, env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::from_args(&[name.as_str()], &rest) {
         Ok(c) => c,
         Err(early) => {

@@ -476,7 +476,8 @@ fn unwritable_log_file_is_an_error_and_leaves_no_daemon() {
     std::fs::write(&file, b"x").unwrap();
     for prefix in [
         format!("{}/sub/svc", file.display()),
-        format!("{}/no/such/dir/svc", s.root.display()),
+        // missing directories are created, but never on proc
+        "/proc/dft-no-such-dir/svc".to_string(),
     ] {
         s.set_env("DFTRACER_LOG_FILE", Some(&prefix));
         let out = s.start();
@@ -503,6 +504,21 @@ fn log_paths_with_spaces_work() {
     let t = s.traces();
     assert_eq!(t.len(), 1);
     assert_complete(&read_trace(&t[0]), pid);
+}
+
+#[test]
+fn missing_trace_directories_are_created_as_the_tracer_does() {
+    let mut s = Svc::new("mkdir");
+    let prefix = format!("{}/a/b/node", s.out_dir.display());
+    s.set_env("DFTRACER_LOG_FILE", Some(&prefix));
+    ok(&s.start());
+    ok(&s.stop());
+    let made = s.out_dir.join("a/b");
+    let t: Vec<_> = std::fs::read_dir(&made).unwrap().flatten().collect();
+    assert_eq!(t.len(), 1, "{t:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&made).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o700, 0o700);
 }
 
 #[test]
@@ -695,6 +711,23 @@ fn help_and_usage_errors() {
         let out = Command::new(BIN).args([sub, "--help"]).output().unwrap();
         ok(&out);
         assert!(text(&out.stdout).contains("log_dir"), "{sub}");
+    }
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    ok(&out);
+    for word in ["start", "stop", "status", "run", "--version"] {
+        assert!(
+            text(&out.stdout).contains(word),
+            "{word}: {}",
+            text(&out.stdout)
+        );
+    }
+    for flag in ["--version", "-V"] {
+        let out = Command::new(BIN).arg(flag).output().unwrap();
+        ok(&out);
+        assert_eq!(
+            text(&out.stdout).trim(),
+            format!("dftracer_service {}", env!("CARGO_PKG_VERSION"))
+        );
     }
     let out = Command::new(BIN).arg("frobnicate").output().unwrap();
     assert_eq!(out.status.code(), Some(1));

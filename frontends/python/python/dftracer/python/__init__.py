@@ -391,3 +391,12 @@ class dft_fn(_Region):
 
     def generates(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+# pydftracer's package star-imports its `ai` module, so `from dftracer.python import ai` is
+# the `AI` singleton (`@ai.compute.forward`), not the module; the module's other names
+# (`DFTracerAI`, `ComputeEvent`, ...) are here too. At the end: `ai` imports from this module.
+from dftracer.python.ai import *  # noqa: E402,F401,F403
+from dftracer.python.ai import __all__ as _ai_all  # noqa: E402
+
+__all__ += _ai_all

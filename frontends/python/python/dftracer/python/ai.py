@@ -1,6 +1,6 @@
 """`dftracer.python.ai`: annotations for AI workloads (pydftracer's `ai` API).
 
-    from dftracer.python.ai import ai
+    from dftracer.python import ai      # the singleton, as pydftracer's package exports it
 
     @ai.compute.forward
     def forward(batch): ...
@@ -84,6 +84,9 @@ def get_iter_block_name(name: str) -> str:
 
 def get_iter_handle_name(name: str) -> str:
     return f"{name}{CTX_SEPARATOR}{ITER_NAME}"
+
+
+_used = [False]  # [marked `ai` as used in this process's trace]
 
 
 class _Names(str, enum.Enum):
@@ -184,8 +187,6 @@ class DFTracerAI:
         self._children: Dict[str, "DFTracerAI"] = {}
         self._t0: Optional[int] = None
         self.update(epoch=epoch, step=step, image_idx=image_idx, image_size=image_size)
-        if _native.is_enabled():
-            _native.mark_used("ai")
 
     # -- identity
     @property
@@ -197,7 +198,15 @@ class DFTracerAI:
         return self._name
 
     def _on(self) -> bool:
-        return self._enabled and _native.is_enabled()
+        if not (self._enabled and _native.is_enabled()):
+            return False
+        if not _used[0]:
+            # `used.ai` in the end record: marked when an `ai` tracer first records, not when
+            # one is built (the `ai` singleton is built by `import dftracer.python`, and
+            # marking starts a tracer from the environment).
+            _used[0] = True
+            _native.mark_used("ai")
+        return True
 
     def get_time(self) -> int:
         return _native.get_time()
