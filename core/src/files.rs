@@ -397,7 +397,9 @@ impl<const N: usize> Pool<N> {
     /// The slot of `path`, pinned (see the type's docs).
     pub fn intern(&'static self, path: &[u8]) -> Option<Pinned> {
         let key = fnv1a(path) | 1;
-        let home = (key >> 17) as usize & (Self::BUCKETS - 1);
+        // FNV-1a's middle bits barely depend on a path's last bytes (`img_0001`, `img_0002`
+        // would share a bucket): multiply (Fibonacci hashing) so every bit of the key counts.
+        let home = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & (Self::BUCKETS - 1);
         for w in 0..WAYS {
             if self.keys[home * WAYS + w].load(Ordering::Acquire) == key {
                 if let Some(p) = self.slot(home, w).pin_current() {
