@@ -159,84 +159,58 @@ fn record_copy(
     record(POSIX, name, t0, t1, &args[..n]);
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn copy_file_range(
-    fd_in: c_int,
-    off_in: *mut loff_t,
-    fd_out: c_int,
-    off_out: *mut loff_t,
-    len: size_t,
-    flags: c_uint,
-) -> ssize_t {
-    let Some(real) = real!(copy_file_range: unsafe extern "C" fn(c_int, *mut loff_t, c_int, *mut loff_t, size_t, c_uint) -> ssize_t)
-    else {
-        return missing(-1);
+/// `copy_file_range` and `splice`: the same arguments (`fd_in`, `off_in`, `fd_out`, `off_out`,
+/// `len`, `flags`), one copy event each.
+macro_rules! copy_range_hook {
+    ($sym:ident) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(
+            fd_in: c_int,
+            off_in: *mut loff_t,
+            fd_out: c_int,
+            off_out: *mut loff_t,
+            len: size_t,
+            flags: c_uint,
+        ) -> ssize_t {
+            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *mut loff_t, c_int, *mut loff_t, size_t, c_uint) -> ssize_t)
+            else {
+                return missing(-1);
+            };
+            let Some(files) = copy_files(fd_in, fd_out) else {
+                return real(fd_in, off_in, fd_out, off_out, len, flags);
+            };
+            out_of_line(move || {
+                let Some(busy) = enter() else {
+                    return real(fd_in, off_in, fd_out, off_out, len, flags);
+                };
+                let (oi, oo) = (off_at(off_in), off_at(off_out));
+                let t0 = now();
+                let ret = real(fd_in, off_in, fd_out, off_out, len, flags);
+                let _errno = SavedErrno::new();
+                let t1 = now();
+                guarded(|| {
+                    record_copy(
+                        stringify!($sym).as_bytes(),
+                        t0,
+                        t1,
+                        files,
+                        fd_in,
+                        fd_out,
+                        len as u64,
+                        oi,
+                        oo,
+                        ret as i64,
+                    )
+                });
+                drop(busy);
+                ret
+            })
+        }
     };
-    let Some(files) = copy_files(fd_in, fd_out) else {
-        return real(fd_in, off_in, fd_out, off_out, len, flags);
-    };
-    out_of_line(move || {
-        let Some(busy) = enter() else {
-            return real(fd_in, off_in, fd_out, off_out, len, flags);
-        };
-        let (oi, oo) = (off_at(off_in), off_at(off_out));
-        let t0 = now();
-        let ret = real(fd_in, off_in, fd_out, off_out, len, flags);
-        let _errno = SavedErrno::new();
-        let t1 = now();
-        guarded(|| {
-            record_copy(
-                b"copy_file_range",
-                t0,
-                t1,
-                files,
-                fd_in,
-                fd_out,
-                len as u64,
-                oi,
-                oo,
-                ret as i64,
-            )
-        });
-        drop(busy);
-        ret
-    })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn splice(
-    fd_in: c_int,
-    off_in: *mut loff_t,
-    fd_out: c_int,
-    off_out: *mut loff_t,
-    len: size_t,
-    flags: c_uint,
-) -> ssize_t {
-    let Some(real) = real!(splice: unsafe extern "C" fn(c_int, *mut loff_t, c_int, *mut loff_t, size_t, c_uint) -> ssize_t)
-    else {
-        return missing(-1);
-    };
-    let Some(files) = copy_files(fd_in, fd_out) else {
-        return real(fd_in, off_in, fd_out, off_out, len, flags);
-    };
-    out_of_line(move || {
-        let Some(busy) = enter() else {
-            return real(fd_in, off_in, fd_out, off_out, len, flags);
-        };
-        let (oi, oo) = (off_at(off_in), off_at(off_out));
-        let t0 = now();
-        let ret = real(fd_in, off_in, fd_out, off_out, len, flags);
-        let _errno = SavedErrno::new();
-        let t1 = now();
-        guarded(|| {
-            record_copy(
-                b"splice", t0, t1, files, fd_in, fd_out, len as u64, oi, oo, ret as i64,
-            )
-        });
-        drop(busy);
-        ret
-    })
-}
+copy_range_hook!(copy_file_range);
+copy_range_hook!(splice);
 
 macro_rules! sendfile_hook {
     ($sym:ident, $off:ty) => {
