@@ -78,8 +78,13 @@ impl Sink for Put<'_> {
     fn put(&mut self, b: &[u8]) {
         self.bytes(b);
     }
+    #[inline]
     fn u64(&mut self, v: u64) {
         self.num(v);
+    }
+    #[inline]
+    fn i64(&mut self, v: i64) {
+        self.int(v);
     }
     fn text(&mut self, t: &Text) {
         Put::text(self, t);
@@ -236,7 +241,7 @@ pub fn complete_cached(
         p.lit(b"{\"id\":");
         p.num(id);
         match prefix {
-            Some(prefix) => p.bytes(prefix),
+            Some((prefix, n)) => p.padded(prefix, n),
             None => middle(p, ctx, &rec.name, &rec.cat, rec.layer as u64, tid),
         }
         line_end(p, ctx, rec, |p| user_args(p, rec, hash_of));
@@ -279,13 +284,14 @@ fn complete_vec(
     out.extend_from_slice(b"}\n");
 }
 
-/// Rendered constant middles of lines (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`),
-/// in small direct-mapped tables owned by the writer: per (schema, tid) for static records,
-/// per (name, category, layer, tid) for others. A hit replaces two escaped strings and
-/// three numbers by one copy.
+/// Rendered constant text of lines, in small direct-mapped tables owned by the writer: per
+/// (schema, tid, file or not) a [`Template`] of a static record's whole line but its numbers
+/// and file hash; per (name, category, layer, tid) the middle
+/// (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`) of other lines. A hit replaces
+/// escaped strings and numbers by whole 16-byte copies.
 #[derive(Default)]
 pub struct PrefixCache {
-    statics: Vec<(usize, u32, Vec<u8>)>,
+    statics: Vec<Template>,
     named: Vec<Named>,
 }
 
@@ -297,7 +303,83 @@ struct Named {
     name_len: usize,
     /// name ++ cat
     key: Vec<u8>,
+    /// The middle, then [`COPY_PAD`] zero bytes (for [`Put::padded`]).
     prefix: Vec<u8>,
+}
+
+/// A static record's line as constant pieces around its variable parts, in order: the
+/// middle, `ts`, `,"dur":`, `dur`, `,"ph":1` and (with metadata) `,"args":{"hhash":"..."`;
+/// with metadata one piece `,"<key>":` per schema key (a record may fill fewer slots: the
+/// rest are skipped), then `,"<file_key>":"` before the file hash; the last piece ends the
+/// line. Pieces are stored back to back
+/// and followed by [`COPY_PAD`] zero bytes, so each is copied in whole 16-byte moves.
+#[derive(Default)]
+struct Template {
+    schema: usize,
+    tid: u32,
+    pid: u32,
+    file: bool,
+    metadata: bool,
+    text: Vec<u8>,
+    /// Start of each piece in `text` (one more entry: the end of the last).
+    cuts: Vec<u32>,
+    /// Bytes of a line at most: the pieces, 21 per number, 16 for the file hash.
+    bound: usize,
+}
+
+impl Template {
+    fn build(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32, file: bool) {
+        let t = |s: &'static str| Text {
+            bytes: s.as_bytes(),
+            orig_len: s.len(),
+        };
+        let (text, cuts) = (&mut self.text, &mut self.cuts);
+        text.clear();
+        cuts.clear();
+        cuts.push(0);
+        middle(text, ctx, &t(schema.name), &t(schema.cat), layer, tid);
+        cuts.push(text.len() as u32);
+        text.extend_from_slice(b",\"dur\":");
+        cuts.push(text.len() as u32);
+        text.extend_from_slice(b",\"ph\":1");
+        if ctx.metadata {
+            text.extend_from_slice(b",\"args\":{\"hhash\":\"");
+            text.extend_from_slice(ctx.hhash.as_bytes());
+            text.push(b'"');
+            for (k, _) in schema.keys {
+                cuts.push(text.len() as u32);
+                text.extend_from_slice(b",\"");
+                text.extend_from_slice(k.as_bytes());
+                text.extend_from_slice(b"\":");
+            }
+            cuts.push(text.len() as u32);
+            if file {
+                text.extend_from_slice(b",\"");
+                text.extend_from_slice(schema.file_key.as_bytes());
+                text.extend_from_slice(b"\":\"");
+                cuts.push(text.len() as u32);
+                text.push(b'"');
+            }
+            text.push(b'}');
+        }
+        text.extend_from_slice(b"}\n");
+        cuts.push(text.len() as u32);
+        let holes = 2 + schema.keys.len() + file as usize;
+        self.bound = text.len() + 21 * holes + 16;
+        text.extend_from_slice(&[0; COPY_PAD]);
+        self.schema = schema as *const Schema as usize;
+        self.tid = tid;
+        self.pid = ctx.pid;
+        self.file = file;
+        self.metadata = ctx.metadata;
+    }
+
+    /// Copies piece `i`.
+    #[inline(always)]
+    fn piece(&self, p: &mut Put, i: usize) {
+        let (a, b) = (self.cuts[i] as usize, self.cuts[i + 1] as usize);
+        p.padded(&self.text[a..], b - a);
+    }
 }
 
 const CACHE_SLOTS: usize = 64;
@@ -335,35 +417,36 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 }
 
 impl PrefixCache {
-    fn prefix(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32) -> &[u8] {
+    fn template(
+        &mut self,
+        ctx: &Ctx,
+        schema: &Schema,
+        layer: u64,
+        tid: u32,
+        file: bool,
+    ) -> &Template {
         if self.statics.is_empty() {
-            self.statics = (0..CACHE_SLOTS).map(|_| (0, 0, Vec::new())).collect();
+            self.statics = (0..CACHE_SLOTS).map(|_| Template::default()).collect();
         }
         let key = schema as *const Schema as usize;
-        let i = (key >> 3 ^ tid as usize).wrapping_mul(0x9e37_79b9) >> 7 & (CACHE_SLOTS - 1);
+        let i = (key >> 3 ^ tid as usize ^ file as usize).wrapping_mul(0x9e37_79b9) >> 7
+            & (CACHE_SLOTS - 1);
         let slot = &mut self.statics[i];
-        if slot.0 != key || slot.1 != tid || slot.2.is_empty() {
-            let t = |s: &'static str| Text {
-                bytes: s.as_bytes(),
-                orig_len: s.len(),
-            };
-            slot.2.clear();
-            middle(
-                &mut slot.2,
-                ctx,
-                &t(schema.name),
-                &t(schema.cat),
-                layer,
-                tid,
-            );
-            slot.0 = key;
-            slot.1 = tid;
+        if slot.schema != key
+            || slot.tid != tid
+            || slot.file != file
+            || slot.pid != ctx.pid
+            || slot.metadata != ctx.metadata
+            || slot.cuts.is_empty()
+        {
+            slot.build(ctx, schema, layer, tid, file);
         }
-        &slot.2
+        slot
     }
 
-    /// The middle of `rec`'s line; `None` for clipped names or categories (not cached).
-    fn named_prefix(&mut self, ctx: &Ctx, rec: &Record, tid: u32) -> Option<&[u8]> {
+    /// The middle of `rec`'s line, padded (its length is the second value); `None` for
+    /// clipped names or categories (not cached).
+    fn named_prefix(&mut self, ctx: &Ctx, rec: &Record, tid: u32) -> Option<(&[u8], usize)> {
         let (name, cat) = (&rec.name, &rec.cat);
         if name.truncated() || cat.truncated() || name.bytes.len() + cat.bytes.len() > 512 {
             return None;
@@ -389,6 +472,7 @@ impl PrefixCache {
         if !hit {
             slot.prefix.clear();
             middle(&mut slot.prefix, ctx, name, cat, layer as u64, tid);
+            slot.prefix.extend_from_slice(&[0; COPY_PAD]);
             slot.key.clear();
             slot.key.extend_from_slice(name.bytes);
             slot.key.extend_from_slice(cat.bytes);
@@ -396,13 +480,14 @@ impl PrefixCache {
             slot.tid = tid;
             slot.layer = layer;
         }
-        Some(&slot.prefix)
+        Some((&slot.prefix, slot.prefix.len() - COPY_PAD))
     }
 }
 
 /// A complete event of a static record ([`Record::schema`]): the same line [`complete`]
-/// writes, without escaping the schema's strings (plain by construction) or decoding args.
-/// The line is written into space reserved once (its length is bounded by the schema).
+/// writes, from the schema's [`Template`] and the record's numbers (no escaping, no decoding
+/// of args). The line is written into space reserved once (its length is bounded by the
+/// template).
 pub fn complete_static(
     out: &mut Vec<u8>,
     cache: &mut PrefixCache,
@@ -412,53 +497,69 @@ pub fn complete_static(
     rec: &Record,
     schema: &Schema,
 ) {
-    let prefix = cache.prefix(ctx, schema, rec.layer as u64, tid);
-    // At most 20 digits (and a sign) per number, and some punctuation.
-    let keys: usize = schema.keys.iter().map(|(k, _)| k.len() + 25).sum();
-    let bound = 128 + prefix.len() + ctx.hhash.len() + schema.file_key.len() + keys;
-    reserved(out, bound, |p| {
+    let file = ctx.metadata && rec.file.is_some();
+    let t = cache.template(ctx, schema, rec.layer as u64, tid, file);
+    reserved(out, t.bound + 32, |p| {
         p.lit(b"{\"id\":");
         p.num(id);
-        p.bytes(prefix);
-        line_end(p, ctx, rec, |p| {
-            for (k, slot, v) in rec.slots() {
-                p.lit(b",\"");
-                p.bytes(k.as_bytes());
-                p.lit(b"\":");
-                match slot {
-                    Slot::Int => p.i64(v as i64),
-                    Slot::UInt => p.num(v),
-                }
+        t.piece(p, 0);
+        p.num(rec.ts);
+        t.piece(p, 1);
+        p.num(rec.dur);
+        t.piece(p, 2);
+        if !ctx.metadata {
+            return;
+        }
+        let keys = schema.keys.len();
+        for (i, (_, slot, v)) in rec.slots().enumerate() {
+            t.piece(p, 3 + i);
+            match slot {
+                Slot::Int => p.int(v as i64),
+                Slot::UInt => p.num(v),
             }
-            if let Some(f) = &rec.file {
-                p.lit(b",\"");
-                p.bytes(schema.file_key.as_bytes());
-                p.lit(b"\":\"");
-                p.lit(f.hash());
-                p.lit(b"\"");
-            }
-        });
+        }
+        let mut end = 3 + keys;
+        if let Some(f) = rec.file.as_ref() {
+            t.piece(p, end);
+            p.lit(f.hash());
+            end += 1;
+        }
+        t.piece(p, end);
     });
 }
 
 /// Runs `f` on a cursor over `bound` bytes reserved at the end of `out`, then keeps what it
-/// wrote.
+/// wrote. The reserved bytes are not initialised first: the cursor only writes.
 fn reserved(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put)) {
-    let start = out.len();
-    out.resize(start + bound, 0);
+    // COPY_PAD more than the bound: whole 16-byte copies may run past what they keep.
+    out.reserve(bound + COPY_PAD);
+    let spare = out.spare_capacity_mut();
     let mut p = Put {
-        buf: &mut out[start..],
+        buf: spare.as_mut_ptr().cast::<u8>(),
+        cap: bound,
         pos: 0,
+        _out: std::marker::PhantomData,
     };
     f(&mut p);
-    let end = start + p.pos;
-    out.truncate(end);
+    let n = p.pos;
+    // SAFETY: the cursor wrote (initialised) exactly the first `n <= bound` spare bytes.
+    #[allow(unsafe_code)]
+    unsafe {
+        out.set_len(out.len() + n)
+    };
 }
 
-/// A cursor over reserved space (the caller sized it; overruns panic, never corrupt).
+/// Bytes past a cursor's bound that whole 16-byte copies may write (and later overwrite or
+/// drop): reserved by [`reserved`], never kept.
+const COPY_PAD: usize = 32;
+
+/// A write-only cursor over `cap` bytes (plus [`COPY_PAD`]) of a vector's spare capacity.
+/// Every write checks that it ends within `cap` (an overrun panics, never corrupts).
 struct Put<'a> {
-    buf: &'a mut [u8],
+    buf: *mut u8,
+    cap: usize,
     pos: usize,
+    _out: std::marker::PhantomData<&'a mut Vec<u8>>,
 }
 
 const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819\
@@ -467,16 +568,63 @@ const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
+/// Decimal digits of `v` (1 for 0).
+#[inline(always)]
+fn ndigits(v: u64) -> usize {
+    const POW10: [u64; 20] = {
+        let mut t = [1u64; 20];
+        let mut i = 1;
+        while i < 20 {
+            t[i] = t[i - 1] * 10;
+            i += 1;
+        }
+        t
+    };
+    // floor(log10(2) * bits) is the digit count or one less.
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    let d = (bits * 1233) >> 12;
+    d + ((v | 1) >= POW10[d]) as usize
+}
+
+#[allow(unsafe_code)]
 impl Put<'_> {
+    /// Room for `n` more bytes, or a panic (bounds were computed by the caller).
+    #[inline(always)]
+    fn room(&self, n: usize) {
+        assert!(self.pos + n <= self.cap, "json: line bound exceeded");
+    }
     #[inline(always)]
     fn lit<const N: usize>(&mut self, s: &[u8; N]) {
-        self.buf[self.pos..self.pos + N].copy_from_slice(s);
+        self.room(N);
+        // SAFETY: `room` checked `pos + N <= cap` of the reserved spare bytes.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.buf.add(self.pos), N) };
         self.pos += N;
     }
     #[inline(always)]
     fn bytes(&mut self, s: &[u8]) {
-        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
+        self.room(s.len());
+        // SAFETY: as in `lit`.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.buf.add(self.pos), s.len()) };
         self.pos += s.len();
+    }
+    /// The first `n` bytes of `s`, copied 16 at a time: `s` must hold `n` rounded up to 16
+    /// bytes (a [`Template`]'s pieces are padded), so no copy call is made.
+    #[inline(always)]
+    fn padded(&mut self, s: &[u8], n: usize) {
+        self.room(n);
+        let whole = n.div_ceil(16) * 16;
+        assert!(whole <= s.len() && whole - n < COPY_PAD);
+        let mut i = 0;
+        while i < n {
+            // SAFETY: `i + 16 <= whole <= s.len()` on the source; on the destination
+            // `pos + i + 16 <= pos + n + 15 < cap + COPY_PAD` (reserved).
+            unsafe {
+                let x = std::ptr::read_unaligned(s.as_ptr().add(i).cast::<u128>());
+                std::ptr::write_unaligned(self.buf.add(self.pos + i).cast::<u128>(), x);
+            }
+            i += 16;
+        }
+        self.pos += n;
     }
     /// A JSON string: the same bytes [`write_str`] writes.
     fn text(&mut self, t: &Text) {
@@ -497,45 +645,36 @@ impl Put<'_> {
         self.lit(b"\"");
     }
 
-    /// Decimal digits of `v`, written back to front four at a time into a fixed scratch
-    /// array (no bounds checks), then copied once.
+    /// Decimal digits of `v`, written in place back to front, two at a time.
     #[inline(always)]
     fn num(&mut self, v: u64) {
-        if v < 10 {
-            self.buf[self.pos] = b'0' + v as u8;
-            self.pos += 1;
-            return;
+        let n = ndigits(v);
+        self.room(n);
+        // SAFETY: `room` checked `pos + n <= cap`; every index below is `< pos + n`.
+        unsafe {
+            let mut end = self.buf.add(self.pos + n);
+            let mut v = v;
+            while v >= 100 {
+                let r = (v % 100) as usize * 2;
+                v /= 100;
+                end = end.sub(2);
+                std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(r), end, 2);
+            }
+            if v >= 10 {
+                std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(v as usize * 2), end.sub(2), 2);
+            } else {
+                *end.sub(1) = b'0' + v as u8;
+            }
         }
-        let mut tmp = [0u8; 20];
-        let mut i = 20;
-        let mut v = v;
-        while v >= 10_000 {
-            let r = (v % 10_000) as usize;
-            v /= 10_000;
-            let (a, b) = (r / 100 * 2, r % 100 * 2);
-            i -= 4;
-            tmp[i] = DIGITS2[a];
-            tmp[i + 1] = DIGITS2[a + 1];
-            tmp[i + 2] = DIGITS2[b];
-            tmp[i + 3] = DIGITS2[b + 1];
+        self.pos += n;
+    }
+
+    #[inline(always)]
+    fn int(&mut self, v: i64) {
+        if v < 0 {
+            self.lit(b"-");
         }
-        let mut v = v as usize;
-        if v >= 100 {
-            let b = v % 100 * 2;
-            v /= 100;
-            i -= 2;
-            tmp[i] = DIGITS2[b];
-            tmp[i + 1] = DIGITS2[b + 1];
-        }
-        if v >= 10 {
-            i -= 2;
-            tmp[i] = DIGITS2[v * 2];
-            tmp[i + 1] = DIGITS2[v * 2 + 1];
-        } else {
-            i -= 1;
-            tmp[i] = b'0' + v as u8;
-        }
-        self.bytes(&tmp[i..]);
+        self.num(v.unsigned_abs());
     }
 }
 
@@ -634,14 +773,12 @@ mod tests {
             cases.push(x >> (x % 64));
         }
         for v in cases {
-            let mut buf = [0u8; 24];
-            let mut put = Put {
-                buf: &mut buf,
-                pos: 0,
-            };
-            put.num(v);
-            let n = put.pos;
-            assert_eq!(&buf[..n], v.to_string().as_bytes(), "{v}");
+            let mut out = b"x".to_vec();
+            reserved(&mut out, 20, |p| p.num(v));
+            assert_eq!(out[1..], *v.to_string().as_bytes(), "{v}");
+            let mut out = Vec::new();
+            reserved(&mut out, 21, |p| p.int(v as i64));
+            assert_eq!(out, (v as i64).to_string().as_bytes(), "{v}");
         }
     }
     use crate::event::{Arg, Layer, Pending, Record, Value};
