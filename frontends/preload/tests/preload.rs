@@ -1455,3 +1455,95 @@ fn millions_of_distinct_files_in_flat_memory() {
     assert!(fh_lines >= n + 2);
     eprintln!("trace read back in {:?}", t1.elapsed());
 }
+
+// ---------------------------------------------------------------- the cached cwd
+
+/// Relative paths resolve against a cached cwd (no `getcwd` per call): every way this
+/// library sees the cwd change must move it. `chdir`, `fchdir`, and libc's walkers that
+/// change directory inside libc (`nftw` with `FTW_CHDIR`, `fts` without `FTS_NOCHDIR`),
+/// with a relative open in each place; each event must name the file actually opened.
+const CWD_MOVES: &str = r#"
+#include <ftw.h>
+#include <fts.h>
+static int opened;
+static int visit(const char *p, const struct stat *st, int type, struct FTW *f) {
+    (void)p; (void)st; (void)f;
+    if (type == FTW_F) {
+        /* FTW_CHDIR: the cwd is the file's directory; open it by its base name */
+        int fd = open(p + f->base, O_RDONLY);  CHECK(fd >= 0);
+        char b[4]; CHECK(read(fd, b, 4) == 4); CHECK(close(fd) == 0);
+        opened++;
+    }
+    return 0;
+}
+static void rd(const char *rel) {
+    int fd = open(rel, O_RDONLY); CHECK(fd >= 0);
+    char b[4]; CHECK(read(fd, b, 4) == 4); CHECK(close(fd) == 0);
+}
+int main(int argc, char **argv) {
+    const char *d = argv[1];   /* contains a/x.bin and b/y.bin */
+    char p[600];
+    snprintf(p, sizeof p, "%s/a", d);
+    CHECK(chdir(p) == 0);
+    rd("x.bin");  rd("x.bin");              /* the second comes from the cache */
+    snprintf(p, sizeof p, "%s/b", d);
+    int bfd = open(p, O_RDONLY | O_DIRECTORY); CHECK(bfd >= 0);
+    CHECK(fchdir(bfd) == 0);
+    rd("y.bin");
+    CHECK(close(bfd) == 0);
+    CHECK(chdir("../a") == 0);
+    rd("x.bin");
+    CHECK(nftw(d, visit, 8, FTW_CHDIR | FTW_PHYS) == 0);
+    CHECK(opened == 2);
+    rd("x.bin");                            /* nftw came back to a */
+    char *av[] = {(char *)d, NULL};
+    FTS *fts = fts_open(av, FTS_PHYSICAL, NULL); CHECK(fts);
+    FTSENT *e;
+    while ((e = fts_read(fts))) {
+        if (e->fts_info == FTS_F) {
+            /* without FTS_NOCHDIR fts_accpath is relative to the directory fts moved to */
+            int fd = open(e->fts_accpath, O_RDONLY); CHECK(fd >= 0);
+            char b[4]; CHECK(read(fd, b, 4) == 4); CHECK(close(fd) == 0);
+        }
+    }
+    CHECK(fts_close(fts) == 0);
+    rd("x.bin");
+    puts("done");
+    return 0;
+}
+"#;
+
+#[test]
+fn relative_opens_follow_every_cwd_change() {
+    let s = Scratch::new("cwdmoves");
+    let exe = s.compile("cwd", &prog(CWD_MOVES));
+    std::fs::create_dir_all(s.path("data/a")).unwrap();
+    std::fs::create_dir_all(s.path("data/b")).unwrap();
+    std::fs::write(s.path("data/a/x.bin"), b"xxxx").unwrap();
+    std::fs::write(s.path("data/b/y.bin"), b"yyyy").unwrap();
+    ok(s.cmd(&exe, Some(&s.s("data")))
+        .arg(s.s("data"))
+        .output()
+        .unwrap());
+    let t = s.only_trace();
+    let (x, y) = (s.s("data/a/x.bin"), s.s("data/b/y.bin"));
+    // Each open of a file, in order: the cache must never give a stale directory.
+    let opens: Vec<String> = t
+        .io()
+        .into_iter()
+        .filter(|e| e["name"] == "open")
+        .map(|e| t.file_of(e))
+        .filter(|f| *f != s.s("data/b"))
+        .collect();
+    // nftw and fts order the two directories' entries their own way: compare those as sets.
+    assert_eq!(opens.len(), 10, "{opens:?}");
+    assert_eq!(opens[..4], [x.clone(), x.clone(), y.clone(), x.clone()]);
+    let mut walk1 = opens[4..6].to_vec();
+    walk1.sort();
+    assert_eq!(walk1, [x.clone(), y.clone()]);
+    assert_eq!(opens[6], x);
+    let mut walk2 = opens[7..9].to_vec();
+    walk2.sort();
+    assert_eq!(walk2, [x.clone(), y.clone()]);
+    assert_eq!(opens[9], x);
+}

@@ -32,6 +32,7 @@
 #![allow(clippy::unnecessary_cast)]
 
 pub mod aio;
+pub mod cwd;
 pub mod dirs;
 pub mod fdio;
 pub mod inherit;
@@ -102,6 +103,7 @@ pub static HOOKS: &[Hook] = hook_list![
     },
     paths::{
         __readlink_chk, __readlinkat_chk, __realpath_chk, chdir, chmod, chown, fchdir, fchmod,
+        fts_open, fts64_open, fts_close, fts64_close, nftw, nftw64,
         fchmodat, fchown, fchownat, fstatvfs, fstatvfs64, futimens, futimes, lchown, link,
         linkat, lutimes, mkfifo, mkfifoat, mknod, mknodat, readlink, readlinkat, realpath,
         remove, statvfs, statvfs64, symlink, symlinkat, truncate, truncate64, umask, utime,
@@ -222,16 +224,7 @@ pub unsafe fn resolve_path(
     Some(&buf[..n])
 }
 
-/// The current directory into `buf`.
-fn cwd_into(buf: &mut [u8; PATH_MAX]) -> Option<usize> {
-    // SAFETY: buf is writable for its length; getcwd NUL-terminates on success.
-    let r = unsafe { libc::getcwd(buf.as_mut_ptr() as *mut c_char, buf.len()) };
-    if r.is_null() {
-        return None;
-    }
-    let n = buf.iter().position(|&b| b == 0)?;
-    (buf[0] == b'/').then_some(n)
-}
+use cwd::cwd_into;
 
 /// The path of the directory open as `fd`: from the fd table when traced, else from
 /// `/proc/self/fd/<fd>`.
