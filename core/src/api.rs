@@ -28,6 +28,11 @@ pub struct Api {
     pub config_from_env: fn() -> Config,
     /// Starts the core; `io`: also trace the process's POSIX/stdio calls on data dirs.
     pub start: fn(Config, Origin, Option<&str>, bool) -> Result<(), Error>,
+    /// An explicit `initialize` found the core running (started by an earlier event or by
+    /// the preload): the application claims it, `log_file` renames it, and with `io` the
+    /// data dirs of `Config` (the argument's, `arg_dirs`, first) are bound unless I/O
+    /// interception is already on.
+    pub join: fn(Config, Option<&str>, Option<&str>, bool),
     pub complete: CompleteFn,
     pub metadata: fn(Layer, &[u8], &[u8], &[u8]),
     pub now: fn() -> u64,

@@ -89,8 +89,17 @@ pub fn export_env_at_init(on: bool) {
 /// The variables a child process needs to trace like this one (empty before [`init`]).
 pub fn child_env() -> Vec<(&'static str, String)> {
     match shared() {
-        Some(sh) => child_env_of(&sh.prefix.lock(), sh.cfg.data_dirs.as_deref()),
+        Some(sh) => child_env_of(&sh.prefix.lock(), sh.data_dirs.lock().as_deref()),
         None => Vec::new(),
+    }
+}
+
+/// The data dirs whose I/O is now traced (an `initialize(data_dirs)` that bound I/O on a
+/// tracer started without them): child processes inherit them (exported as at [`init`]).
+pub fn set_data_dirs(dirs: Option<&str>) {
+    if let Some(sh) = shared() {
+        *sh.data_dirs.lock() = dirs.map(str::to_string);
+        export_env(&child_env());
     }
 }
 
@@ -360,7 +369,7 @@ pub fn retarget(api_log_file: &str) -> Result<String, Error> {
             reason: e.to_string(),
         });
     }
-    export_env(&child_env_of(&prefix, sh.cfg.data_dirs.as_deref())[..1]);
+    export_env(&child_env_of(&prefix, None)[..1]);
     sh.rename_trace(Some(prefix.clone()), None);
     Ok(prefix)
 }

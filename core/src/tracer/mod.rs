@@ -41,7 +41,9 @@ mod producer;
 mod records;
 mod writer;
 
-pub use lifecycle::{child_env, claim_for_app, export_env_at_init, finalize, init, retarget};
+pub use lifecycle::{
+    child_env, claim_for_app, export_env_at_init, finalize, init, retarget, set_data_dirs,
+};
 use output::Output;
 use producer::LOCAL;
 pub use producer::{complete, complete_static, counter, is_enabled, metadata, now};
@@ -150,6 +152,9 @@ struct Shared {
     /// An [`Origin`] (`as u8`): an API start in a preloaded process changes it to `App`.
     origin: AtomicU8,
     prefix: Mutex<String>,
+    /// The data dirs whose I/O is traced (the start's, or those a later `initialize` bound
+    /// when the start had none): what child processes inherit.
+    data_dirs: Mutex<Option<String>>,
     host: String,
     hhash: String,
     file_hash: String,
@@ -305,6 +310,7 @@ impl Shared {
             file_dev: AtomicU64::new(0),
             file_ino: AtomicU64::new(0),
             prefix: Mutex::new(prefix),
+            data_dirs: Mutex::new(cfg.data_dirs.clone()),
             cfg,
             origin: AtomicU8::new(origin as u8),
         }

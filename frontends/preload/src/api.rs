@@ -18,6 +18,7 @@ static API: Api = Api {
     state: &dftracer_core::STATE_WORD,
     config_from_env: dftracer_core::Config::from_env,
     start,
+    join: crate::join_running,
     complete: dftracer_core::complete,
     metadata: dftracer_core::metadata,
     now: dftracer_core::now,

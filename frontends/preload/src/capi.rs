@@ -137,49 +137,20 @@ fn initialize(log_file: *const c_char, data_dirs: *const c_char, io: bool) {
             return; // a second initialize is ignored, as in the reference
         }
         if dftracer_core::is_running() {
-            join_running(cfg, log_file.as_deref(), data_dirs.as_deref(), io);
+            crate::join_running(cfg, log_file.as_deref(), data_dirs.as_deref(), io);
         } else {
             match crate::start_tracing(cfg, Origin::App, log_file.as_deref(), io) {
                 Ok(()) => {}
                 Err(Error::AlreadyInitialized) => {
                     // Started by a region on another thread meanwhile.
                     let cfg = Config::from_env();
-                    join_running(cfg, log_file.as_deref(), data_dirs.as_deref(), io);
+                    crate::join_running(cfg, log_file.as_deref(), data_dirs.as_deref(), io);
                 }
                 Err(Error::Disabled) | Err(Error::Finalized) => {}
                 Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}")),
             }
         }
     });
-}
-
-/// `initialize_*` found the tracer running: started by the preload constructor, or implicitly
-/// by an earlier region. One trace either way.
-fn join_running(cfg: Config, log_file: Option<&str>, arg_dirs: Option<&str>, io: bool) {
-    dftracer_core::claim_for_app();
-    if let Some(path) = log_file {
-        if let Err(e) = dftracer_core::retarget(path) {
-            dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
-        }
-    }
-    if io && !crate::bind_io(&cfg) {
-        // The preload's filter stays (shims read it concurrently). Say so only when the
-        // argument names a directory that filter does not cover.
-        let env = std::env::var("DFTRACER_DATA_DIR").ok();
-        let covered = |d: &str| match env.as_deref() {
-            None | Some("") => true, // unset: every file is traced
-            Some(list) => list.split(':').any(|e| e == "all" || e == d),
-        };
-        if let Some(dirs) = arg_dirs {
-            if !dirs.split(':').filter(|d| !d.is_empty()).all(covered) {
-                dftracer_core::eprint_line(&format!(
-                    "[DFTRACER WARN] initialize_main: I/O tracing was already started by \
-                     LD_PRELOAD with DFTRACER_DATA_DIR={}; data_dirs \"{dirs}\" is not applied",
-                    env.unwrap_or_default()
-                ));
-            }
-        }
-    }
 }
 
 #[no_mangle]

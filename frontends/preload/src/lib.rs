@@ -248,6 +248,43 @@ pub(crate) fn start_tracing(
     Ok(())
 }
 
+/// `initialize_*` found the tracer running: started by the preload constructor, or implicitly
+/// by an earlier region. One trace either way.
+pub(crate) fn join_running(
+    cfg: dftracer_core::Config,
+    log_file: Option<&str>,
+    arg_dirs: Option<&str>,
+    io: bool,
+) {
+    dftracer_core::claim_for_app();
+    if let Some(path) = log_file {
+        if let Err(e) = dftracer_core::retarget(path) {
+            dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+        }
+    }
+    if io && crate::bind_io(&cfg) {
+        // The first binding: its data dirs are the ones children inherit.
+        dftracer_core::set_data_dirs(cfg.data_dirs.as_deref());
+    } else if io {
+        // The preload's filter stays (shims read it concurrently). Say so only when the
+        // argument names a directory that filter does not cover.
+        let env = std::env::var("DFTRACER_DATA_DIR").ok();
+        let covered = |d: &str| match env.as_deref() {
+            None | Some("") => true, // unset: every file is traced
+            Some(list) => list.split(':').any(|e| e == "all" || e == d),
+        };
+        if let Some(dirs) = arg_dirs {
+            if !dirs.split(':').filter(|d| !d.is_empty()).all(covered) {
+                dftracer_core::eprint_line(&format!(
+                    "[DFTRACER WARN] initialize: I/O tracing was already started by \
+                     LD_PRELOAD with DFTRACER_DATA_DIR={}; data_dirs \"{dirs}\" is not applied",
+                    env.unwrap_or_default()
+                ));
+            }
+        }
+    }
+}
+
 /// Turns on the interception of POSIX/stdio calls by this library's exported symbols for a
 /// running core: the DATA_DIR filter first, then the mode bits that the shims read. Returns
 /// false when interception was already on (the first filter stays: it cannot change under

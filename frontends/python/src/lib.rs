@@ -481,6 +481,7 @@ fn initialize(
         }
         return Ok(());
     }
+    let arg_dirs = data_dirs.clone().filter(|d| !d.is_empty());
     if let Some(d) = data_dirs.filter(|d| !d.is_empty()) {
         cfg.data_dirs = Some(match cfg.data_dirs.take() {
             Some(env) => format!("{d}:{env}"),
@@ -501,15 +502,10 @@ fn initialize(
             return Ok(());
         }
         // Started implicitly by an earlier event (or by the preload library): the explicit
-        // path still names the file (renamed if already written), and it is the
-        // application's.
-        native::claim_for_app();
-        if let Some(path) = log_file {
-            match native::retarget(&path) {
-                Ok(_) => export_env(),
-                Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}")),
-            }
-        }
+        // path still names the file (renamed if already written), it is the application's,
+        // and the data dirs are bound now (a `dft_fn` made at import time started it).
+        native::join(cfg, log_file.as_deref(), arg_dirs.as_deref());
+        export_env();
         return Ok(());
     }
     // Not running: never started, or an earlier start failed (then only a log file path

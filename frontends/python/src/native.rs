@@ -141,6 +141,15 @@ pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(
     (a.start)(cfg, origin, api_log_file, io)
 }
 
+/// An explicit `initialize` found the core running (see [`Api::join`]): binds the data dirs
+/// of `cfg` (the argument's, `arg_dirs`, first) when I/O interception is not on yet.
+pub fn join(cfg: Config, log_file: Option<&str>, arg_dirs: Option<&str>) {
+    if let Some(a) = api() {
+        let io = cfg.io && cfg.data_dirs.is_some();
+        (a.join)(cfg, log_file, arg_dirs, io)
+    }
+}
+
 #[inline]
 pub fn complete(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: &[Arg<'_>]) {
     if let Some(a) = api() {
@@ -169,12 +178,6 @@ pub fn flush() {
     if let Some(a) = api() {
         (a.flush)()
     }
-}
-
-pub fn retarget(path: &str) -> Result<String, Error> {
-    api()
-        .ok_or(Error::Disabled)
-        .and_then(|a| (a.retarget)(path))
 }
 
 /// This module joins a core started by the preload library: one `-app` file.
