@@ -110,7 +110,8 @@ def run_loader(run, tmp_path, ctx, workers, persistent, epochs, stop_after=0, ha
     ledger = tmp_path / "ledger.txt"
     r = run(
         MAIN,
-        env={"DATA": str(data), "LEDGER": str(ledger), "N_ITEMS": str(N_ITEMS), "BATCH": str(BATCH)},
+        env={"DATA": str(data), "LEDGER": str(ledger), "N_ITEMS": str(N_ITEMS), "BATCH": str(BATCH),
+             **({"DFTRACER_DATA_DIR": str(data)} if os.environ.get("DFT_DATA_DIR_IN_ENV") else {})},
         args=[ctx, str(workers), "1" if persistent else "0", str(epochs), str(stop_after), "1" if hang else "0"],
         module_files={"ds.py": DATASET},
         timeout=300,
