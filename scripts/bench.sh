@@ -21,6 +21,21 @@ python3 benches/python/train_loop.py --ours "$ROOT/.venv-bench" --ref "$ROOT/.ve
   --preload "$ROOT/target/release/libdftracer_preload.so" --rounds "${ROUNDS:-5}" \
   --record benches/record/train_loop.json
 
+echo "== PyTorch: small CNN, 4 DataLoader workers reading image files (torch from PyPI, once: ~2.9 GB)"
+if [ ! -f "$ROOT/.venv-torch-site/torch/__init__.py" ]; then
+  "$PY" -m pip install -q --disable-pip-version-check --target "$ROOT/.venv-torch-site.part" torch
+  mv "$ROOT/.venv-torch-site.part" "$ROOT/.venv-torch-site"
+fi
+for v in .venv-torch .venv-torch-ref; do
+  venv "$ROOT/$v" pip
+  "$ROOT/$v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' |
+    xargs -I{} sh -c "echo '$ROOT/.venv-torch-site' > {}/dftracer-torch-site.pth"
+done
+"$ROOT/.venv-torch/bin/python" -m pip install -q --force-reinstall --no-deps "$ROOT/frontends/python"
+"$ROOT/.venv-torch-ref/bin/python" -m pip install -q dftracer==2.2.0 pydftracer==2.0.6 typing_extensions
+python3 benches/python/torch_cnn.py --ours "$ROOT/.venv-torch" --ref "$ROOT/.venv-torch-ref" \
+  --rounds "${ROUNDS:-5}" --record benches/record/torch_cnn.json
+
 echo "== LD_PRELOAD: pread / open+close"
 DFT_REF_VENV="$ROOT/.venv-ref" bash benches/preload/run.sh "${ROUNDS:-5}"
 

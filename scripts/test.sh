@@ -7,7 +7,7 @@
 #
 #   scripts/test.sh                 every step
 #   scripts/test.sh GROUP|STEP ...  only those (groups below: lint rust loom fuzz python docs
-#                                   callgrind ecosystem perfetto), with the setup steps they need
+#                                   callgrind ecosystem torch perfetto), with the setup steps they need
 #
 # Installs what is missing: rustfmt/clippy (rustup), gcc, g++, make, pkg-config, cmake
 # (scripts/env.sh) and valgrind (apt-get); venvs .venv-utils (dftracer-utils 0.0.14) and
@@ -46,6 +46,33 @@ build_wheel() {
   "$ROOT/.venv-test/bin/python" -m pip install --disable-pip-version-check --force-reinstall \
     --no-deps "$ROOT"/target/wheels/*.whl
 }
+# PyTorch from PyPI, installed once (the first run downloads about 2.9 GB of wheels, 5.3 GB on
+# disk) into .venv-torch-site, which .venv-torch (pytest, numpy, our wheel) and
+# .venv-torch-ref (the reference dftracer 2.2.0 + pydftracer 2.0.6, for the bench) both see
+# through a .pth file.
+torch_site() {
+  [ -f "$ROOT/.venv-torch-site/torch/__init__.py" ] && return 0
+  local t0=$SECONDS
+  echo "installing torch from PyPI into .venv-torch-site (the first time: about 2.9 GB to download)"
+  rm -rf "$ROOT/.venv-torch-site.part"
+  "$PY" -m pip install -q --disable-pip-version-check --target "$ROOT/.venv-torch-site.part" torch
+  mv "$ROOT/.venv-torch-site.part" "$ROOT/.venv-torch-site"
+  echo "torch installed in $((SECONDS - t0)) s"
+}
+torch_venv() { # DIR PKGS...: a venv that also sees .venv-torch-site
+  venv "$@"
+  local site
+  site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$ROOT/.venv-torch-site" >"$site/dftracer-torch-site.pth"
+}
+run_torch() {
+  torch_site
+  torch_venv "$ROOT/.venv-torch" pytest numpy
+  "$ROOT/.venv-torch/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall \
+    --no-deps "$ROOT"/target/wheels/*.whl
+  DFT_WHEEL="$(ls "$ROOT"/target/wheels/*.whl | head -n 1)" DFT_TORCH_SITE="$ROOT/.venv-torch-site" \
+    "$ROOT/.venv-torch/bin/python" -m pytest -q -p no:cacheprovider frontends/python/tests_torch
+}
 run_callgrind() {
   if ! command -v valgrind >/dev/null; then
     echo "installing valgrind with apt-get (the instruction-count check needs it)"
@@ -64,16 +91,17 @@ run_pytest() { # the wheel built by the `wheel` step: the compatibility tests in
 # NAME      GROUPS                          PARSER            TITLE / COMMAND
 step fmt    lint                            -                 "cargo fmt --check" cargo fmt --all -- --check
 step clippy lint                            -                 "clippy -D warnings (release, all targets)" cargo clippy --workspace --all-targets --release -- -D warnings
-step utils  rust,docs,ecosystem             -                 "dftracer-utils 0.0.14 from PyPI in .venv-utils (tests validate traces with it)" utils_venv
+step utils  rust,docs,ecosystem,torch           -                 "dftracer-utils 0.0.14 from PyPI in .venv-utils (tests validate traces with it)" utils_venv
 step build  rust,docs,callgrind,ecosystem,perfetto -               "release build: preload library, service, examples" cargo build --release -p dftracer-preload -p dftracer-service -p dftracer-examples -p dftracer-cli
 step rust   rust                            cargo             "Rust unit and integration tests (release: the 8x1M-event test is real)" cargo test --workspace --release --no-fail-fast
 step loom   rust,loom                       cargo             "loom: the ring and the clock's seqlock under every interleaving (own target dir: --cfg loom)" env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo test --release -p dftracer-core --test loom --target-dir "$ROOT/target/loom"
 step fuzz   fuzz                            cargo             "fuzz targets: replay seeds + bounded random inputs on stable" cargo test --release --no-fail-fast --manifest-path fuzz/Cargo.toml
-step wheel  python,docs,callgrind,ecosystem -                 "Python wheel (maturin) installed in .venv-test with pytest, numpy" build_wheel
+step wheel  python,docs,callgrind,ecosystem,torch -              "Python wheel (maturin) installed in .venv-test with pytest, numpy" build_wheel
 step python python                          pytest            "Python frontend: pytest" run_pytest frontends/python/tests
 step docs   docs                            pytest            "every README's python and sh blocks, run" run_pytest tests/test_readme_snippets.py
 step callgrind callgrind                    summary:callgrind "instruction counts (callgrind) vs benches/record/callgrind.json" run_callgrind
 step ecosystem ecosystem                    summary:ecosystem "dftracer-utils 0.0.14 reads our traces" bash tests/ecosystem.sh
+step torch  torch                           pytest            "PyTorch (CPU, from PyPI, once into .venv-torch-site): DataLoader workers, torch.compile, profiler" run_torch
 step perfetto perfetto                      summary:perfetto  "dftracer perfetto output (ours and the reference's) in the Perfetto UI, headless Chromium" bash tests/perfetto.sh
 
 unknown=0

@@ -400,3 +400,17 @@ from dftracer.python.ai import *  # noqa: E402,F401,F403
 from dftracer.python.ai import __all__ as _ai_all  # noqa: E402
 
 __all__ += _ai_all
+
+
+def __getattr__(name: str) -> Any:
+    # pydftracer's package star-imports its `dynamo` module (`dynamo`, `Dynamo`,
+    # `create_backend`), which imports torch: here they are imported when first asked for, so
+    # `import dftracer.python` stays cheap. (`dynamo` is the tracer, as in pydftracer, unless
+    # the submodule `dftracer.python.dynamo` was imported first.)
+    if name in ("dynamo", "Dynamo", "create_backend"):
+        import importlib
+
+        value = getattr(importlib.import_module("dftracer.python.dynamo"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
