@@ -422,6 +422,15 @@ impl Default for Wake {
 
 /// Installs `handler` for `sig` only where the signal still has its default action, with
 /// SA_RESETHAND so that re-raising from the handler kills the process the usual way.
+/// Whether `sig`'s disposition is the default action (async-signal-safe).
+pub fn signal_is_default(sig: i32) -> bool {
+    // SAFETY: a zeroed sigaction is filled by the kernel; nothing is installed.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
+    }
+}
+
 pub fn install_if_default(sig: i32, handler: extern "C" fn(i32)) -> bool {
     // SAFETY: sigaction structs are zero-initialised then filled; the handler is a static fn.
     unsafe {

@@ -201,6 +201,39 @@ pub(super) fn no_unwind(what: &str, f: impl FnOnce()) {
 /// ([`Section`]), so the writer can always take them.
 extern "C" fn on_signal(sig: i32) {
     let saved = sys::errno();
+    finish_for_signal(sig);
+    sys::set_errno(saved);
+    // SA_RESETHAND restored the default action: the process now dies by this signal.
+    sys::raise(sig);
+}
+
+/// The process is about to send itself `sig` (`kill(getpid(), sig)`, `raise`), e.g. from
+/// a signal handler of its own that passes the signal on with the default action (PyTorch's
+/// DataLoader workers do, for a SIGTERM not sent by their parent). When that will end the
+/// process (`SIGKILL`, or a signal whose default action terminates and whose disposition is
+/// the default), the trace is finished first, as [`on_signal`] does: async-signal-safe, a
+/// bounded wait for the writer thread.
+pub fn before_self_signal(sig: i32) {
+    let fatal_default = matches!(
+        sig,
+        libc::SIGTERM
+            | libc::SIGINT
+            | libc::SIGHUP
+            | libc::SIGQUIT
+            | libc::SIGUSR1
+            | libc::SIGUSR2
+            | libc::SIGALRM
+            | libc::SIGPIPE
+            | libc::SIGABRT
+    ) && sys::signal_is_default(sig);
+    if sig == libc::SIGKILL || fatal_default {
+        let saved = sys::errno();
+        finish_for_signal(sig);
+        sys::set_errno(saved);
+    }
+}
+
+fn finish_for_signal(sig: i32) {
     // Nothing of a fork child's own has been recorded while its state is pending.
     let sh = if FORKED.load(Ordering::Acquire) == FORK_NONE {
         current()
@@ -231,9 +264,6 @@ extern "C" fn on_signal(sig: i32) {
             }
         }
     }
-    sys::set_errno(saved);
-    // SA_RESETHAND restored the default action: the process now dies by this signal.
-    sys::raise(sig);
 }
 
 /// The `pthread_atfork` child handler. Only async-signal-safe work happens here (atomics,

@@ -42,7 +42,8 @@ mod records;
 mod writer;
 
 pub use lifecycle::{
-    child_env, claim_for_app, export_env_at_init, finalize, init, retarget, set_data_dirs,
+    before_self_signal, child_env, claim_for_app, export_env_at_init, finalize, init, retarget,
+    set_data_dirs,
 };
 use output::Output;
 use producer::LOCAL;

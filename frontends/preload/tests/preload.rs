@@ -1547,3 +1547,71 @@ fn relative_opens_follow_every_cwd_change() {
     assert_eq!(walk2, [x.clone(), y.clone()]);
     assert_eq!(opens[9], x);
 }
+
+// ---------------------------------------------------------------- signals passed on to itself
+
+/// A program whose SIGTERM handler passes the signal on with the default action
+/// (`signal(SIGTERM, SIG_DFL); kill(getpid(), SIGTERM)` or `raise`), as PyTorch's DataLoader
+/// workers do for a SIGTERM that is not from their parent: the trace must be finished
+/// before the process dies, with a flush interval that would otherwise write nothing.
+const PASS_ON: &str = r#"
+static int use_raise;
+static void on_term(int sig) {
+    signal(sig, SIG_DFL);
+    if (use_raise) raise(sig); else kill(getpid(), sig);
+}
+int main(int argc, char **argv) {
+    char p[600], buf[64];
+    use_raise = !strcmp(argv[2], "raise");
+    snprintf(p, sizeof p, "%s/f.bin", argv[1]);
+    int fd = open(p, O_CREAT | O_RDWR | O_TRUNC, 0644);  CHECK(fd >= 0);
+    CHECK(write(fd, "0123456789", 10) == 10);
+    for (int i = 0; i < 100; i++) CHECK(pread(fd, buf, 10, 0) == 10);
+    signal(SIGTERM, on_term);
+    puts("ready");
+    fflush(stdout);
+    for (;;) pause();
+}
+"#;
+
+#[test]
+fn a_handler_that_passes_sigterm_on_still_leaves_a_complete_trace() {
+    use std::io::BufRead;
+    for how in ["kill", "raise"] {
+        let s = Scratch::new(&format!("passon-{how}"));
+        let exe = s.compile("passon", &prog(PASS_ON));
+        std::fs::create_dir_all(s.path("data")).unwrap();
+        let mut child = s
+            .cmd(&exe, Some(&s.s("data")))
+            .args([&s.s("data"), how])
+            .env("DFTRACER_FLUSH_INTERVAL_MS", "600000")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n");
+        // SAFETY: kill(2) on the child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let st = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            st.signal(),
+            Some(libc::SIGTERM),
+            "{how}: dies by the signal"
+        );
+        let t = s.only_trace();
+        let names = t.names();
+        assert_eq!(
+            names.iter().filter(|n| *n == "pread").count(),
+            100,
+            "{how}: {names:?}"
+        );
+        assert!(
+            t.has_end(),
+            "{how}: the trace was finished before the process died"
+        );
+    }
+}

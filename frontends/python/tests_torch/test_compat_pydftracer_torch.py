@@ -2,6 +2,7 @@
 from PyPI, unchanged) over our native module, with torch installed: what a user who keeps
 pydftracer's Python layer and swaps in our native module gets."""
 
+import collections
 import gzip
 import json
 import os
@@ -58,7 +59,11 @@ def test_pydftracer_torch_modules_over_our_native_module(tmp_path):
     ops = [e for e in ev if e["cat"] == "dynamo"]
     # Linear, ReLU, Linear: AOT Autograd's forward graph has at least addmm, relu, addmm per run.
     assert sum(e["name"] == "function.addmm.default" for e in ops) >= 2 * 3, sorted({e["name"] for e in ops})
-    assert all(e["args"]["grad_enabled"] == 1 for e in ops)
+    # pydftracer records torch.is_grad_enabled() while AOT Autograd traces the graph (under
+    # no_grad): its value is pydftracer's, ours only has to carry it as an integer.
+    assert all(e["args"]["grad_enabled"] in (0, 1) for e in ops), collections.Counter(
+        (e["name"], e["args"].get("grad_enabled")) for e in ops
+    )
     mm = [e for e in ev if e["cat"] == "PP" and e["name"] == "aten::mm"]
     assert len(mm) == 5
     end = next(r for r in recs if r["name"] == "end")

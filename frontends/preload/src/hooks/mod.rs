@@ -122,8 +122,8 @@ pub static HOOKS: &[Hook] = hook_list![
         aio_suspend64, aio_write, aio_write64, lio_listio, lio_listio64,
     },
     process::{
-        _Exit, _exit, execv, execve, execvp, execvpe, fork, posix_spawn, posix_spawnp, system,
-        wait, wait4, waitpid,
+        _Exit, _exit, execv, execve, execvp, execvpe, fork, kill, posix_spawn, posix_spawnp,
+        raise, system, wait, wait4, waitpid,
         #[cfg(target_arch = "x86_64")] vfork,
         #[cfg(target_arch = "x86_64")] execl,
         #[cfg(target_arch = "x86_64")] execlp,

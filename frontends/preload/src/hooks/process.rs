@@ -12,6 +12,11 @@
 //! after it. On other architectures these three are not interposed (they still work, they
 //! just do not flush first).
 //!
+//! `kill` and `raise` aimed at the process itself with a signal that will end it (its
+//! disposition is the default, or `SIGKILL`) finish the trace first: a handler of the
+//! program's own that passes a signal on that way (PyTorch's DataLoader workers, for a
+//! SIGTERM that is not from their parent) would otherwise take the unwritten events with it.
+//!
 //! A `vfork` child shares the parent's memory and runs no atfork handler: it is recognised by
 //! its pid and never flushes or finalizes the parent's tracer.
 #![allow(clippy::undocumented_unsafe_blocks)]
@@ -636,4 +641,31 @@ pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
     });
     drop(busy);
     ret
+}
+
+/// Finishes the trace when this process is about to signal itself to death.
+fn before_self_signal(pid: libc::pid_t, sig: c_int) {
+    let me = real::getpid();
+    if (pid == me || pid == 0) && me == owner_pid() && dftracer_core::is_running() {
+        let _errno = SavedErrno::new();
+        dftracer_core::before_self_signal(sig);
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
+    let Some(real) = real!(kill: unsafe extern "C" fn(libc::pid_t, c_int) -> c_int) else {
+        return missing(-1);
+    };
+    before_self_signal(pid, sig);
+    real(pid, sig)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
+    let Some(real) = real!(raise: unsafe extern "C" fn(c_int) -> c_int) else {
+        return missing(-1);
+    };
+    before_self_signal(real::getpid(), sig);
+    real(sig)
 }
