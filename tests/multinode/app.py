@@ -1,6 +1,6 @@
 """The traced job of tests/multinode: an annotated program with POSIX I/O under the data dir.
 
-Each process writes `blocks` blocks of 4 KiB to its own file under DFTRACER_DATA_DIR and reads
+Each process writes 16 * (rank + 1) blocks of 4 KiB (--blocks) to its own file under DFTRACER_DATA_DIR and reads
 them back, in annotated steps, then writes what it did (the test's oracle) to
 `<out>/did_<rank>_<host>_<pid>.json`. With --mpi it is an mpi4py program (rank from MPI, an
 allreduce of the bytes); without, the rank is the launcher's (SLURM_PROCID). --seconds keeps
@@ -21,7 +21,7 @@ BLOCK = 4096
 p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)
 p.add_argument("--mpi", action="store_true")
-p.add_argument("--blocks", type=int, default=0, help="blocks per step (default: rank + 1)")
+p.add_argument("--blocks", type=int, default=0, help="blocks per step (default: 16 per rank + 16)")
 p.add_argument("--seconds", type=float, default=0.0)
 a = p.parse_args()
 
@@ -40,7 +40,7 @@ host, pid = socket.gethostname(), os.getpid()
 data = os.environ["DFTRACER_DATA_DIR"]
 os.makedirs(data, exist_ok=True)
 path = os.path.join(data, f"rank{rank}_{host}_{pid}.bin")
-blocks = a.blocks or rank + 1
+blocks = a.blocks or 16 * (rank + 1)
 did = {"rank": rank, "size": size, "host": host, "pid": pid, "path": path, "steps": 0,
        "writes": 0, "write_bytes": 0, "reads": 0, "read_bytes": 0}
 

@@ -9,6 +9,7 @@ mpi4py in this venv (scripts/test.sh `multinode` installs them). Every daemon st
 stopped here, by its pid, also when a test fails.
 """
 import glob
+import json
 import os
 import re
 import shutil
@@ -370,7 +371,7 @@ def test_srun_example_runs_one_service_per_node_and_the_job(srun_job):
     d, r, out = srun_job
     assert r.returncode == 0, f"sbatch --wait exited {r.returncode}: {r.stderr}\njob output:\n{out}"
     for n in Cluster.NODES:
-        assert re.search(rf"stopped on {n} \(PID \d+\); trace .* complete", out), out
+        assert re.search(rf"stopped on {n} \(PID \d+\); trace.* complete", out), out
         recs = traces.complete(os.path.join(d, "traces", f"node_{n}.pfw.gz"))
         assert traces.host_of(recs) == n
         assert sum(1 for x in recs if x.get("ph") == 2) > 0
@@ -433,14 +434,63 @@ def test_scancel_leaves_complete_traces_and_nothing_running(cluster):
 
 
 def test_readers_give_per_host_and_per_rank_numbers(srun_job):
-    """dftracer-utils (dftracer_stats, dftracer_view --merge) and dfanalyzer over the whole
-    multi-node directory of the srun job."""
+    """dftracer-utils 0.0.14 (dftracer_view, dftracer_stats) and dfanalyzer over the whole
+    directory of the two-node srun job (two service traces, two ranks' traces): the numbers per
+    host and per rank are what each process did."""
     d, r, _ = srun_job
     assert r.returncode == 0
     t = os.path.join(d, "traces")
     done = traces.did(d)
+    want = {(x["host"], x["rank"]): x for x in done.values()}
     utils = os.path.join(ROOT, ".venv-utils", "bin")
-    # dftracer_view --merge: one stream with every file's records; per host and per rank from it.
-    merged = os.path.join(d, "merged.pfw")
-    run([os.path.join(utils, "dftracer_view"), "--merge", "-o", merged, t])
-    pytest.skip("readers: TODO")
+    idx = os.path.join(d, "index")  # the readers' indexes, outside the trace directory
+
+    def view(*args):
+        out = run([os.path.join(utils, "dftracer_view"), "--index-dir", idx, *args]).stdout
+        return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+    # Host and rank of every process, from the HH records and end.args.app.rank.
+    procs = {int(x["pid"]): (x["host_name"], x["args.app.rank"])
+             for x in view("-d", t, "--query", 'name == "end"', "--group-by", "host_name,pid,args.app.rank",
+                           "--agg", "count")}
+    ranks = {pid: (h, int(rk)) for pid, (h, rk) in procs.items() if rk is not None}
+    assert ranks == {pid: (x["host"], x["rank"]) for pid, x in done.items()}
+    services = {pid: h for pid, (h, rk) in procs.items() if rk is None}
+    assert sorted(services.values()) == list(Cluster.NODES)
+
+    # --merge: one trace of the whole job; per host and rank, its reads and writes.
+    merged = os.path.join(d, "merged.pfw.gz")
+    view("-d", t, "--merge", "-o", merged)
+    io = view("--files", merged, "--query", 'cat == "POSIX" and (name == "write" or name == "read")',
+              "--group-by", "pid,name", "--agg", "count,sum:ret")
+    got = {(ranks[int(x["pid"])], x["name"]): (x["count"], x["sum_ret"]) for x in io}
+    assert got == {((h, rk), op): (x[op + "s"], x[op + "_bytes"]) for (h, rk), x in want.items() for op in ("write", "read")}
+
+    # dftracer_stats: per file, events grouped by host hash and pid.
+    hh = {}
+    for f in glob.glob(os.path.join(t, "*.pfw.gz")):
+        for rec in traces.records(f):
+            if rec.get("name") == "HH":
+                hh[rec["args"]["value"]] = rec["args"]["name"]
+    out = run([os.path.join(utils, "dftracer_stats"), "-d", t, "--index-dir", idx, "--report", "detailed",
+               "--group-by", "hhash", "pid", "name", "--filter-cats", "POSIX", "--json"]).stdout
+    counts = {}
+    for f in json.loads(out[out.index("["):]):
+        for key, v in f["detailed"].get("grouped_duration", {}).items():
+            h, pid, name = key.split("|")
+            if name in ("write", "read"):
+                counts[(hh[h], ranks[int(pid)][1], name)] = v["count"]
+    assert counts == {(h, rk, op): x[op + "s"] for (h, rk), x in want.items() for op in ("write", "read")}
+
+    # dfanalyzer: the job's nodes, processes (two services, two ranks), POSIX calls and bytes.
+    dfa = os.path.join(ROOT, ".venv-dfa", "bin", "dfanalyzer")
+    res = run([dfa, f"trace_path={t}", "analyzer/preset=posix", "cluster.n_workers=1",
+               f"hydra.run.dir={os.path.join(d, 'dfa')}"], env=dict(os.environ, USER=os.environ.get("USER", "root")),
+              timeout=300)
+    table = dict(re.findall(r"│ (\S[^│]*?) +│ [^│]+│ +([0-9.]+) │", res.stdout))
+    posix = sum(1 for f in traces.app_files(t) for x in traces.records(f) if x.get("cat") == "POSIX" and x.get("ph") == 1)
+    size = sum(x["write_bytes"] + x["read_bytes"] for x in done.values())
+    assert table.get("Total Nodes") == "2", res.stdout
+    assert table.get("Total Processes") == "4", res.stdout
+    assert table.get("POSIX - All Count") == str(posix), res.stdout
+    assert table.get("POSIX - All Size") == "%.3f" % (size / 2**20), res.stdout
