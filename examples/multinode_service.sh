@@ -11,7 +11,8 @@
 # traces/app-<hash>-app.pfw.gz (one per traced process, if DFTRACER_ENABLE=1 is exported; the
 # rank is in its end record), state/dftracer_server_<shorthost>.{pid,out,err}.
 # The arguments are the job: with srun they follow `srun --nodes=$NODES $APP_SRUN_ARGS`,
-# with mpirun they follow `$MPIRUN` (so they start with mpirun's own options).
+# with mpirun they follow `$MPIRUN $MPIRUN_ARGS` (so they start with mpirun's own options);
+# MPIRUN_ARGS (a hostfile, --allow-run-as-root, ...) is given to the service's launches too.
 # tests/multinode/test_multinode.py runs the srun, mpirun and local branches.
 #
 # Why two styles:
@@ -99,9 +100,10 @@ mpirun)
         exit 2
         ;;
     esac
-    "$MPIRUN" "${PER_NODE[@]}" "${FWD[@]}" "${SVC_ENV[@]}" "$SVC" start "$STATE"
-    "$MPIRUN" "${FWD[@]}" "$@" || status=$?
-    "$MPIRUN" "${PER_NODE[@]}" "${FWD[@]}" "$SVC" stop "$STATE"
+    read -r -a ARGS <<<"${MPIRUN_ARGS:-}"
+    "$MPIRUN" "${ARGS[@]}" "${PER_NODE[@]}" "${FWD[@]}" "${SVC_ENV[@]}" "$SVC" start "$STATE"
+    "$MPIRUN" "${ARGS[@]}" "${FWD[@]}" "$@" || status=$?
+    "$MPIRUN" "${ARGS[@]}" "${PER_NODE[@]}" "${FWD[@]}" "$SVC" stop "$STATE"
     ;;
 local)
     NODES=1
