@@ -669,24 +669,38 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn rank_comes_from_the_mpi_launcher_before_the_scheduler() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
         };
         assert_eq!(launcher_rank(env(&[])), None);
         assert_eq!(launcher_rank(env(&[("PMI_RANK", "3")])), Some(3));
-        assert_eq!(launcher_rank(env(&[("PMIX_RANK", "2"), ("OMPI_COMM_WORLD_RANK", "2")])), Some(2));
+        assert_eq!(
+            launcher_rank(env(&[("PMIX_RANK", "2"), ("OMPI_COMM_WORLD_RANK", "2")])),
+            Some(2)
+        );
         // mpirun inside an allocation: the batch step's SLURM_PROCID is 0 on every rank.
-        assert_eq!(launcher_rank(env(&[("SLURM_PROCID", "0"), ("PMI_RANK", "5")])), Some(5));
+        assert_eq!(
+            launcher_rank(env(&[("SLURM_PROCID", "0"), ("PMI_RANK", "5")])),
+            Some(5)
+        );
         assert_eq!(launcher_rank(env(&[("SLURM_PROCID", "7")])), Some(7));
         assert_eq!(launcher_rank(env(&[("FLUX_TASK_RANK", "1")])), Some(1));
         // Garbage or negative values are skipped, not guessed at.
-        assert_eq!(launcher_rank(env(&[("PMI_RANK", "x"), ("SLURM_PROCID", "4")])), Some(4));
+        assert_eq!(
+            launcher_rank(env(&[("PMI_RANK", "x"), ("SLURM_PROCID", "4")])),
+            Some(4)
+        );
         assert_eq!(launcher_rank(env(&[("PMI_RANK", "-1")])), None);
     }
-    use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs

@@ -129,10 +129,17 @@ pub struct Detach {
 pub fn detach(d: Detach) -> io::Result<()> {
     // Upper bound for the close loop when close_range(2) (Linux 5.9) is missing.
     let max_fd = {
-        let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         // SAFETY: a valid out-pointer.
         let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0;
-        if ok { rl.rlim_cur.min(1 << 16) as i32 } else { 1024 }
+        if ok {
+            rl.rlim_cur.min(1 << 16) as i32
+        } else {
+            1024
+        }
     };
     let mut argv: Vec<*const libc::c_char> = d.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
