@@ -7,7 +7,8 @@
 #
 #   scripts/test.sh                 every step
 #   scripts/test.sh GROUP|STEP ...  only those (groups below: lint rust loom fuzz python docs
-#                                   callgrind ecosystem torch perfetto), with the setup steps they need
+#                                   callgrind ecosystem torch multinode perfetto), with the setup
+#                                   steps they need
 #
 # Installs what is missing: rustfmt/clippy (rustup), gcc, g++, make, pkg-config, cmake
 # (scripts/env.sh) and valgrind (apt-get); venvs .venv-utils (dftracer-utils 0.0.14) and
@@ -80,6 +81,21 @@ run_callgrind() {
   fi
   python3 benches/callgrind_check.py --python "$ROOT/.venv-test/bin/python"
 }
+multinode_setup() { # Debian's Slurm, munge, Open MPI and MPICH; mpi4py's wheel in .venv-test
+  local need=() p
+  for p in slurmctld:slurm-wlm munged:munge mpirun.openmpi:openmpi-bin mpirun.mpich:mpich unshare:util-linux; do
+    command -v "${p%%:*}" >/dev/null 2>&1 || need+=("${p#*:}")
+  done
+  if ((${#need[@]})); then
+    echo "installing with apt-get: ${need[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+  # mpi4py's wheel carries builds for both MPI ABIs (Open MPI's libmpi.so.40, MPICH's
+  # libmpi.so.12); building it from source against one MPICH takes minutes.
+  venv "$ROOT/.venv-test" mpi4py
+  venv "$ROOT/.venv-dfa" dftracer-analyzer dftracer-utils==0.0.12
+}
+run_multinode() { multinode_setup && run_pytest tests/multinode "$@"; }
 run_pytest() { # the wheel built by the `wheel` step: the compatibility tests install it in a venv
   DFT_WHEEL="$(ls "$ROOT"/target/wheels/*.whl | head -n 1)"
   export DFT_WHEEL
@@ -91,17 +107,18 @@ run_pytest() { # the wheel built by the `wheel` step: the compatibility tests in
 # NAME      GROUPS                          PARSER            TITLE / COMMAND
 step fmt    lint                            -                 "cargo fmt --check" cargo fmt --all -- --check
 step clippy lint                            -                 "clippy -D warnings (release, all targets)" cargo clippy --workspace --all-targets --release -- -D warnings
-step utils  rust,docs,ecosystem,torch           -                 "dftracer-utils 0.0.14 from PyPI in .venv-utils (tests validate traces with it)" utils_venv
-step build  rust,docs,callgrind,ecosystem,perfetto -               "release build: preload library, service, examples" cargo build --release -p dftracer-preload -p dftracer-service -p dftracer-examples -p dftracer-cli
+step utils  rust,docs,ecosystem,torch,multinode -            "dftracer-utils 0.0.14 from PyPI in .venv-utils (tests validate traces with it)" utils_venv
+step build  rust,docs,callgrind,ecosystem,perfetto,multinode -             "release build: preload library, service, examples" cargo build --release -p dftracer-preload -p dftracer-service -p dftracer-examples -p dftracer-cli
 step rust   rust                            cargo             "Rust unit and integration tests (release: the 8x1M-event test is real)" cargo test --workspace --release --no-fail-fast
 step loom   rust,loom                       cargo             "loom: the ring and the clock's seqlock under every interleaving (own target dir: --cfg loom)" env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo test --release -p dftracer-core --test loom --target-dir "$ROOT/target/loom"
 step fuzz   fuzz                            cargo             "fuzz targets: replay seeds + bounded random inputs on stable" cargo test --release --no-fail-fast --manifest-path fuzz/Cargo.toml
-step wheel  python,docs,callgrind,ecosystem,torch -              "Python wheel (maturin) installed in .venv-test with pytest, numpy" build_wheel
+step wheel  python,docs,callgrind,ecosystem,torch,multinode -   "Python wheel (maturin) installed in .venv-test with pytest, numpy" build_wheel
 step python python                          pytest            "Python frontend: pytest" run_pytest frontends/python/tests
 step docs   docs                            pytest            "every README's python and sh blocks, run" run_pytest tests/test_readme_snippets.py
 step callgrind callgrind                    summary:callgrind "instruction counts (callgrind) vs benches/record/callgrind.json" run_callgrind
 step ecosystem ecosystem                    summary:ecosystem "dftracer-utils 0.0.14 reads our traces" bash tests/ecosystem.sh
 step torch  torch                           pytest            "PyTorch (CPU, from PyPI, once into .venv-torch-site): DataLoader workers, torch.compile, profiler" run_torch
+step multinode multinode                    pytest            "Slurm (2 nodes), Open MPI and MPICH, nodes as UTS namespaces: service and traced job, read back" run_multinode
 step perfetto perfetto                      summary:perfetto  "dftracer perfetto output (ours and the reference's) in the Perfetto UI, headless Chromium" bash tests/perfetto.sh
 
 unknown=0

@@ -435,6 +435,29 @@ pub static KNOBS: &[Knob] = &[
     uint_knob!("DFTRACER_COMPRESSION_LEVEL", "internal.compression_level", "1", "ours: deflate level 0-10 of each gzip member", compression_level, u8, "in 0..=10", |v| (v > 10).then_some(10)),
 ];
 
+/// Environment variables that give a process its rank, as launchers set them, in the order
+/// they are trusted: the MPI launchers' own first, the schedulers' last, because `mpirun`
+/// inside a Slurm or Flux allocation hands its ranks the batch step's `SLURM_PROCID` (0 on
+/// every rank) or the like, while the MPI variable is the rank's own.
+pub const RANK_VARS: [&str; 5] = [
+    "OMPI_COMM_WORLD_RANK", // Open MPI's mpirun (also with srun --mpi=pmix)
+    "PMIX_RANK",            // any PMIx launcher: Open MPI 5 prterun, srun --mpi=pmix
+    "PMI_RANK",             // MPICH/Hydra mpiexec, Intel MPI, Flux, srun --mpi=pmi2
+    "FLUX_TASK_RANK",       // flux run
+    "SLURM_PROCID",         // srun
+];
+
+/// Not a knob: the process's rank from its launcher's environment (the first of
+/// [`RANK_VARS`] that holds a non-negative integer), recorded as `end.args.app.rank` so that
+/// readers can group the files of a job by rank. `None` outside a launcher.
+pub fn launcher_rank(getenv: impl Fn(&str) -> Option<String>) -> Option<i64> {
+    RANK_VARS.iter().find_map(|k| {
+        getenv(k)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .filter(|&r| r >= 0)
+    })
+}
+
 /// Reads the environment through `getenv` (the closure), then the YAML file it names.
 /// Returns the config, warnings (one line each) and, for an unreadable YAML, the error that
 /// turned tracing off.
@@ -647,6 +670,37 @@ impl Config {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn rank_comes_from_the_mpi_launcher_before_the_scheduler() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(launcher_rank(env(&[])), None);
+        assert_eq!(launcher_rank(env(&[("PMI_RANK", "3")])), Some(3));
+        assert_eq!(
+            launcher_rank(env(&[("PMIX_RANK", "2"), ("OMPI_COMM_WORLD_RANK", "2")])),
+            Some(2)
+        );
+        // mpirun inside an allocation: the batch step's SLURM_PROCID is 0 on every rank.
+        assert_eq!(
+            launcher_rank(env(&[("SLURM_PROCID", "0"), ("PMI_RANK", "5")])),
+            Some(5)
+        );
+        assert_eq!(launcher_rank(env(&[("SLURM_PROCID", "7")])), Some(7));
+        assert_eq!(launcher_rank(env(&[("FLUX_TASK_RANK", "1")])), Some(1));
+        // Garbage or negative values are skipped, not guessed at.
+        assert_eq!(
+            launcher_rank(env(&[("PMI_RANK", "x"), ("SLURM_PROCID", "4")])),
+            Some(4)
+        );
+        assert_eq!(launcher_rank(env(&[("PMI_RANK", "-1")])), None);
+    }
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs

@@ -298,7 +298,14 @@ impl Shared {
             }),
             output: Mutex::new(Output::new(gz)),
             wake: sys::Wake::new(),
-            app: Mutex::new(Vec::new()),
+            // A fork child copies its parent's list (rebuild_after_fork); the service is not a
+            // rank of the job even when a launcher started it.
+            app: Mutex::new(match origin {
+                Origin::Fork | Origin::Service => Vec::new(),
+                _ => crate::config::launcher_rank(|k| std::env::var(k).ok())
+                    .map(|r| vec![("rank".to_string(), AppValue::Int(r))])
+                    .unwrap_or_default(),
+            }),
             used_names: Mutex::new(Vec::new()),
             bind: AtomicBool::new(false),
             dropped: AtomicU64::new(0),

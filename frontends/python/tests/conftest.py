@@ -59,7 +59,9 @@ def run(tmp_path):
             (work / name).write_text(textwrap.dedent(text))
         script = work / "main.py"
         script.write_text(textwrap.dedent(code))
-        e = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+        # Nor a launcher's rank (a run under srun or mpirun): it would be end.args.app.rank.
+        rank_vars = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "FLUX_TASK_RANK", "SLURM_PROCID")
+        e = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_") and k not in rank_vars}
         if enable:
             e["DFTRACER_ENABLE"] = "1"
             e["DFTRACER_LOG_FILE"] = str(out / "trace")

@@ -131,3 +131,31 @@ def test_time_metric(run, metric, digits):
     assert len(str(r.events("x")[0]["ts"])) == digits
     cm = [x for x in r.records() if x["name"] == "CM" and x["args"]["name"] == "time_metric"]
     assert cm[0]["args"]["value"] == metric
+
+
+
+@pytest.mark.parametrize(
+    "env,args,app",
+    [
+        # PMI_RANK (Hydra) wins over SLURM_PROCID (the batch step's, under mpirun in a job).
+        ({"PMI_RANK": "3", "SLURM_PROCID": "0"}, [], {"rank": 3}),
+        ({"PMI_RANK": "3", "SLURM_PROCID": "0"}, ["7"], {"rank": 7}),  # the program's own wins
+        ({}, [], {}),
+    ],
+)
+def test_the_launchers_rank_is_app_metadata(run, env, args, app):
+    r = run(
+        """
+        import sys
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log()
+        with dft_fn("t", name="x"):
+            pass
+        if len(sys.argv) > 1:
+            log.set_app_metadata_int("rank", int(sys.argv[1]))
+        log.finalize()
+        """,
+        env=env,
+        args=args,
+    )
+    assert [x for x in r.records() if x["name"] == "end"][0]["args"]["app"] == app

@@ -118,9 +118,29 @@ pub struct Detach {
 }
 
 /// Double-forks: the child calls `setsid` and forks again; the grandchild points 0 at
-/// /dev/null and 1/2 at the state files, moves to `/` (so that it holds no mount busy), and
-/// execs `exe`. Returns once the intermediate child has exited.
+/// /dev/null and 1/2 at the state files, closes every other descriptor but the readiness
+/// pipe, moves to `/` (so that it holds no mount busy), and execs `exe`. Returns once the
+/// intermediate child has exited.
+///
+/// Why close the rest: whoever ran `start` may have handed it descriptors without
+/// close-on-exec (MPICH's Hydra proxy its PMI socket and I/O pipes, an ssh session its
+/// channel). A daemon holding them keeps the launcher waiting for it to exit: `mpirun.mpich
+/// -ppn 1 -n N dftracer_service start` never returned (tests/multinode).
 pub fn detach(d: Detach) -> io::Result<()> {
+    // Upper bound for the close loop when close_range(2) (Linux 5.9) is missing.
+    let max_fd = {
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a valid out-pointer.
+        let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0;
+        if ok {
+            rl.rlim_cur.min(1 << 16) as i32
+        } else {
+            1024
+        }
+    };
     let mut argv: Vec<*const libc::c_char> = d.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = d.envp.iter().map(|a| a.as_ptr()).collect();
@@ -156,6 +176,7 @@ pub fn detach(d: Detach) -> io::Result<()> {
             // The readiness pipe must survive exec; its fd number is in argv.
             let flags = libc::fcntl(ready, libc::F_GETFD);
             libc::fcntl(ready, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            close_all_but(ready, max_fd);
             libc::chdir(root.as_ptr());
             libc::execve(d.exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
             let msg = b"error cannot exec the service binary\n";
@@ -173,6 +194,31 @@ pub fn detach(d: Detach) -> io::Result<()> {
     }
     drop(d.ready);
     Ok(())
+}
+
+/// Closes descriptors from 3 up, except `keep`: close_range(2), else one close(2) each below
+/// `max_fd`. Async-signal-safe (raw system calls only): it runs between fork and exec.
+///
+/// # Safety
+/// Only in a forked child about to exec: descriptors other code owns are closed under it.
+unsafe fn close_all_but(keep: i32, max_fd: i32) {
+    let range = |lo: i32, hi: u32| -> bool {
+        // SAFETY: close_range on descriptors this child owns; no memory is passed.
+        lo as u32 > hi || unsafe { libc::syscall(libc::SYS_close_range, lo as u32, hi, 0u32) } == 0
+    };
+    let done = if keep >= 3 {
+        range(3, (keep - 1) as u32) && range(keep + 1, u32::MAX)
+    } else {
+        range(3, u32::MAX)
+    };
+    if !done {
+        for fd in 3..max_fd {
+            if fd != keep {
+                // SAFETY: as above.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
 }
 
 /// Makes sure descriptors 0, 1 and 2 are open (on /dev/null if they were closed), so that

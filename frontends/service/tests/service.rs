@@ -767,3 +767,34 @@ fn dftracer_utils_accepts_the_trace() {
         "{all}"
     );
 }
+
+#[test]
+fn start_hands_the_daemon_no_descriptor_of_its_caller() {
+    // A launcher reads a pipe it gave `start` (without close-on-exec, here as fd 9) until EOF,
+    // as MPICH's Hydra proxy does with its PMI socket and an ssh session with its channel:
+    // EOF must come when `start` returns, not when the daemon exits.
+    let s = Svc::new("fds");
+    let script = format!("exec {BIN} start '{}' 9>&1", s.log_dir.display());
+    let mut child = s
+        .cmd("sh")
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut b = String::new();
+        let _ = out.read_to_string(&mut b);
+        let _ = tx.send(b);
+    });
+    let got = rx.recv_timeout(Duration::from_secs(20));
+    assert!(child.wait().unwrap().success());
+    let pid = s.pid().expect("a daemon");
+    assert!(alive(pid));
+    let printed = got.unwrap_or_else(|_| {
+        panic!("the caller's pipe stayed open after `start` returned: daemon {pid} holds it")
+    });
+    assert!(printed.contains("started on"), "{printed}");
+    ok(&s.stop());
+}
