@@ -81,6 +81,9 @@ static FORK_RING: AtomicPtr<Ring> = AtomicPtr::new(ptr::null_mut());
 static FORK_TID: AtomicU32 = AtomicU32::new(0);
 /// Set when `finish` completed: the trace file is whole.
 static FINISHED: AtomicBool = AtomicBool::new(false);
+/// Names given to [`mark_used`] before the tracer started (a module-level integration object
+/// made at import, before `initialize`): the start takes them over.
+static EARLY_USED: Mutex<Vec<String>> = parking_lot::const_mutex(Vec::new());
 
 /// A value of `end.args.app`.
 #[derive(Clone, Debug, PartialEq)]
@@ -306,7 +309,7 @@ impl Shared {
                     .map(|r| vec![("rank".to_string(), AppValue::Int(r))])
                     .unwrap_or_default(),
             }),
-            used_names: Mutex::new(Vec::new()),
+            used_names: Mutex::new(std::mem::take(&mut *EARLY_USED.lock())),
             bind: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             writer_started: AtomicBool::new(false),
@@ -404,12 +407,22 @@ fn plain(s: &str) -> Text<'_> {
 
 /// Adds `name` to `end.args.used`.
 pub fn mark_used(name: &str) {
-    if let Some(sh) = shared() {
-        let _s = Section::new();
-        let mut u = sh.used_names.lock();
+    let push = |u: &mut Vec<String>| {
         if !u.iter().any(|n| n == name) {
             u.push(name.to_string());
         }
+    };
+    let _s = Section::new();
+    match shared() {
+        Some(sh) => push(&mut sh.used_names.lock()),
+        // Kept for a start to come (bounded: integrations have a handful of names).
+        None if PHASE.load(Ordering::Acquire) == PHASE_NONE => {
+            let mut early = EARLY_USED.lock();
+            if early.len() < 64 {
+                push(&mut early);
+            }
+        }
+        None => {}
     }
 }
 

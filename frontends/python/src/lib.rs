@@ -625,7 +625,8 @@ fn set_app_metadata_string(key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> 
 /// Adds `name` to the `used` map of the `end` record.
 #[pyfunction]
 fn mark_used(name: &str) {
-    if active() {
+    // Before the start too (an integration object made at import): kept for it.
+    if active() || !native::is_finalized() {
         native::mark_used(name);
     }
 }

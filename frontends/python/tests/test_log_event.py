@@ -159,3 +159,22 @@ def test_the_launchers_rank_is_app_metadata(run, env, args, app):
         args=args,
     )
     assert [x for x in r.records() if x["name"] == "end"][0]["args"]["app"] == app
+
+
+def test_mark_used_before_initialize_is_kept(run):
+    # pydftracer's dynamo module makes its `dynamo` object (and marks it used) at import,
+    # before the script calls initialize_log: the mark must reach the end record.
+    r = run(
+        """
+import dftracer.dftracer as native
+native.mark_used("early_integration")
+from dftracer.python import dftracer, dft_fn
+log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=-1)
+native.mark_used("late_integration")
+with dft_fn("X", name="one"):
+    pass
+log.finalize()
+"""
+    )
+    end = [x for x in r.records() if x["name"] == "end"][0]["args"]
+    assert end["used"]["early_integration"] == 1 and end["used"]["late_integration"] == 1, end["used"]
