@@ -30,7 +30,7 @@ import sys
 from typing import Any, Callable, Iterable, Iterator, Optional, TypeVar
 
 from dftracer import dftracer as _native
-from dftracer.dftracer import _Region, _Wrapped
+from dftracer.dftracer import _Tracer, _Wrapped
 
 __all__ = [
     "DFTRACER_ENABLE",
@@ -166,8 +166,10 @@ def _timed_iter(iterable: Iterable, cat: str, args: dict, wait_name: Optional[st
         count += 1
 
 
-class dftracer:
-    """The process's tracer (pydftracer's singleton class)."""
+class dftracer(_Tracer):
+    """The process's tracer (pydftracer's singleton class). `log_event(name, cat, start_time,
+    duration, int_args=None, float_args=None, string_args=None, relations=None)` is native
+    (`_Tracer`): no Python frame per event."""
 
     __instance: Optional["dftracer"] = None
 
@@ -214,19 +216,6 @@ class dftracer:
 
     def exit_event(self) -> None:
         _native.exit_event()
-
-    def log_event(
-        self,
-        name: str,
-        cat: str,
-        start_time: int,
-        duration: int,
-        int_args: Optional[dict] = None,
-        float_args: Optional[dict] = None,
-        string_args: Optional[dict] = None,
-        relations: Any = None,
-    ) -> None:
-        _native.log_event(name, cat, start_time, duration, int_args, string_args, float_args)
 
     def log_metadata_event(self, key: str, value: Any) -> None:
         _native.log_metadata_event(key, value)
@@ -347,50 +336,31 @@ def _decorate(df: "dft_fn", func: Any, name: Optional[str]) -> Any:
     return wrapper
 
 
-class dft_fn(_Region):
-    """A category of events: a decorator factory and a context manager.
+#: A category of events: a decorator factory and a context manager (native: built inline in
+#: loops, `with dft_fn("io", name="read"):` costs about what building and entering any native
+#: context manager costs). `dft_fn(cat, name=None, epoch=None, step=None, image_idx=None,
+#: image_size=None, enable=True)`; `name` defaults to the calling function's name. Its `log`,
+#: `log_init`, `log_static` and `iter` call the two functions below.
+dft_fn = _native.dft_fn
 
-    `dft_fn(cat, name=None, epoch=None, step=None, image_idx=None, image_size=None,
-    enable=True)`; `name` defaults to the calling function's name.
-    """
 
-    def log(self, func: Any = None, name: Optional[str] = None) -> Any:
-        """Decorator: one event per call, named `name` or the function's `__qualname__`,
-        recording the epoch/step/image_idx/image_size arguments actually passed."""
-        if func is None:
-            return lambda f: _decorate(self, f, name)
-        if isinstance(func, str) and name is None:
-            return lambda f: _decorate(self, f, func)
-        return _decorate(self, func, name)
+def _dft_fn_log(df: dft_fn, func: Any = None, name: Optional[str] = None) -> Any:
+    """`dft_fn.log`: one event per call, named `name` or the function's `__qualname__`,
+    recording the epoch/step/image_idx/image_size arguments actually passed."""
+    if func is None:
+        return lambda f: _decorate(df, f, name)
+    if isinstance(func, str) and name is None:
+        return lambda f: _decorate(df, f, func)
+    return _decorate(df, func, name)
 
-    def log_init(self, func: Any) -> Any:
-        """Decorator for `__init__`."""
-        return _decorate(self, func, None)
 
-    def log_static(self, func: Any) -> Any:
-        """Decorator for static methods."""
-        return _decorate(self, func, None)
-
-    def iter(self, iterable: Iterable, name: str = "loop", iter_name: str = "step") -> Iterator:
-        """Yields the items of `iterable`, recording `<name>.iter` (waiting for each item)
-        and `<name>.yield` (the loop body), with `<iter_name>` = 1, 2, ..."""
-        if not (_native.is_enabled() and self._enabled):
-            yield from iterable
-            return
-        yield from _timed_iter(iterable, self.cat, self._args, f"{name}.iter", f"{name}.yield", iter_name)
-
-    # Entity API of newer pydftracer releases: accepted, not recorded.
-    def relate(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def relate_entity(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def uses(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def generates(self, *args: Any, **kwargs: Any) -> None:
-        return None
+def _dft_fn_iter(df: dft_fn, iterable: Iterable, name: str = "loop", iter_name: str = "step") -> Iterator:
+    """`dft_fn.iter`: yields the items of `iterable`, recording `<name>.iter` (waiting for each
+    item) and `<name>.yield` (the loop body), with `<iter_name>` = 1, 2, ..."""
+    if not (_native.is_enabled() and df._enabled):
+        yield from iterable
+        return
+    yield from _timed_iter(iterable, df.cat, df._args, f"{name}.iter", f"{name}.yield", iter_name)
 
 
 # pydftracer's package star-imports its `ai` module, so `from dftracer.python import ai` is
