@@ -18,8 +18,8 @@ use dftracer_core::{AppValue, Arg, Config, Layer, Origin, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::PyTypeInfo;
 use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::PyTypeInfo;
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -378,6 +378,12 @@ fn same_key(a: &Bound<'_, PyString>, b: &Bound<'_, PyString>) -> bool {
     if a.is(b) {
         return true; // the same (usually interned) str
     }
+    // SAFETY: both are live str objects.
+    if unsafe {
+        pyo3::ffi::PyUnicode_GET_LENGTH(a.as_ptr()) != pyo3::ffi::PyUnicode_GET_LENGTH(b.as_ptr())
+    } {
+        return false;
+    }
     match (a.to_str(), b.to_str()) {
         (Ok(x), Ok(y)) => x == y,
         _ => a.as_any().eq(b).unwrap_or(false),
@@ -734,51 +740,47 @@ static TRACER_LOG_EVENT: Params<8> = Params::new([
     "relations",
 ]);
 
-unsafe extern "C" fn log_event_fastcall(
-    module: *mut pyo3::ffi::PyObject,
-    args: *const *mut pyo3::ffi::PyObject,
-    nargs: pyo3::ffi::Py_ssize_t,
-    kwnames: *mut pyo3::ffi::PyObject,
-) -> *mut pyo3::ffi::PyObject {
-    unsafe fn body(
-        py: Python<'_>,
-        _module: *mut pyo3::ffi::PyObject,
-        args: *const *mut pyo3::ffi::PyObject,
-        nargs: pyo3::ffi::Py_ssize_t,
-        kwnames: *mut pyo3::ffi::PyObject,
-    ) -> PyResult<*mut pyo3::ffi::PyObject> {
-        // SAFETY: the interpreter's vectorcall arguments.
-        let [name, cat, ts, dur, ints, strs, floats] =
-            unsafe { LOG_EVENT.sort_call(py, "log_event", args, nargs, kwnames) }?;
-        log_event([name, cat, ts, dur], [ints, strs, floats])?;
-        Ok(py.None().into_ptr())
-    }
-    // SAFETY: called by the interpreter with the GIL held (the trampoline counts it for pyo3
-    // and turns errors and panics into exceptions).
-    unsafe { pyo3::impl_::trampoline::fastcall_with_keywords(module, args, nargs, kwnames, body) }
-}
-
-unsafe extern "C" fn tracer_log_event_fastcall(
+/// `log_event` as the module function (`METHOD` false) or as `dftracer`'s method (true):
+/// METH_FASTCALL | METH_KEYWORDS entries.
+unsafe extern "C" fn log_event_fastcall<const METHOD: bool>(
     slf: *mut pyo3::ffi::PyObject,
     args: *const *mut pyo3::ffi::PyObject,
     nargs: pyo3::ffi::Py_ssize_t,
     kwnames: *mut pyo3::ffi::PyObject,
 ) -> *mut pyo3::ffi::PyObject {
-    unsafe fn body(
-        py: Python<'_>,
-        _slf: *mut pyo3::ffi::PyObject,
-        args: *const *mut pyo3::ffi::PyObject,
-        nargs: pyo3::ffi::Py_ssize_t,
-        kwnames: *mut pyo3::ffi::PyObject,
-    ) -> PyResult<*mut pyo3::ffi::PyObject> {
-        // SAFETY: the interpreter's vectorcall arguments.
+    // SAFETY: called by the interpreter with the GIL held (the trampoline counts it for pyo3
+    // and turns errors and panics into exceptions); for the method, the method descriptor
+    // checked `slf`'s type (it is not used).
+    unsafe {
+        pyo3::impl_::trampoline::fastcall_with_keywords(
+            slf,
+            args,
+            nargs,
+            kwnames,
+            log_event_call::<METHOD>,
+        )
+    }
+}
+
+unsafe fn log_event_call<const METHOD: bool>(
+    py: Python<'_>,
+    _slf: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> PyResult<*mut pyo3::ffi::PyObject> {
+    // SAFETY (both): the interpreter's vectorcall arguments.
+    let (required, maps) = if METHOD {
         let [name, cat, ts, dur, ints, floats, strs, _relations] =
             unsafe { TRACER_LOG_EVENT.sort_call(py, "log_event", args, nargs, kwnames) }?;
-        log_event([name, cat, ts, dur], [ints, strs, floats])?;
-        Ok(py.None().into_ptr())
-    }
-    // SAFETY: as in log_event_fastcall; the method descriptor checked `slf`'s type.
-    unsafe { pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, body) }
+        ([name, cat, ts, dur], [ints, strs, floats])
+    } else {
+        let [name, cat, ts, dur, ints, strs, floats] =
+            unsafe { LOG_EVENT.sort_call(py, "log_event", args, nargs, kwnames) }?;
+        ([name, cat, ts, dur], [ints, strs, floats])
+    };
+    log_event(required, maps)?;
+    Ok(py.None().into_ptr())
 }
 
 /// A METH_FASTCALL | METH_KEYWORDS definition, for the life of the process.
@@ -803,7 +805,7 @@ fn add_log_event(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let def = fastcall_def(
         c"log_event",
         c"log_event(name, cat, start_time, duration, int_args=None, string_args=None, float_args=None)\n--\n\nRecords a complete event (type PYTHON). Args may be (tag, value) pairs or bare values.",
-        log_event_fastcall,
+        log_event_fastcall::<false>,
     );
     // SAFETY: a static definition; the module object and its name are valid.
     let f = unsafe {
@@ -816,7 +818,7 @@ fn add_log_event(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let def = fastcall_def(
         c"log_event",
         c"log_event(self, name, cat, start_time, duration, int_args=None, float_args=None, string_args=None, relations=None)\n--\n\nRecords a complete event (pydftracer's method: float_args before string_args; relations is not recorded).",
-        tracer_log_event_fastcall,
+        log_event_fastcall::<true>,
     );
     let tp = Tracer::type_object(py);
     // SAFETY: a static definition for our own type.
@@ -833,7 +835,9 @@ fn log_event(
     maps: [Option<Bound<'_, PyAny>>; 3],
 ) -> PyResult<()> {
     let [name, cat, start_time, duration] = required;
-    let missing = |what: &str| PyTypeError::new_err(format!("log_event() missing required argument '{what}'"));
+    let missing = |what: &str| {
+        PyTypeError::new_err(format!("log_event() missing required argument '{what}'"))
+    };
     let name = name.ok_or_else(|| missing("name"))?;
     let cat = cat.ok_or_else(|| missing("cat"))?;
     let start_time = start_time.ok_or_else(|| missing("start_time"))?;
@@ -1390,7 +1394,11 @@ impl DftFn {
         let py = key.py();
         if let Some(i) = CAPTURED.iter().position(|c| key.to_str().ok() == Some(*c)) {
             self.captured[i] = Some(value.unbind());
-        } else if let Some(slot) = self.extra.iter_mut().find(|(k, _)| same_key(k.bind(py), key)) {
+        } else if let Some(slot) = self
+            .extra
+            .iter_mut()
+            .find(|(k, _)| same_key(k.bind(py), key))
+        {
             slot.1 = value.unbind();
         } else {
             self.extra.push((key.clone().unbind(), value.unbind()));
@@ -1440,6 +1448,10 @@ impl DftFn {
     }
 }
 
+/// The `dft_fn` type (pyo3's lookup of it costs ~60 instructions).
+static DFT_FN_TYPE: std::sync::atomic::AtomicPtr<pyo3::ffi::PyTypeObject> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
 /// The vectorcall entry of the `dft_fn` type: `dft_fn(cat, name="x")` builds the object from
 /// the caller's argument array, as `__new__` + `__init__` would.
 unsafe extern "C" fn dft_fn_vectorcall(
@@ -1472,7 +1484,7 @@ unsafe fn dft_fn_new_fast(
 ) -> PyResult<*mut pyo3::ffi::PyObject> {
     // SAFETY: the interpreter's vectorcall arguments.
     let (pos, kw) = unsafe { vectorcall_args(py, args, nargs, kwnames) }?;
-    if callable != DftFn::type_object_raw(py).cast() {
+    if callable != DFT_FN_TYPE.load(Ordering::Relaxed).cast() {
         // tp_vectorcall is never inherited, so this is not reached; should it be, the
         // type's own call (`__new__` then `__init__`) with a tuple and a dict.
         let pos = PyTuple::new(py, pos)?;
@@ -1519,7 +1531,11 @@ unsafe extern "C" fn dft_fn_init(
                     Some(k) => Some(k.downcast::<PyDict>()?),
                     None => None,
                 };
-                DftFn::init_from(slf.downcast::<DftFn>()?, args.downcast::<PyTuple>()?, kwargs)
+                DftFn::init_from(
+                    slf.downcast::<DftFn>()?,
+                    args.downcast::<PyTuple>()?,
+                    kwargs,
+                )
             })();
             match r {
                 Ok(()) => 0,
@@ -1543,6 +1559,7 @@ unsafe extern "C" fn dft_fn_init(
 /// through `type.__call__`.
 fn enable_dft_fn_fast_new(py: Python<'_>) {
     let tp = DftFn::type_object_raw(py);
+    DFT_FN_TYPE.store(tp, Ordering::Relaxed);
     // SAFETY: our own heap type, before any instance exists; tp_vectorcall is a type's
     // documented "call this type" entry (never inherited by subclasses), tp_init a slot.
     unsafe {
@@ -1695,29 +1712,10 @@ impl DftFn {
     }
 
     /// Decorator: one event per call, named `name` or the function's `__qualname__`,
-    /// recording the epoch/step/image_idx/image_size arguments actually passed.
+    /// recording the epoch/step/image_idx/image_size arguments actually passed. Also
+    /// `log_init` and `log_static` (set in the module's init).
     #[pyo3(signature = (func=None, name=None))]
     fn log<'py>(
-        slf: &Bound<'py, Self>,
-        func: Option<Bound<'py, PyAny>>,
-        name: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        DftFn::python_half(slf.py(), "_dft_fn_log")?.call1((slf, func, name))
-    }
-
-    /// Decorator for `__init__`.
-    #[pyo3(signature = (init=None, name=None))]
-    fn log_init<'py>(
-        slf: &Bound<'py, Self>,
-        init: Option<Bound<'py, PyAny>>,
-        name: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        DftFn::python_half(slf.py(), "_dft_fn_log")?.call1((slf, init, name))
-    }
-
-    /// Decorator for static methods.
-    #[pyo3(signature = (func=None, name=None))]
-    fn log_static<'py>(
         slf: &Bound<'py, Self>,
         func: Option<Bound<'py, PyAny>>,
         name: Option<Bound<'py, PyAny>>,
@@ -1748,7 +1746,11 @@ impl DftFn {
     }
 
     #[pyo3(signature = (*_args, **_kwargs))]
-    fn relate_entity(&self, _args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> u64 {
+    fn relate_entity(
+        &self,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> u64 {
         0
     }
 
@@ -1803,6 +1805,11 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     enable_vectorcall(m.py())?;
     m.add_class::<DftFn>()?;
     enable_dft_fn_fast_new(m.py());
+    // pydftracer's log_init and log_static decorate as log does.
+    let dft_fn = DftFn::type_object(m.py());
+    for alias in ["log_init", "log_static"] {
+        dft_fn.setattr(alias, dft_fn.getattr("log")?)?;
+    }
     m.add_class::<Tracer>()?;
     add_log_event(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
