@@ -244,20 +244,39 @@ class dftracer(_Tracer):
         _native.finalize()
 
 
-def _capture_spec(func: Callable, base: dict) -> tuple:
-    """(capture list [(name, positional index or None)], first parameter is `self`)."""
+def _parameters(func: Callable) -> list:
+    """[(name, positional index or None)] of `func`'s parameters, in signature order."""
+    code = getattr(func, "__code__", None)
+    if type(func) is _FunctionType and not hasattr(func, "__wrapped__") and not hasattr(func, "__signature__"):
+        # A plain function: its code object says what inspect.signature would (10x faster,
+        # so `@df.log` costs little at import time and `df.log(f)` little when inline).
+        n_pos, n_kw, flags = code.co_argcount, code.co_kwonlyargcount, code.co_flags
+        names = code.co_varnames
+        out = [(names[i], i) for i in range(n_pos)]
+        n = n_pos + n_kw
+        if flags & inspect.CO_VARARGS:
+            out.append((names[n], None))
+        out += [(names[i], None) for i in range(n_pos, n)]
+        if flags & inspect.CO_VARKEYWORDS:
+            out.append((names[n + bool(flags & inspect.CO_VARARGS)], None))
+        return out
     try:
         params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):
-        params = []
+        return []
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    capture = []
-    names = set()
-    for i, p in enumerate(params):
-        if p.name in CAPTURED:
-            capture.append((p.name, i if p.kind in positional else None))
-            names.add(p.name)
-    self_attrs = bool(params) and params[0].name == "self"
+    return [(p.name, i if p.kind in positional else None) for i, p in enumerate(params)]
+
+
+_FunctionType = type(_parameters)
+
+
+def _capture_spec(func: Callable, base: dict) -> tuple:
+    """(capture list [(name, positional index or None)], first parameter is `self`)."""
+    params = _parameters(func)
+    capture = [(name, i) for name, i in params if name in CAPTURED]
+    names = {name for name, _ in capture}
+    self_attrs = bool(params) and params[0][0] == "self"
     for n in CAPTURED:
         if n not in names and (self_attrs or n in base):
             capture.append((n, None))
