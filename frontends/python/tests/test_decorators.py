@@ -176,3 +176,35 @@ def test_dft_fn_is_a_native_class_users_can_subclass(run):
     assert strip(ev["timed"]["args"]) == {"epoch": 2, "step": 5, "k": "v"}
     assert strip(ev["plain"]["args"]) == {"epoch": 1}
     assert "positional" in ev and "off" not in ev
+
+
+def test_parameters_from_the_code_object_match_inspect_signature():
+    import functools
+    import inspect
+
+    from dftracer.python import _parameters
+
+    def by_signature(func):
+        try:
+            params = list(inspect.signature(func).parameters.values())
+        except (TypeError, ValueError):
+            return []
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return [(p.name, i if p.kind in positional else None) for i, p in enumerate(params)]
+
+    def a(x, y, /, z, *args, k, step=1, **kw): pass
+    def b(): pass
+    def c(self, epoch, *, step): pass
+    def d(*step): pass
+    def e(**epoch): x = 1; return x  # noqa: E702
+    def g(a, *rest): y = a; return y  # noqa: E702
+
+    @functools.wraps(c)
+    def wrapped(*a, **k): pass
+
+    class K:
+        def m(self, image_idx): pass
+
+    for fn in (a, b, c, d, e, g, wrapped, K.m, K().m, functools.partial(a, 1), print, len):
+        assert _parameters(fn) == by_signature(fn), fn
+    assert _parameters(a) == [("x", 0), ("y", 1), ("z", 2), ("args", None), ("k", None), ("step", None), ("kw", None)]
