@@ -565,6 +565,7 @@ impl<const N: usize> Params<N> {
 ///
 /// # Safety
 /// As [`Params::sort_call`].
+#[allow(clippy::type_complexity)] // two iterators, named where they are made
 unsafe fn vectorcall_args<'py>(
     py: Python<'py>,
     args: *const *mut pyo3::ffi::PyObject,
@@ -769,13 +770,14 @@ unsafe fn log_event_call<const METHOD: bool>(
     nargs: pyo3::ffi::Py_ssize_t,
     kwnames: *mut pyo3::ffi::PyObject,
 ) -> PyResult<*mut pyo3::ffi::PyObject> {
-    // SAFETY (both): the interpreter's vectorcall arguments.
     let (required, maps) = if METHOD {
         let [name, cat, ts, dur, ints, floats, strs, _relations] =
+            // SAFETY: the interpreter's vectorcall arguments.
             unsafe { TRACER_LOG_EVENT.sort_call(py, "log_event", args, nargs, kwnames) }?;
         ([name, cat, ts, dur], [ints, strs, floats])
     } else {
         let [name, cat, ts, dur, ints, strs, floats] =
+            // SAFETY: the interpreter's vectorcall arguments.
             unsafe { LOG_EVENT.sort_call(py, "log_event", args, nargs, kwnames) }?;
         ([name, cat, ts, dur], [ints, strs, floats])
     };
@@ -1665,10 +1667,13 @@ impl DftFn {
         image_size: Option<Bound<'py, PyAny>>,
         args: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<PyRefMut<'py, Self>> {
-        let py = slf.py();
-        for (i, v) in [epoch, step, image_idx, image_size].into_iter().enumerate() {
-            if let Some(v) = v {
-                slf.set_arg(captured_key(py, i), v);
+        for (slot, v) in slf
+            .captured
+            .iter_mut()
+            .zip([epoch, step, image_idx, image_size])
+        {
+            if let Some(v) = v.filter(|v| !v.is_none()) {
+                *slot = Some(v.unbind());
             }
         }
         if let Some(a) = args {
