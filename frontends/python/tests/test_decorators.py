@@ -180,17 +180,8 @@ def test_dft_fn_is_a_native_class_users_can_subclass(run):
 
 def test_parameters_from_the_code_object_match_inspect_signature():
     import functools
-    import inspect
 
-    from dftracer.python import _parameters
-
-    def by_signature(func):
-        try:
-            params = list(inspect.signature(func).parameters.values())
-        except (TypeError, ValueError):
-            return []
-        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        return [(p.name, i if p.kind in positional else None) for i, p in enumerate(params)]
+    from dftracer.python import _parameters, _parameters_by_signature
 
     def a(x, y, /, z, *args, k, step=1, **kw): pass
     def b(): pass
@@ -206,5 +197,5 @@ def test_parameters_from_the_code_object_match_inspect_signature():
         def m(self, image_idx): pass
 
     for fn in (a, b, c, d, e, g, wrapped, K.m, K().m, functools.partial(a, 1), print, len):
-        assert _parameters(fn) == by_signature(fn), fn
+        assert _parameters(fn) == _parameters_by_signature(fn), fn
     assert _parameters(a) == [("x", 0), ("y", 1), ("z", 2), ("args", None), ("k", None), ("step", None), ("kw", None)]

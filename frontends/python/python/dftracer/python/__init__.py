@@ -260,6 +260,11 @@ def _parameters(func: Callable) -> list:
         if flags & inspect.CO_VARKEYWORDS:
             out.append((names[n + bool(flags & inspect.CO_VARARGS)], None))
         return out
+    return _parameters_by_signature(func)
+
+
+def _parameters_by_signature(func: Callable) -> list:
+    """`_parameters` for any callable, through inspect.signature."""
     try:
         params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):
