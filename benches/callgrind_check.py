@@ -1,8 +1,18 @@
 """Instruction-count regression check (callgrind counts instructions, not seconds: repeatable on
-a noisy shared machine). Measures, per call, the instructions our tracer adds (all threads:
-the caller's work plus the writer's encoding and compression of that event):
+a noisy shared machine). Measures, per call, the instructions our tracer adds, counted in all
+threads (the calling thread plus the writer's encoding and compression of that event: the
+run ends with finalize(), so the writer has done its work for every event of the loop) and in
+the calling thread alone until finalize (where the last events are written, by whichever
+thread gets there first); both are recorded and checked:
 
   python_deco_f      a @dft_fn.log-decorated f() vs the plain f() with tracing off
+  python_ctx         `with dft_fn("bench", name="x"): pass` written inline, tracing on, vs
+                     `with threading.Lock(): pass` (building and entering a native context
+                     manager) with tracing off
+  python_ctx_off     the same `with dft_fn(...)` with tracing off vs the same Lock
+  python_log_event   `log.log_event("ev", "bench", t + i, 10, int_args={"step": (0, i)},
+                     string_args={"s": (0, "v")})` with inline dicts vs building that
+                     argument tuple and those dicts alone
   preload_pread      a traced pread(4 KiB) under libdftracer_preload.so vs no preload
   preload_pread_off  the same pread on a file outside DATA_DIR (untraced fd)
   python_pread_bound     os.pread(4 KiB) from Python, I/O bound in process by
@@ -34,15 +44,30 @@ TOLERANCE = 0.20
 LO, HI = 2_000, 12_000
 
 PY = """
-import os, sys
+import os, sys, threading
 from dftracer.python import dftracer, dft_fn
 log = dftracer.initialize_log(logfile=os.path.join(sys.argv[2], "cg.pfw"))
 df = dft_fn("bench")
 @df.log
 def deco(): return 1
 def plain(): return 1
-f = deco if sys.argv[1] == "deco" else plain
-for _ in range(int(sys.argv[3])): f()
+t = log.get_time() or 1_700_000_000_000_000  # a real timestamp with tracing off too (same int arithmetic)
+mode, n = sys.argv[1], int(sys.argv[3])
+if mode in ("deco", "plain"):
+    f = deco if mode == "deco" else plain
+    for _ in range(n): f()
+elif mode == "lock":
+    for _ in range(n):
+        with threading.Lock(): pass
+elif mode == "ctx":
+    for _ in range(n):
+        with dft_fn("bench", name="x"): pass
+elif mode == "dicts":
+    for i in range(n):
+        a = ("ev", "bench", t + i, 10, {"step": (0, i)}, {"s": (0, "v")})
+elif mode == "log_event":
+    for i in range(n):
+        log.log_event("ev", "bench", t + i, 10, int_args={"step": (0, i)}, string_args={"s": (0, "v")})
 log.finalize()
 """
 
@@ -60,15 +85,29 @@ os.close(fd)
 """
 
 
-def callgrind(cmd, env) -> int:
+# Where the calling thread's figure stops: the trace's finalize (the run's last events are
+# written there, by whichever thread gets there: under valgrind, often the calling thread).
+FINALIZE = "dftracer_core::tracer::lifecycle::finalize"
+
+
+def callgrind(cmd, env) -> tuple:
+    """(instructions in all threads, instructions in the first thread before finalize)."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "cg.out"
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd],
-                       env=env, check=True, capture_output=True)
-        for line in out.read_text().splitlines():
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    raise RuntimeError("no callgrind total")
+        subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--dump-before={FINALIZE}",
+                        f"--callgrind-out-file={out}", *cmd], env=env, check=True, capture_output=True)
+        # One file per part (a dump at each finalize) and thread: cg.out.1-01 (part 1, the
+        # main thread), ..., and cg.out-01, cg.out-02, ... for the last part.
+        count = {}
+        for f in Path(d).glob("cg.out*"):
+            for line in f.read_text().splitlines():
+                if line.startswith(("summary:", "totals:")):
+                    count[f.name] = int(line.split()[1])
+                    break
+        if not count:
+            raise RuntimeError("no callgrind total")
+        first = "cg.out.1-01" if "cg.out.1-01" in count else "cg.out-01"
+        return sum(count.values()), count[first]
 
 
 def clean_env(**extra) -> dict:
@@ -80,9 +119,26 @@ def clean_env(**extra) -> dict:
     return e
 
 
-def per_call(make_cmd, env) -> float:
+def per_call(make_cmd, env) -> "Count":
     print(f"measuring: {' '.join(make_cmd(0)[-4:])}", flush=True)  # progress for make test's heartbeat
-    return (callgrind(make_cmd(HI), env) - callgrind(make_cmd(LO), env)) / (HI - LO)
+    (hi, hi_main), (lo, lo_main) = callgrind(make_cmd(HI), env), callgrind(make_cmd(LO), env)
+    return Count((hi - lo) / (HI - LO), (hi_main - lo_main) / (HI - LO))
+
+
+class Count:
+    """Instructions per call: in all threads, and in the calling (first) thread."""
+
+    def __init__(self, total: float, caller: float):
+        self.total, self.caller = total, caller
+
+    def __sub__(self, other: "Count") -> "Count":
+        return Count(self.total - other.total, self.caller - other.caller)
+
+    def __float__(self) -> float:
+        return self.total
+
+    def __format__(self, spec: str) -> str:
+        return format(self.total, spec)
 
 
 def measure(python: str) -> dict:
@@ -92,9 +148,13 @@ def measure(python: str) -> dict:
         script = d / "cg.py"
         script.write_text(PY)
         on = clean_env(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(d / "t"))
-        plain = per_call(lambda n: [python, str(script), "plain", str(d), str(n)], clean_env())
-        deco = per_call(lambda n: [python, str(script), "deco", str(d), str(n)], on)
-        res["python_deco_f"] = deco - plain
+        py = lambda mode: lambda n: [python, str(script), mode, str(d), str(n)]
+        off = clean_env()
+        res["python_deco_f"] = per_call(py("deco"), on) - per_call(py("plain"), off)
+        lock = per_call(py("lock"), off)
+        res["python_ctx"] = per_call(py("ctx"), on) - lock
+        res["python_ctx_off"] = per_call(py("ctx"), off) - lock
+        res["python_log_event"] = per_call(py("log_event"), on) - per_call(py("dicts"), off)
 
         so = ROOT / "target" / "release" / "libdftracer_preload.so"
         bench = d / "bench"
@@ -119,7 +179,18 @@ def measure(python: str) -> dict:
         res["python_pread_bound"] = per_call(run("bound"), bound_env) - py_base
         res["python_pread_bound_off"] = per_call(run("bound_off"), bound_env) - py_base
         res["python_pread_preload"] = per_call(run("preload"), clean_env(**pre)) - py_base
-    return {k: round(v, 1) for k, v in res.items()}
+    return res
+
+
+def check(name: str, got: float, rec: float) -> bool:
+    # Absolute slack for near-zero figures: 10 instructions for the native ones; 40 for the
+    # Python ones, where the interpreter's own count per call moves by ~30 with the process's
+    # layout (paths, environment) even with a fixed hash seed. abs(): figures measured against
+    # a baseline (python_ctx_off vs a Lock) may be negative.
+    limit = rec + abs(rec) * TOLERANCE + (40 if name.startswith("python_") else 10)
+    ok = got <= limit
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {got} instructions/call (record {rec}, limit {limit:.0f})")
+    return ok
 
 
 def main() -> int:
@@ -127,27 +198,29 @@ def main() -> int:
     ap.add_argument("--python", required=True)
     ap.add_argument("--update", action="store_true")
     a = ap.parse_args()
-    got = measure(a.python)
+    res = measure(a.python)
+    got = {k: round(v.total, 1) for k, v in res.items()}
+    caller = {k: round(v.caller, 1) for k, v in res.items()}
     if a.update or not RECORD.exists():
         RECORD.parent.mkdir(parents=True, exist_ok=True)
         RECORD.write_text(json.dumps({"instructions_added_per_call": got,
+                                      "calling_thread_per_call": caller,
                                       "command": "python3 benches/callgrind_check.py --update",
                                       "tolerance": TOLERANCE}, indent=2) + "\n")
-        print(f"callgrind record written: {got}")
+        print(f"callgrind record written: all threads {got}; calling thread {caller}")
         return 0
-    rec = json.loads(RECORD.read_text())["instructions_added_per_call"]
+    record = json.loads(RECORD.read_text())
     passed = failed = 0
-    for k, v in got.items():
-        if k not in rec:
-            print(f"new  {k}: {v} instructions/call (not in the record yet: --update)")
-            continue
-        # Absolute slack for near-zero figures: 10 instructions for the native ones; 40 for
-        # the Python ones, where the interpreter's own count per call moves by ~30 with the
-        # process's layout (paths, environment) even with a fixed hash seed.
-        limit = rec[k] * (1 + TOLERANCE) + (40 if k.startswith("python_") else 10)
-        ok = v <= limit
-        print(f"{'ok  ' if ok else 'FAIL'} {k}: {v} instructions/call (record {rec[k]}, limit {limit:.0f})")
-        passed, failed = passed + ok, failed + (not ok)
+    for figures, key, what in ((got, "instructions_added_per_call", "all threads"),
+                               (caller, "calling_thread_per_call", "calling thread")):
+        rec = record.get(key, {})
+        print(f"{what}:")
+        for k, v in figures.items():
+            if k not in rec:
+                print(f"new  {k}: {v} instructions/call (not in the record yet: --update)")
+                continue
+            ok = check(k, v, rec[k])
+            passed, failed = passed + ok, failed + (not ok)
     ratio = got["python_pread_bound"] / max(got["python_pread_preload"], 1.0)
     print(f"     python os.pread bound in process / under LD_PRELOAD: {ratio:.2f}x")
     print(f"callgrind: {passed} passed, {failed} failed")

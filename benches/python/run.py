@@ -21,7 +21,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import callgrind_check  # noqa: E402  (benches/callgrind_check.py: the one callgrind runner)
-WORKLOADS = ["plain_f()", "plain_f(a,b=2)", "deco_f()", "deco_f(a,b=2)", "context_manager", "log_event_3args"]
+WORKLOADS = ["plain_f()", "plain_f(a,b=2)", "deco_f()", "deco_f(a,b=2)", "context_manager", "log_event_3args",
+             "lock_ctx", "dicts_only", "log_event_inline"]
+# What a workload's added cost is measured against (tracing off, ours): itself unless named.
+BASELINE = {"deco_f()": "plain_f()", "deco_f(a,b=2)": "plain_f(a,b=2)", "log_event_inline": "dicts_only"}
+# Callgrind cases (benches/callgrind_check.py's script): traced mode, baseline mode (tracing off).
+CG_CASES = {"deco_f()": ("deco", "plain"), "context_manager": ("ctx", "lock"), "log_event_inline": ("log_event", "dicts")}
 
 
 def env_for(enable: bool, out: str) -> dict:
@@ -85,8 +90,8 @@ def failed_start(a) -> int:
                 for name, en in configs:
                     env = env_for(en, out)
                     env["PYTHONHASHSEED"] = "0"  # else dict layouts move counts by ~100/call
-                    cg[f"{which}_{name}"] = callgrind_check.per_call(
-                        lambda n: [py, str(script), which, out, str(n)], env)
+                    cg[f"{which}_{name}"] = float(callgrind_check.per_call(
+                        lambda n: [py, str(script), which, out, str(n)], env))
                 print(f"callgrind instructions per call, {which}: off {cg[which + '_off']:.0f}, "
                       f"failed start {cg[which + '_failed']:.0f}")
     if a.record:
@@ -99,13 +104,38 @@ def failed_start(a) -> int:
     return 0
 
 
-def per_call(py: str, which: str, enable: bool) -> float:
-    """Instructions per call (all threads), as the regression check measures them."""
+def per_call(py: str, which: str, enable: bool) -> "callgrind_check.Count":
+    """Instructions per call, all threads and the calling thread, as the regression check
+    measures them."""
     with tempfile.TemporaryDirectory() as out:
         script = Path(out) / "cg.py"
         script.write_text(callgrind_check.PY)
         env = env_for(enable, out)
         return callgrind_check.per_call(lambda n: [py, str(script), which, out, str(n)], env)
+
+
+def callgrind_figures(ours_py: str, ref_py: str) -> dict:
+    """Per case: instructions per call of the baseline (tracing off), ours and the reference,
+    in all threads and in the calling thread (until finalize)."""
+    cg = {}
+    for case, (mode, base_mode) in CG_CASES.items():
+        base = per_call(ours_py, base_mode, False)
+        ours, ref = per_call(ours_py, mode, True), per_call(ref_py, mode, True)
+        cg[case] = {"baseline": base_mode, "base": base.total, "ours": ours.total, "ref": ref.total,
+                    "ours_added": ours.total - base.total, "ref_added": ref.total - base.total,
+                    "calling_thread": {"base": base.caller, "ours": ours.caller, "ref": ref.caller,
+                                       "ours_added": ours.caller - base.caller,
+                                       "ref_added": ref.caller - base.caller}}
+        if case == "context_manager":
+            off = per_call(ours_py, mode, False)
+            cg[case]["off"] = off.total
+            cg[case]["off_added"] = off.total - base.total
+        c = cg[case]
+        print(f"callgrind instructions per call, {case} (vs {base_mode}, tracing off): all threads ours "
+              f"+{c['ours_added']:.0f}, ref +{c['ref_added']:.0f}; calling thread ours "
+              f"+{c['calling_thread']['ours_added']:.0f}, ref +{c['calling_thread']['ref_added']:.0f}"
+              + (f"; tracing off +{c['off_added']:.0f}" if "off" in c else ""))
+    return cg
 
 
 def main() -> int:
@@ -134,24 +164,31 @@ def main() -> int:
     rows = []
     print(f"{'workload':18} {'off ns':>8} {'ours ns':>8} {'ref ns':>9} {'ours+':>7} {'ref+':>9} {'ref+/ours+':>10}")
     for w in WORKLOADS:
-        base = med["off"]["plain_f()"] if w.startswith("deco_f()") else med["off"]["plain_f(a,b=2)"] if w.startswith("deco_f(a") else med["off"][w]
+        base = med["off"][BASELINE.get(w, w)]
         ours_add = med["ours"][w] - base
         ref_add = med["ref"][w] - base
         ratio = ref_add / ours_add if ours_add > 0 else float("inf")
-        rows.append(dict(workload=w, off=med["off"][w], ours=med["ours"][w], ref=med["ref"][w],
-                         ours_added=ours_add, ref_added=ref_add, ratio=ratio))
+        rows.append(dict(workload=w, baseline=BASELINE.get(w, w), off=med["off"][w], ours=med["ours"][w],
+                         ref=med["ref"][w], ours_added=ours_add, ref_added=ref_add, ratio=ratio))
         print(f"{w:18} {med['off'][w]:8.0f} {med['ours'][w]:8.0f} {med['ref'][w]:9.0f} {ours_add:7.0f} {ref_add:9.0f} {ratio:10.1f}")
+    # The issue's targets, from the same run.
+    targets = {
+        "ctx_off_over_lock": med["off"]["context_manager"] / med["off"]["lock_ctx"],
+        "ctx_on_minus_off_ns": med["ours"]["context_manager"] - med["off"]["context_manager"],
+        "ref_ctx_minus_off_ns": med["ref"]["context_manager"] - med["off"]["context_manager"],
+        "log_event_inline_beyond_dicts_ns": med["ours"]["log_event_inline"] - med["off"]["dicts_only"],
+        "ref_log_event_inline_beyond_dicts_ns": med["ref"]["log_event_inline"] - med["off"]["dicts_only"],
+    }
+    print(f"with dft_fn(...) inline, tracing off / with threading.Lock(): {targets['ctx_off_over_lock']:.2f}x "
+          f"(target <= 1.2); tracing on - off: {targets['ctx_on_minus_off_ns']:.0f} ns (target <= 150; "
+          f"ref {targets['ref_ctx_minus_off_ns']:.0f} ns)")
+    print(f"log_event with inline dicts beyond building them: {targets['log_event_inline_beyond_dicts_ns']:.0f} ns "
+          f"(target <= 150; ref {targets['ref_log_event_inline_beyond_dicts_ns']:.0f} ns)")
     record = {"machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()},
-              "command": " ".join(sys.argv), "rounds": a.rounds, "calls": a.calls, "median_ns": rows}
+              "command": " ".join(sys.argv), "rounds": a.rounds, "calls": a.calls, "median_ns": rows,
+              "targets": targets}
     if not a.no_callgrind:
-        cg = {}
-        for name, py, en in [("off", ours_py, False), ("ours", ours_py, True), ("ref", ref_py, True)]:
-            cg[name] = per_call(py, "deco" if en else "plain", en)
-        cg["ours_added"] = cg["ours"] - cg["off"]
-        cg["ref_added"] = cg["ref"] - cg["off"]
-        print(f"callgrind instructions per decorated f() call: off {cg['off']:.0f}, ours {cg['ours']:.0f} "
-              f"(+{cg['ours_added']:.0f}), ref {cg['ref']:.0f} (+{cg['ref_added']:.0f})")
-        record["callgrind_per_call"] = cg
+        record["callgrind_per_call"] = callgrind_figures(ours_py, ref_py)
     if a.record:
         Path(a.record).parent.mkdir(parents=True, exist_ok=True)
         Path(a.record).write_text(json.dumps(record, indent=2) + "\n")

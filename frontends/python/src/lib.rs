@@ -1,6 +1,6 @@
 //! `dftracer.dftracer`: the reference's native module (same functions and signatures, so
 //! pydftracer runs unchanged on top of it) plus the native hot paths of `dftracer.python`:
-//! [`Wrapped`] (the decorator's wrapper) and [`Region`] (the `dft_fn` context manager).
+//! [`Wrapped`] (the decorator's wrapper) and [`DftFn`] (`dftracer.python.dft_fn`).
 //!
 //! This crate only converts Python values and calls `dftracer_core`; the policy lives in core.
 //! Tracing starts lazily on the first event when `DFTRACER_ENABLE` says so (so spawned
@@ -18,7 +18,8 @@ use dftracer_core::{AppValue, Arg, Config, Layer, Origin, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::PyTypeInfo;
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -216,70 +217,98 @@ impl Kind {
     }
 }
 
-fn int_val<'py>(v: &Bound<'py, PyAny>, arg: &str, key: &str) -> PyResult<PyVal<'py>> {
-    if let Ok(i) = v.extract::<i64>() {
-        return Ok(PyVal::Int(i));
+/// Which builtin type a value is, by CPython's own checks (flags and exact types: pyo3
+/// 0.23's `is_instance_of` walks the MRO on every miss).
+#[derive(Clone, Copy, PartialEq)]
+enum PyType {
+    Bool,
+    Int,
+    Float,
+    Str,
+    Other,
+}
+
+#[inline]
+fn type_of(v: &Bound<'_, PyAny>) -> PyType {
+    use pyo3::ffi;
+    let p = v.as_ptr();
+    // SAFETY: `p` is a live object (borrowed from `v`); these read its type's flags/pointer.
+    unsafe {
+        if ffi::PyLong_Check(p) != 0 {
+            if ffi::PyBool_Check(p) != 0 {
+                PyType::Bool
+            } else {
+                PyType::Int
+            }
+        } else if ffi::PyUnicode_Check(p) != 0 {
+            PyType::Str
+        } else if ffi::PyFloat_Check(p) != 0 {
+            PyType::Float
+        } else {
+            PyType::Other
+        }
     }
-    if let Ok(u) = v.extract::<u64>() {
-        return Ok(PyVal::UInt(u));
+}
+
+/// An int as i64 (the common case: PyLong_AsLong reads the digits) or u64.
+#[inline]
+fn int_of(v: &Bound<'_, PyAny>) -> Option<PyVal<'static>> {
+    match v.extract::<i64>() {
+        Ok(i) => Some(PyVal::Int(i)),
+        Err(_) => v.extract::<u64>().ok().map(PyVal::UInt),
     }
-    Err(PyValueError::new_err(format!(
-        "log_event(): {arg}[{key:?}] = {} does not fit in 64 bits",
+}
+
+#[cold]
+fn too_big(v: &Bound<'_, PyAny>, arg: &str, key: &Bound<'_, PyString>) -> PyErr {
+    PyValueError::new_err(format!(
+        "log_event(): {arg}[{:?}] = {} does not fit in 64 bits",
+        utf8_of(key),
         text(v)
-    )))
+    ))
+}
+
+#[cold]
+fn bad_value(v: &Bound<'_, PyAny>, kind: Kind, arg: &str, key: &Bound<'_, PyString>) -> PyErr {
+    PyTypeError::new_err(format!(
+        "log_event(): {arg}[{:?}] must be {} (or a (tag, value) pair), not {}",
+        utf8_of(key),
+        kind.what(),
+        v.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    ))
 }
 
 /// Converts one value of `int_args`/`string_args`/`float_args` (bare, or a `(tag, value)`
 /// tuple as the reference takes).
-fn convert<'py>(v: &Bound<'py, PyAny>, kind: Kind, arg: &str, key: &str) -> PyResult<PyVal<'py>> {
+fn convert<'py>(
+    v: &Bound<'py, PyAny>,
+    kind: Kind,
+    arg: &str,
+    key: &Bound<'py, PyString>,
+) -> PyResult<PyVal<'py>> {
     let v = match v.downcast::<PyTuple>() {
         Ok(t) if t.len() == 2 => t.get_item(1)?,
-        Ok(_) => {
+        Ok(t) => {
             return Err(PyTypeError::new_err(format!(
-                "log_event(): {arg}[{key:?}] must be {} or a (tag, value) pair, not a tuple of {}",
+                "log_event(): {arg}[{:?}] must be {} or a (tag, value) pair, not a tuple of {}",
+                utf8_of(key),
                 kind.what(),
-                v.len().unwrap_or(0)
+                t.len()
             )))
         }
         Err(_) => v.clone(),
     };
-    let bad = || {
-        PyTypeError::new_err(format!(
-            "log_event(): {arg}[{key:?}] must be {} (or a (tag, value) pair), not {}",
-            kind.what(),
-            v.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
-        ))
-    };
-    if v.is_instance_of::<PyBool>() {
-        return match kind {
-            Kind::Int => Ok(PyVal::Bool(v.extract::<bool>()?)),
-            _ => Err(bad()),
-        };
+    match (type_of(&v), kind) {
+        (PyType::Int, Kind::Int) => int_of(&v).ok_or_else(|| too_big(&v, arg, key)),
+        (PyType::Bool, Kind::Int) => Ok(PyVal::Bool(v.is_truthy()?)),
+        // An int where a float is expected is still a number.
+        (PyType::Int | PyType::Float, Kind::Float) => Ok(PyVal::Float(v.extract::<f64>()?)),
+        (PyType::Str, Kind::Str) => Ok(PyVal::Str(v.downcast_into::<PyString>()?)),
+        _ => Err(bad_value(&v, kind, arg, key)),
     }
-    if v.is_instance_of::<PyInt>() {
-        return match kind {
-            Kind::Int => int_val(&v, arg, key),
-            // An int where a float is expected is still a number.
-            Kind::Float => Ok(PyVal::Float(v.extract::<f64>()?)),
-            Kind::Str => Err(bad()),
-        };
-    }
-    if v.is_instance_of::<PyFloat>() {
-        return match kind {
-            Kind::Float => Ok(PyVal::Float(v.extract::<f64>()?)),
-            _ => Err(bad()),
-        };
-    }
-    if let Ok(s) = v.downcast::<PyString>() {
-        return match kind {
-            Kind::Str => Ok(PyVal::Str(s.clone())),
-            _ => Err(bad()),
-        };
-    }
-    Err(bad())
 }
 
 type Collected<'py> = heapless::Vec<(Bound<'py, PyString>, PyVal<'py>), MAX_PY_ARGS>;
@@ -305,7 +334,7 @@ fn collect<'py>(
                     .unwrap_or_default()
             ))
         })?;
-        let val = convert(&v, kind, arg, &utf8_of(&key))?;
+        let val = convert(&v, kind, arg, &key)?;
         if let Some(i) = out.iter().position(|(k2, _)| same_key(k2, &key)) {
             if out[i].1.kind() == kind {
                 // A mapping (not a dict) that repeats a key: its last value.
@@ -346,6 +375,15 @@ fn collect<'py>(
 }
 
 fn same_key(a: &Bound<'_, PyString>, b: &Bound<'_, PyString>) -> bool {
+    if a.is(b) {
+        return true; // the same (usually interned) str
+    }
+    // SAFETY: both are live str objects.
+    if unsafe {
+        pyo3::ffi::PyUnicode_GET_LENGTH(a.as_ptr()) != pyo3::ffi::PyUnicode_GET_LENGTH(b.as_ptr())
+    } {
+        return false;
+    }
     match (a.to_str(), b.to_str()) {
         (Ok(x), Ok(y)) => x == y,
         _ => a.as_any().eq(b).unwrap_or(false),
@@ -404,18 +442,20 @@ fn record_lossy(name: &[u8], cat: &[u8], ts: u64, dur: u64, vals: &Collected) {
 }
 
 fn time_arg(v: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
-    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+    if type_of(v) != PyType::Int {
         return Err(PyTypeError::new_err(format!(
             "log_event(): {what} must be an int, not {}",
             v.get_type().name()?
         )));
     }
-    v.extract::<u64>().map_err(|_| {
-        PyValueError::new_err(format!(
+    match int_of(v) {
+        Some(PyVal::Int(i)) if i >= 0 => Ok(i as u64),
+        Some(PyVal::UInt(u)) => Ok(u),
+        _ => Err(PyValueError::new_err(format!(
             "log_event(): {what} must be a non-negative 64-bit int, got {}",
             text(v)
-        ))
-    })
+        ))),
+    }
 }
 
 fn name_arg<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a Bound<'a, PyString>> {
@@ -428,6 +468,127 @@ fn name_arg<'a>(v: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a Bound<'a, P
                 .unwrap_or_default()
         ))
     })
+}
+
+// ------------------------------------------------------------------ argument sorting
+
+/// The parameter names of a function whose vectorcall arguments are sorted by hand: pyo3
+/// 0.23's extraction compares keyword names as strings and checks every `&PyAny` argument
+/// against `object` by walking the MRO, hundreds of instructions per call. Here a keyword
+/// is matched by pointer first (names in code and ours are interned).
+struct Params<const N: usize> {
+    names: [&'static str; N],
+    interned: GILOnceCell<[Py<PyString>; N]>,
+}
+
+impl<const N: usize> Params<N> {
+    const fn new(names: [&'static str; N]) -> Self {
+        Params {
+            names,
+            interned: GILOnceCell::new(),
+        }
+    }
+
+    fn slot(&self, key: &Bound<'_, PyAny>) -> Option<usize> {
+        let py = key.py();
+        let interned = self
+            .interned
+            .get_or_init(py, || self.names.map(|n| PyString::intern(py, n).unbind()));
+        if let Some(i) = interned.iter().position(|n| n.as_ptr() == key.as_ptr()) {
+            return Some(i);
+        }
+        let key = key.downcast::<PyString>().ok()?.to_str().ok()?;
+        self.names.iter().position(|n| *n == key)
+    }
+
+    /// Sorts positional and keyword arguments into parameter slots. `lenient`: extra
+    /// positional and unknown keyword arguments are ignored (for `dft_fn`, whose subclasses
+    /// pass their own); otherwise they are a TypeError, as for a Python function.
+    fn sort<'py>(
+        &self,
+        func: &str,
+        pos: impl ExactSizeIterator<Item = Bound<'py, PyAny>>,
+        kw: impl Iterator<Item = (Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+        lenient: bool,
+    ) -> PyResult<[Option<Bound<'py, PyAny>>; N]> {
+        if !lenient && pos.len() > N {
+            return Err(PyTypeError::new_err(format!(
+                "{func}() takes at most {N} arguments ({} given)",
+                pos.len()
+            )));
+        }
+        let mut out: [Option<Bound<'py, PyAny>>; N] = std::array::from_fn(|_| None);
+        for (slot, v) in out.iter_mut().zip(pos) {
+            *slot = Some(v);
+        }
+        for (k, v) in kw {
+            match self.slot(&k) {
+                Some(i) if out[i].is_some() => {
+                    return Err(PyTypeError::new_err(format!(
+                        "{func}() got multiple values for argument '{}'",
+                        self.names[i]
+                    )))
+                }
+                Some(i) => out[i] = Some(v),
+                None if lenient => {}
+                None => {
+                    return Err(PyTypeError::new_err(format!(
+                        "{func}() got an unexpected keyword argument '{}'",
+                        text(&k)
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `sort` over a vectorcall's arguments, strict.
+    ///
+    /// # Safety
+    /// `args`, `nargs` and `kwnames` are a vectorcall's: `nargs` positional arguments, then
+    /// one per name in `kwnames` (NULL or a tuple of str), all borrowed from the caller.
+    unsafe fn sort_call<'py>(
+        &self,
+        py: Python<'py>,
+        func: &str,
+        args: *const *mut pyo3::ffi::PyObject,
+        nargs: pyo3::ffi::Py_ssize_t,
+        kwnames: *mut pyo3::ffi::PyObject,
+    ) -> PyResult<[Option<Bound<'py, PyAny>>; N]> {
+        // SAFETY: per this function's contract.
+        let (pos, kw) = unsafe { vectorcall_args(py, args, nargs, kwnames) }?;
+        self.sort(func, pos, kw, false)
+    }
+}
+
+/// A vectorcall's positional arguments and (name, value) keyword pairs.
+///
+/// # Safety
+/// As [`Params::sort_call`].
+#[allow(clippy::type_complexity)] // two iterators, named where they are made
+unsafe fn vectorcall_args<'py>(
+    py: Python<'py>,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> PyResult<(
+    impl ExactSizeIterator<Item = Bound<'py, PyAny>>,
+    impl Iterator<Item = (Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+)> {
+    let nargs = nargs as usize;
+    // SAFETY: i < nargs + len(kwnames) indexes the caller's argument array (borrowed refs).
+    let arg = move |i: usize| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) };
+    // SAFETY: kwnames is NULL or the caller's tuple of keyword names.
+    let names = match unsafe { Bound::from_borrowed_ptr_or_opt(py, kwnames) } {
+        Some(n) => Some(n.downcast_into::<PyTuple>()?),
+        None => None,
+    };
+    let kw = names
+        .into_iter()
+        .flat_map(IntoIterator::into_iter)
+        .enumerate()
+        .map(move |(i, k)| (k, arg(nargs + i)));
+    Ok(((0..nargs).map(arg), kw))
 }
 
 // ------------------------------------------------------------------ reference API
@@ -549,27 +710,146 @@ fn enter_event() -> u64 {
 #[pyfunction]
 fn exit_event() {}
 
-/// Records a complete event (type PYTHON). Args may be `(tag, value)` pairs or bare values.
-#[pyfunction]
-#[pyo3(signature = (name, cat, start_time, duration, int_args=None, string_args=None, float_args=None))]
+/// `log_event(name, cat, start_time, duration, int_args=None, string_args=None,
+/// float_args=None)`: records a complete event (type PYTHON). Args may be `(tag, value)` pairs
+/// or bare values. A METH_FASTCALL function with its own argument sorting ([`Params`]).
+static LOG_EVENT: Params<7> = Params::new([
+    "name",
+    "cat",
+    "start_time",
+    "duration",
+    "int_args",
+    "string_args",
+    "float_args",
+]);
+
+/// `dftracer.log_event(self, name, cat, start_time, duration, int_args=None, float_args=None,
+/// string_args=None, relations=None)`: pydftracer's method (float_args before string_args;
+/// `relations` accepted, not recorded).
+static TRACER_LOG_EVENT: Params<8> = Params::new([
+    "name",
+    "cat",
+    "start_time",
+    "duration",
+    "int_args",
+    "float_args",
+    "string_args",
+    "relations",
+]);
+
+/// `log_event` as the module function (`METHOD` false) or as `dftracer`'s method (true):
+/// METH_FASTCALL | METH_KEYWORDS entries.
+unsafe extern "C" fn log_event_fastcall<const METHOD: bool>(
+    slf: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    // SAFETY: called by the interpreter with the GIL held (the trampoline counts it for pyo3
+    // and turns errors and panics into exceptions); for the method, the method descriptor
+    // checked `slf`'s type (it is not used).
+    unsafe {
+        pyo3::impl_::trampoline::fastcall_with_keywords(
+            slf,
+            args,
+            nargs,
+            kwnames,
+            log_event_call::<METHOD>,
+        )
+    }
+}
+
+unsafe fn log_event_call<const METHOD: bool>(
+    py: Python<'_>,
+    _slf: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> PyResult<*mut pyo3::ffi::PyObject> {
+    let (required, maps) = if METHOD {
+        let [name, cat, ts, dur, ints, floats, strs, _relations] =
+            // SAFETY: the interpreter's vectorcall arguments.
+            unsafe { TRACER_LOG_EVENT.sort_call(py, "log_event", args, nargs, kwnames) }?;
+        ([name, cat, ts, dur], [ints, strs, floats])
+    } else {
+        let [name, cat, ts, dur, ints, strs, floats] =
+            // SAFETY: the interpreter's vectorcall arguments.
+            unsafe { LOG_EVENT.sort_call(py, "log_event", args, nargs, kwnames) }?;
+        ([name, cat, ts, dur], [ints, strs, floats])
+    };
+    log_event(required, maps)?;
+    Ok(py.None().into_ptr())
+}
+
+/// A METH_FASTCALL | METH_KEYWORDS definition, for the life of the process.
+fn fastcall_def(
+    name: &'static std::ffi::CStr,
+    doc: &'static std::ffi::CStr,
+    f: pyo3::ffi::PyCFunctionFastWithKeywords,
+) -> *mut pyo3::ffi::PyMethodDef {
+    Box::into_raw(Box::new(pyo3::ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: pyo3::ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: f,
+        },
+        ml_flags: pyo3::ffi::METH_FASTCALL | pyo3::ffi::METH_KEYWORDS,
+        ml_doc: doc.as_ptr(),
+    }))
+}
+
+/// Adds the module's `log_event` and `_Tracer.log_event`.
+fn add_log_event(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let def = fastcall_def(
+        c"log_event",
+        c"log_event(name, cat, start_time, duration, int_args=None, string_args=None, float_args=None)\n--\n\nRecords a complete event (type PYTHON). Args may be (tag, value) pairs or bare values.",
+        log_event_fastcall::<false>,
+    );
+    // SAFETY: a static definition; the module object and its name are valid.
+    let f = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            pyo3::ffi::PyCFunction_NewEx(def, m.as_ptr(), m.name()?.as_ptr()),
+        )
+    }?;
+    m.add("log_event", f)?;
+    let def = fastcall_def(
+        c"log_event",
+        c"log_event(self, name, cat, start_time, duration, int_args=None, float_args=None, string_args=None, relations=None)\n--\n\nRecords a complete event (pydftracer's method: float_args before string_args; relations is not recorded).",
+        log_event_fastcall::<true>,
+    );
+    let tp = Tracer::type_object(py);
+    // SAFETY: a static definition for our own type.
+    let descr = unsafe {
+        Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyDescr_NewMethod(tp.as_type_ptr(), def))
+    }?;
+    tp.setattr("log_event", descr)
+}
+
+/// Validates and records one event: `[name, cat, start_time, duration]` and `[int_args,
+/// string_args, float_args]`.
 fn log_event(
-    name: &Bound<'_, PyAny>,
-    cat: &Bound<'_, PyAny>,
-    start_time: &Bound<'_, PyAny>,
-    duration: &Bound<'_, PyAny>,
-    int_args: Option<&Bound<'_, PyAny>>,
-    string_args: Option<&Bound<'_, PyAny>>,
-    float_args: Option<&Bound<'_, PyAny>>,
+    required: [Option<Bound<'_, PyAny>>; 4],
+    maps: [Option<Bound<'_, PyAny>>; 3],
 ) -> PyResult<()> {
+    let [name, cat, start_time, duration] = required;
+    let missing = |what: &str| {
+        PyTypeError::new_err(format!("log_event() missing required argument '{what}'"))
+    };
+    let name = name.ok_or_else(|| missing("name"))?;
+    let cat = cat.ok_or_else(|| missing("cat"))?;
+    let start_time = start_time.ok_or_else(|| missing("start_time"))?;
+    let duration = duration.ok_or_else(|| missing("duration"))?;
     // Validate first, whether or not tracing is on: bad input is an error either way.
-    let name = name_arg(name, "name")?;
-    let cat = name_arg(cat, "cat")?;
-    let ts = time_arg(start_time, "start_time")?;
-    let dur = time_arg(duration, "duration")?;
+    let name = name_arg(&name, "name")?;
+    let cat = name_arg(&cat, "cat")?;
+    let ts = time_arg(&start_time, "start_time")?;
+    let dur = time_arg(&duration, "duration")?;
     let mut vals: Collected = heapless::Vec::new();
-    collect(&mut vals, int_args, Kind::Int, "int_args")?;
-    collect(&mut vals, string_args, Kind::Str, "string_args")?;
-    collect(&mut vals, float_args, Kind::Float, "float_args")?;
+    let [ints, strs, floats] = maps;
+    collect(&mut vals, ints.as_ref(), Kind::Int, "int_args")?;
+    collect(&mut vals, strs.as_ref(), Kind::Str, "string_args")?;
+    collect(&mut vals, floats.as_ref(), Kind::Float, "float_args")?;
     if active() {
         record(
             utf8_of(name).as_bytes(),
@@ -750,24 +1030,16 @@ struct Wrapped {
 }
 
 fn py_val<'py>(v: &Bound<'py, PyAny>) -> PyVal<'py> {
-    if v.is_instance_of::<PyBool>() {
-        return PyVal::Bool(v.extract().unwrap_or(false));
+    match type_of(v) {
+        PyType::Bool => PyVal::Bool(v.is_truthy().unwrap_or(false)),
+        PyType::Int => int_of(v).unwrap_or_else(|| PyVal::Owned(text(v).into_owned())),
+        PyType::Float => PyVal::Float(v.extract().unwrap_or(f64::NAN)),
+        PyType::Str => match v.downcast::<PyString>() {
+            Ok(s) => PyVal::Str(s.clone()),
+            Err(_) => PyVal::Owned(text(v).into_owned()),
+        },
+        PyType::Other => PyVal::Owned(text(v).into_owned()),
     }
-    if v.is_instance_of::<PyInt>() {
-        if let Ok(i) = v.extract::<i64>() {
-            return PyVal::Int(i);
-        }
-        if let Ok(u) = v.extract::<u64>() {
-            return PyVal::UInt(u);
-        }
-    }
-    if v.is_instance_of::<PyFloat>() {
-        return PyVal::Float(v.extract().unwrap_or(f64::NAN));
-    }
-    if let Ok(s) = v.downcast::<PyString>() {
-        return PyVal::Str(s.clone());
-    }
-    PyVal::Owned(text(v).into_owned())
 }
 
 impl Wrapped {
@@ -1001,105 +1273,138 @@ impl Wrapped {
 
 // ------------------------------------------------------------------ context manager
 
-/// The native part of `dft_fn`: a named region with a start time and args; `flush()`
-/// records it. Subclassed by `dftracer.python.dft_fn`.
-#[pyclass(subclass, dict, module = "dftracer.dftracer", name = "_Region")]
-struct Region {
-    #[pyo3(get)]
-    cat: String,
-    #[pyo3(get, set)]
-    name: String,
+/// `dft_fn`'s parameters, in order (after `self`).
+static DFT_FN: Params<7> = Params::new([
+    "cat",
+    "name",
+    "epoch",
+    "step",
+    "image_idx",
+    "image_size",
+    "enable",
+]);
+
+/// `dftracer.python.dft_fn`: a category of events, a decorator factory (`.log`, `.iter`: their
+/// Python half is in `dftracer.python`) and a context manager.
+///
+/// `dft_fn(cat, name=None, epoch=None, step=None, image_idx=None, image_size=None,
+/// enable=True)`; `name` defaults to the calling function's name.
+///
+/// Built inline in loops (`with dft_fn("io", name="read"):`), so constructing, entering and
+/// leaving it allocate nothing but the object: the type is called through its own vectorcall
+/// entry (no args tuple, no kwargs dict, see `dft_fn_vectorcall`), `cat` and `name` are the
+/// caller's str objects, the four captured values have fixed slots.
+#[pyclass(subclass, dict, module = "dftracer.python", name = "dft_fn")]
+struct DftFn {
+    /// None until `__init__` ran (a subclass that never calls it records cat "").
+    cat: Option<Py<PyString>>,
+    /// None: not given and tracing was off when built.
+    name: Option<Py<PyString>>,
     t1: u64,
     flushed: bool,
     enable: bool,
-    /// epoch, step, image_idx, image_size and update(args=...) values, in order.
-    args: Vec<(Py<PyString>, PyObject)>,
+    /// epoch, step, image_idx, image_size (CAPTURED order).
+    captured: [Option<PyObject>; 4],
+    /// Other keys set by `update(args=...)`, in order.
+    extra: Vec<(Py<PyString>, PyObject)>,
 }
 
-fn caller_name(py: Python<'_>) -> String {
-    // The innermost Python frame is the caller of dft_fn(...) (native code has no frame);
-    // for a subclass constructed from Python, __init__ frames do not exist either.
-    py.import("sys")
-        .and_then(|s| s.call_method1("_getframe", (0,)))
-        .and_then(|f| f.getattr("f_code"))
-        .and_then(|c| c.getattr("co_name"))
-        .and_then(|n| n.extract::<String>())
-        .unwrap_or_else(|_| "<module>".into())
+const CAPTURED: [&str; 4] = ["epoch", "step", "image_idx", "image_size"];
+
+/// The interned key of captured slot `i`.
+fn captured_key(py: Python<'_>, i: usize) -> &Bound<'_, PyString> {
+    match i {
+        0 => pyo3::intern!(py, "epoch"),
+        1 => pyo3::intern!(py, "step"),
+        2 => pyo3::intern!(py, "image_idx"),
+        _ => pyo3::intern!(py, "image_size"),
+    }
 }
 
-impl Region {
-    /// Sets the values given for epoch, step, image_idx and image_size (in that order).
-    fn set_captured(&mut self, py: Python<'_>, values: [Option<PyObject>; 4]) {
-        for (k, v) in ["epoch", "step", "image_idx", "image_size"]
-            .into_iter()
-            .zip(values)
-        {
-            if let Some(v) = v {
-                self.set_arg(py, k, v);
-            }
+/// The calling function's name: the innermost Python frame (native code has none; for a
+/// subclass whose `__init__` calls `super().__init__`, that `__init__`, as in pydftracer).
+fn caller_name(py: Python<'_>) -> Py<PyString> {
+    let name = || -> PyResult<Bound<'_, PyString>> {
+        let f = py.import("sys")?.call_method1("_getframe", (0,))?;
+        Ok(f.getattr("f_code")?
+            .getattr("co_name")?
+            .downcast_into::<PyString>()?)
+    };
+    name()
+        .unwrap_or_else(|_| PyString::new(py, "<module>"))
+        .unbind()
+}
+
+impl DftFn {
+    fn blank() -> Self {
+        DftFn {
+            cat: None,
+            name: None,
+            t1: 0,
+            flushed: false,
+            enable: true,
+            captured: Default::default(),
+            extra: Vec::new(),
         }
     }
 
-    fn set_arg(&mut self, py: Python<'_>, key: &str, value: PyObject) {
-        if value.is_none(py) {
+    /// `__init__`: sets every field from the sorted arguments.
+    fn configure(&mut self, py: Python<'_>, a: [Option<Bound<'_, PyAny>>; 7]) -> PyResult<()> {
+        let [cat, name, epoch, step, image_idx, image_size, enable] = a;
+        let cat = cat
+            .ok_or_else(|| PyTypeError::new_err("dft_fn() missing required argument 'cat'"))?
+            .downcast_into::<PyString>()
+            .map_err(|_| PyTypeError::new_err("dft_fn(): cat must be a str"))?;
+        let name = match name {
+            Some(n) if !n.is_none() => Some(
+                n.downcast_into::<PyString>()
+                    .map_err(|_| PyTypeError::new_err("dft_fn(): name must be a str"))?
+                    .unbind(),
+            ),
+            _ => None,
+        };
+        self.enable = match enable {
+            Some(e) => e.is_truthy()?,
+            None => true,
+        };
+        let on = active();
+        self.cat = Some(cat.unbind());
+        self.name = match name {
+            None if on => Some(caller_name(py)),
+            n => n,
+        };
+        for (slot, v) in self
+            .captured
+            .iter_mut()
+            .zip([epoch, step, image_idx, image_size])
+        {
+            *slot = v.filter(|v| !v.is_none()).map(Bound::unbind);
+        }
+        self.extra.clear();
+        self.t1 = if self.enable && on { native::now() } else { 0 };
+        self.flushed = false;
+        Ok(())
+    }
+
+    fn set_arg(&mut self, key: &Bound<'_, PyString>, value: Bound<'_, PyAny>) {
+        if value.is_none() {
             return;
         }
-        match self
-            .args
+        let py = key.py();
+        if let Some(i) = CAPTURED.iter().position(|c| key.to_str().ok() == Some(*c)) {
+            self.captured[i] = Some(value.unbind());
+        } else if let Some(slot) = self
+            .extra
             .iter_mut()
-            .find(|(k, _)| k.bind(py).to_str().ok() == Some(key))
+            .find(|(k, _)| same_key(k.bind(py), key))
         {
-            Some(slot) => slot.1 = value,
-            None => self.args.push((PyString::new(py, key).unbind(), value)),
+            slot.1 = value.unbind();
+        } else {
+            self.extra.push((key.clone().unbind(), value.unbind()));
         }
     }
-}
 
-#[pymethods]
-impl Region {
-    #[new]
-    #[pyo3(signature = (cat, name=None, epoch=None, step=None, image_idx=None, image_size=None, enable=true, *_args, **_kwargs))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        cat: &Bound<'_, PyAny>,
-        name: Option<&Bound<'_, PyAny>>,
-        epoch: Option<PyObject>,
-        step: Option<PyObject>,
-        image_idx: Option<PyObject>,
-        image_size: Option<PyObject>,
-        enable: bool,
-        _args: &Bound<'_, PyTuple>,
-        _kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Self> {
-        let cat = utf8_of(
-            cat.downcast::<PyString>()
-                .map_err(|_| PyTypeError::new_err("dft_fn(): cat must be a str"))?,
-        )
-        .into_owned();
-        let name = match name {
-            Some(n) if !n.is_none() => utf8_of(
-                n.downcast::<PyString>()
-                    .map_err(|_| PyTypeError::new_err("dft_fn(): name must be a str"))?,
-            )
-            .into_owned(),
-            _ if active() => caller_name(py),
-            _ => String::new(),
-        };
-        let mut r = Region {
-            cat,
-            name,
-            t1: if active() { native::now() } else { 0 },
-            flushed: false,
-            enable,
-            args: Vec::new(),
-        };
-        r.set_captured(py, [epoch, step, image_idx, image_size]);
-        Ok(r)
-    }
-
-    /// Starts the region now.
-    fn reset(&mut self) {
+    fn start(&mut self) {
         self.t1 = if self.enable && active() {
             native::now()
         } else {
@@ -1108,65 +1413,288 @@ impl Region {
         self.flushed = false;
     }
 
-    /// Records the region from its start until now.
-    fn flush(&mut self, py: Python<'_>) {
+    fn record_now(&mut self, py: Python<'_>) {
         self.flushed = true;
         if !self.enable || !active() {
             return;
         }
         let t2 = native::now();
         let mut vals: Collected = heapless::Vec::new();
-        for (k, v) in &self.args {
+        for (i, v) in self.captured.iter().enumerate() {
+            if let Some(v) = v {
+                let _ = vals.push((captured_key(py, i).clone(), py_val(v.bind(py))));
+            }
+        }
+        for (k, v) in &self.extra {
             let _ = vals.push((k.bind(py).clone(), py_val(v.bind(py))));
         }
+        let empty = pyo3::intern!(py, "");
+        let name = utf8_of(self.name.as_ref().map_or(empty, |n| n.bind(py)));
+        let cat = utf8_of(self.cat.as_ref().map_or(empty, |c| c.bind(py)));
         record(
-            self.name.as_bytes(),
-            self.cat.as_bytes(),
+            name.as_bytes(),
+            cat.as_bytes(),
             self.t1,
             t2.saturating_sub(self.t1),
             &vals,
         );
     }
 
-    fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {
-        slf.reset();
+    /// `dftracer.python.<func>`: the Python half of `dft_fn` (decorating and iterating build
+    /// Python wrappers; they run at import time or once per loop).
+    fn python_half<'py>(py: Python<'py>, func: &str) -> PyResult<Bound<'py, PyAny>> {
+        py.import("dftracer.python")?.getattr(func)
+    }
+}
+
+/// The `dft_fn` type (pyo3's lookup of it costs ~60 instructions).
+static DFT_FN_TYPE: std::sync::atomic::AtomicPtr<pyo3::ffi::PyTypeObject> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// The vectorcall entry of the `dft_fn` type: `dft_fn(cat, name="x")` builds the object from
+/// the caller's argument array, as `__new__` + `__init__` would.
+unsafe extern "C" fn dft_fn_vectorcall(
+    callable: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    // SAFETY: nargsf comes from the caller.
+    let nargs = unsafe { pyo3::ffi::PyVectorcall_NARGS(nargsf) };
+    // SAFETY: called by the interpreter with the GIL held; the trampoline (what every pyo3
+    // method goes through) counts the GIL for pyo3, turns errors and panics into exceptions.
+    unsafe {
+        pyo3::impl_::trampoline::fastcall_with_keywords(
+            callable,
+            args,
+            nargs,
+            kwnames,
+            dft_fn_new_fast,
+        )
+    }
+}
+
+unsafe fn dft_fn_new_fast(
+    py: Python<'_>,
+    callable: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> PyResult<*mut pyo3::ffi::PyObject> {
+    // SAFETY: the interpreter's vectorcall arguments.
+    let (pos, kw) = unsafe { vectorcall_args(py, args, nargs, kwnames) }?;
+    if callable != DFT_FN_TYPE.load(Ordering::Relaxed).cast() {
+        // tp_vectorcall is never inherited, so this is not reached; should it be, the
+        // type's own call (`__new__` then `__init__`) with a tuple and a dict.
+        let pos = PyTuple::new(py, pos)?;
+        let kwargs = PyDict::new(py);
+        for (k, v) in kw {
+            kwargs.set_item(k, v)?;
+        }
+        // SAFETY: `callable` is a type (only types carry this entry); type.__call__ on it.
+        let Some(call) = (unsafe { (*pyo3::ffi::Py_TYPE(callable)).tp_call }) else {
+            return Err(PyTypeError::new_err("dft_fn: type not callable"));
+        };
+        // SAFETY: valid type, tuple and dict; a new reference or NULL with an exception set.
+        let r = unsafe { call(callable, pos.as_ptr(), kwargs.as_ptr()) };
+        return if r.is_null() {
+            Err(PyErr::fetch(py))
+        } else {
+            Ok(r)
+        };
+    }
+    let mut df = DftFn::blank();
+    df.configure(py, DFT_FN.sort("dft_fn", pos, kw, true)?)?;
+    Ok(Bound::new(py, df)?.into_ptr())
+}
+
+/// tp_init of `dft_fn`: `__init__` for calls that go through `type.__call__` (subclasses
+/// that do not define `__init__` go through the `__init__` method instead).
+unsafe extern "C" fn dft_fn_init(
+    slf: *mut pyo3::ffi::PyObject,
+    args: *mut pyo3::ffi::PyObject,
+    kwargs: *mut pyo3::ffi::PyObject,
+) -> std::os::raw::c_int {
+    let r = std::panic::catch_unwind(|| {
+        Python::with_gil(|py| {
+            // SAFETY: the interpreter passes the object, an args tuple and a kwargs dict or NULL.
+            let (slf, args, kwargs) = unsafe {
+                (
+                    Bound::from_borrowed_ptr(py, slf),
+                    Bound::from_borrowed_ptr(py, args),
+                    Bound::from_borrowed_ptr_or_opt(py, kwargs),
+                )
+            };
+            let r = (|| -> PyResult<()> {
+                let kwargs = match &kwargs {
+                    Some(k) => Some(k.downcast::<PyDict>()?),
+                    None => None,
+                };
+                DftFn::init_from(
+                    slf.downcast::<DftFn>()?,
+                    args.downcast::<PyTuple>()?,
+                    kwargs,
+                )
+            })();
+            match r {
+                Ok(()) => 0,
+                Err(e) => {
+                    e.restore(py);
+                    -1
+                }
+            }
+        })
+    });
+    r.unwrap_or_else(|_| {
+        Python::with_gil(|py| {
+            PyErr::new::<pyo3::exceptions::PyRuntimeError, _>("dft_fn.__init__ panicked")
+                .restore(py)
+        });
+        -1
+    })
+}
+
+/// Makes `dft_fn(...)` skip the args tuple and kwargs dict, and `__init__` run for calls
+/// through `type.__call__`.
+fn enable_dft_fn_fast_new(py: Python<'_>) {
+    let tp = DftFn::type_object_raw(py);
+    DFT_FN_TYPE.store(tp, Ordering::Relaxed);
+    // SAFETY: our own heap type, before any instance exists; tp_vectorcall is a type's
+    // documented "call this type" entry (never inherited by subclasses), tp_init a slot.
+    unsafe {
+        (*tp).tp_vectorcall = Some(dft_fn_vectorcall);
+        (*tp).tp_init = Some(dft_fn_init);
+    }
+}
+
+impl DftFn {
+    fn init_from(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        let a = DFT_FN.sort(
+            "dft_fn",
+            args.iter(),
+            kwargs.into_iter().flat_map(|k| k.iter()),
+            true,
+        )?;
+        slf.try_borrow_mut()?.configure(slf.py(), a)
+    }
+}
+
+#[pymethods]
+impl DftFn {
+    /// The object; `__init__` sets it up (so subclasses may take other arguments).
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
+        DftFn::blank()
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __init__(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        DftFn::init_from(slf, args, kwargs)
+    }
+
+    #[getter]
+    fn cat(&self, py: Python<'_>) -> Py<PyString> {
+        match &self.cat {
+            Some(c) => c.clone_ref(py),
+            None => pyo3::intern!(py, "").clone().unbind(),
+        }
+    }
+
+    #[getter]
+    fn name(&self, py: Python<'_>) -> Py<PyString> {
+        match &self.name {
+            Some(n) => n.clone_ref(py),
+            None => pyo3::intern!(py, "").clone().unbind(),
+        }
+    }
+
+    #[setter]
+    fn set_name(&mut self, name: Bound<'_, PyString>) {
+        self.name = Some(name.unbind());
+    }
+
+    /// Starts the region now.
+    fn reset(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {
+        slf.start();
         slf
     }
 
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&mut self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> bool {
+    /// Records the region from its start until now.
+    fn flush(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {
+        let py = slf.py();
+        slf.record_now(py);
+        slf
+    }
+
+    fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {
+        slf.start();
+        slf
+    }
+
+    #[pyo3(signature = (_exc_type=None, _exc_value=None, _traceback=None))]
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc_value: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> bool {
         if !self.flushed {
-            self.flush(py);
+            self.record_now(py);
         }
         false
     }
 
     /// Sets args recorded by the next `flush()`; `args` may hold any values.
     #[pyo3(signature = (epoch=None, step=None, image_idx=None, image_size=None, args=None))]
-    fn update(
-        &mut self,
-        py: Python<'_>,
-        epoch: Option<PyObject>,
-        step: Option<PyObject>,
-        image_idx: Option<PyObject>,
-        image_size: Option<PyObject>,
-        args: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        self.set_captured(py, [epoch, step, image_idx, image_size]);
-        if let Some(a) = args {
-            for (k, v) in a.iter() {
-                let key = utf8_of(&k.str()?).into_owned();
-                self.set_arg(py, &key, v.unbind());
+    fn update<'py>(
+        mut slf: PyRefMut<'py, Self>,
+        epoch: Option<Bound<'py, PyAny>>,
+        step: Option<Bound<'py, PyAny>>,
+        image_idx: Option<Bound<'py, PyAny>>,
+        image_size: Option<Bound<'py, PyAny>>,
+        args: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<PyRefMut<'py, Self>> {
+        for (slot, v) in slf
+            .captured
+            .iter_mut()
+            .zip([epoch, step, image_idx, image_size])
+        {
+            if let Some(v) = v.filter(|v| !v.is_none()) {
+                *slot = Some(v.unbind());
             }
         }
-        Ok(())
+        if let Some(a) = args {
+            for (k, v) in a.iter() {
+                let key = match k.downcast_into::<PyString>() {
+                    Ok(s) => s,
+                    Err(e) => e.into_inner().str()?,
+                };
+                slf.set_arg(&key, v);
+            }
+        }
+        Ok(slf)
     }
 
     /// The args `update()` and the constructor set, as a dict.
     #[getter]
     fn _args(&self, py: Python<'_>) -> PyResult<PyObject> {
         let d = PyDict::new(py);
-        for (k, v) in &self.args {
+        for (i, v) in self.captured.iter().enumerate() {
+            if let Some(v) = v {
+                d.set_item(captured_key(py, i), v)?;
+            }
+        }
+        for (k, v) in &self.extra {
             d.set_item(k, v)?;
         }
         Ok(d.into_any().unbind())
@@ -1179,7 +1707,79 @@ impl Region {
 
     /// Writes a `CM` record `{name: key, value: str(value)}`.
     fn log_metadata(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        if !self.enable {
+            return Ok(());
+        }
         log_metadata_event(key, value)
+    }
+
+    /// Decorator: one event per call, named `name` or the function's `__qualname__`,
+    /// recording the epoch/step/image_idx/image_size arguments actually passed. Also
+    /// `log_init` and `log_static` (set in the module's init).
+    #[pyo3(signature = (func=None, name=None))]
+    fn log<'py>(
+        slf: &Bound<'py, Self>,
+        func: Option<Bound<'py, PyAny>>,
+        name: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        DftFn::python_half(slf.py(), "_dft_fn_log")?.call1((slf, func, name))
+    }
+
+    /// Yields the items of `iterable`, recording `<name>.iter` (waiting for each item) and
+    /// `<name>.yield` (the loop body), with `<iter_name>` = 1, 2, ...
+    #[pyo3(signature = (func, name="loop", iter_name="step"))]
+    fn iter<'py>(
+        slf: &Bound<'py, Self>,
+        func: Bound<'py, PyAny>,
+        name: &str,
+        iter_name: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        DftFn::python_half(slf.py(), "_dft_fn_iter")?.call1((slf, func, name, iter_name))
+    }
+
+    // Entity API of newer pydftracer releases: accepted, not recorded (as with tracing off).
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn relate<'py>(
+        slf: Bound<'py, Self>,
+        _args: &Bound<'py, PyTuple>,
+        _kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> Bound<'py, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn relate_entity(
+        &self,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> u64 {
+        0
+    }
+
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn uses(&self, _args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> u64 {
+        0
+    }
+
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn generates(&self, _args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> u64 {
+        0
+    }
+}
+
+// ------------------------------------------------------------------ dftracer (the class)
+
+/// Base of `dftracer.python.dftracer`: its `log_event` method is native (added by
+/// `add_log_event`), so an event logged through the instance runs no Python frame.
+#[pyclass(subclass, frozen, module = "dftracer.dftracer", name = "_Tracer")]
+struct Tracer;
+
+#[pymethods]
+impl Tracer {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
+        Tracer
     }
 }
 
@@ -1192,7 +1792,6 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_config, m)?)?;
     m.add_function(wrap_pyfunction!(enter_event, m)?)?;
     m.add_function(wrap_pyfunction!(exit_event, m)?)?;
-    m.add_function(wrap_pyfunction!(log_event, m)?)?;
     m.add_function(wrap_pyfunction!(log_metadata_event, m)?)?;
     m.add_function(wrap_pyfunction!(set_app_metadata_int, m)?)?;
     m.add_function(wrap_pyfunction!(set_app_metadata_string, m)?)?;
@@ -1206,7 +1805,15 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_before_exec, m)?)?;
     m.add_class::<Wrapped>()?;
     enable_vectorcall(m.py())?;
-    m.add_class::<Region>()?;
+    m.add_class::<DftFn>()?;
+    enable_dft_fn_fast_new(m.py());
+    // pydftracer's log_init and log_static decorate as log does.
+    let dft_fn = DftFn::type_object(m.py());
+    for alias in ["log_init", "log_static"] {
+        dft_fn.setattr(alias, dft_fn.getattr("log")?)?;
+    }
+    m.add_class::<Tracer>()?;
+    add_log_event(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     if config().enable {
         install_exit_hook(m)?;

@@ -137,3 +137,65 @@ def test_context_manager_iter_update_and_name_default(run):
     assert [e["args"]["step"] for e in r.events("fetch.iter")] == [1, 2, 3]
     cm = [x for x in r.records() if x["name"] == "CM" and x["args"]["name"] == "model"]
     assert cm and cm[0]["args"]["value"] == "resnet" and cm[0]["type"] == 6
+
+
+def test_dft_fn_is_a_native_class_users_can_subclass(run):
+    r = run(
+        """
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log()
+        class Timed(dft_fn):                    # own __init__ calling the base's
+            def __init__(self, cat, extra):
+                super().__init__(cat, name="timed", step=extra)
+                self.extra = extra
+        class Plain(dft_fn):                    # no __init__: the base's
+            pass
+        with Timed("C", 5) as t:
+            assert t.update(epoch=2, args={"k": "v"}) is t, "update() returns self, as pydftracer's"
+        assert isinstance(t, dft_fn) and t.extra == 5
+        with Plain("C", name="plain", epoch=1):
+            pass
+        d = dft_fn("C", "positional", 1, 2, 3, 4.0, True)
+        assert (d.name, d.cat, d._args) == ("positional", "C", {"epoch": 1, "step": 2, "image_idx": 3, "image_size": 4.0})
+        assert d.reset() is d and d.flush() is d and d.relate(1, 2) is d and d.uses("t", 1) == 0
+        assert dft_fn.__module__ == "dftracer.python" and dft_fn.log_init is dft_fn.log
+        for bad, msg in [(lambda: dft_fn(), "cat"), (lambda: dft_fn(1), "cat"), (lambda: dft_fn("C", name=3), "name"),
+                         (lambda: dft_fn("C", "n", name="m"), "multiple values")]:
+            try:
+                bad()
+                raise AssertionError(msg)
+            except TypeError as e:
+                assert msg in str(e), e
+        with dft_fn("C", name="off", enable=False):
+            pass
+        log.finalize()
+        """
+    )
+    ev = {e["name"]: e for e in r.events()}
+    strip = lambda a: {k: v for k, v in a.items() if k != "hhash"}
+    assert strip(ev["timed"]["args"]) == {"epoch": 2, "step": 5, "k": "v"}
+    assert strip(ev["plain"]["args"]) == {"epoch": 1}
+    assert "positional" in ev and "off" not in ev
+
+
+def test_parameters_from_the_code_object_match_inspect_signature():
+    import functools
+
+    from dftracer.python import _parameters, _parameters_by_signature
+
+    def a(x, y, /, z, *args, k, step=1, **kw): pass
+    def b(): pass
+    def c(self, epoch, *, step): pass
+    def d(*step): pass
+    def e(**epoch): x = 1; return x  # noqa: E702
+    def g(a, *rest): y = a; return y  # noqa: E702
+
+    @functools.wraps(c)
+    def wrapped(*a, **k): pass
+
+    class K:
+        def m(self, image_idx): pass
+
+    for fn in (a, b, c, d, e, g, wrapped, K.m, K().m, functools.partial(a, 1), print, len):
+        assert _parameters(fn) == _parameters_by_signature(fn), fn
+    assert _parameters(a) == [("x", 0), ("y", 1), ("z", 2), ("args", None), ("k", None), ("step", None), ("kw", None)]

@@ -178,3 +178,28 @@ log.finalize()
     )
     end = [x for x in r.records() if x["name"] == "end"][0]["args"]
     assert end["used"]["early_integration"] == 1 and end["used"]["late_integration"] == 1, end["used"]
+
+
+def test_log_event_arguments_by_keyword_and_position(run):
+    r = run(
+        """
+        import dftracer.dftracer as d
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log()
+        d.log_event(name="kw", cat="C", start_time=1, duration=2, string_args={"s": (0, "v")})
+        log.log_event("m", "C", 3, 4, {"i": (0, 5)}, {"f": 0.5}, {"s": "x"}, None)  # pydftracer's order
+        for call, msg in [(lambda: d.log_event("a"), "missing required argument 'cat'"),
+                          (lambda: d.log_event("a", "C", 1, 2, bogus=1), "unexpected keyword argument 'bogus'"),
+                          (lambda: d.log_event("a", "C", 1, 2, None, name="b"), "multiple values"),
+                          (lambda: log.log_event("a", "C", 1, 2, {}, {}, {}, None, 9), "at most 8")]:
+            try:
+                call()
+                raise AssertionError(msg)
+            except TypeError as e:
+                assert msg in str(e), e
+        log.finalize()
+        """
+    )
+    kw, m = r.events("kw")[0], r.events("m")[0]
+    assert kw["args"]["s"] == "v" and (kw["ts"], kw["dur"]) == (1, 2)
+    assert (m["args"]["i"], m["args"]["f"], m["args"]["s"]) == (5, 0.5, "x")

@@ -30,7 +30,7 @@ import sys
 from typing import Any, Callable, Iterable, Iterator, Optional, TypeVar
 
 from dftracer import dftracer as _native
-from dftracer.dftracer import _Region, _Wrapped
+from dftracer.dftracer import _Tracer, _Wrapped
 
 __all__ = [
     "DFTRACER_ENABLE",
@@ -166,8 +166,10 @@ def _timed_iter(iterable: Iterable, cat: str, args: dict, wait_name: Optional[st
         count += 1
 
 
-class dftracer:
-    """The process's tracer (pydftracer's singleton class)."""
+class dftracer(_Tracer):
+    """The process's tracer (pydftracer's singleton class). `log_event(name, cat, start_time,
+    duration, int_args=None, float_args=None, string_args=None, relations=None)` is native
+    (`_Tracer`): no Python frame per event."""
 
     __instance: Optional["dftracer"] = None
 
@@ -215,19 +217,6 @@ class dftracer:
     def exit_event(self) -> None:
         _native.exit_event()
 
-    def log_event(
-        self,
-        name: str,
-        cat: str,
-        start_time: int,
-        duration: int,
-        int_args: Optional[dict] = None,
-        float_args: Optional[dict] = None,
-        string_args: Optional[dict] = None,
-        relations: Any = None,
-    ) -> None:
-        _native.log_event(name, cat, start_time, duration, int_args, string_args, float_args)
-
     def log_metadata_event(self, key: str, value: Any) -> None:
         _native.log_metadata_event(key, value)
 
@@ -255,20 +244,44 @@ class dftracer:
         _native.finalize()
 
 
-def _capture_spec(func: Callable, base: dict) -> tuple:
-    """(capture list [(name, positional index or None)], first parameter is `self`)."""
+def _parameters(func: Callable) -> list:
+    """[(name, positional index or None)] of `func`'s parameters, in signature order."""
+    code = getattr(func, "__code__", None)
+    if type(func) is _FunctionType and not hasattr(func, "__wrapped__") and not hasattr(func, "__signature__"):
+        # A plain function: its code object says what inspect.signature would (10x faster,
+        # so `@df.log` costs little at import time and `df.log(f)` little when inline).
+        n_pos, n_kw, flags = code.co_argcount, code.co_kwonlyargcount, code.co_flags
+        names = code.co_varnames
+        out = [(names[i], i) for i in range(n_pos)]
+        n = n_pos + n_kw
+        if flags & inspect.CO_VARARGS:
+            out.append((names[n], None))
+        out += [(names[i], None) for i in range(n_pos, n)]
+        if flags & inspect.CO_VARKEYWORDS:
+            out.append((names[n + bool(flags & inspect.CO_VARARGS)], None))
+        return out
+    return _parameters_by_signature(func)
+
+
+def _parameters_by_signature(func: Callable) -> list:
+    """`_parameters` for any callable, through inspect.signature."""
     try:
         params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):
-        params = []
+        return []
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    capture = []
-    names = set()
-    for i, p in enumerate(params):
-        if p.name in CAPTURED:
-            capture.append((p.name, i if p.kind in positional else None))
-            names.add(p.name)
-    self_attrs = bool(params) and params[0].name == "self"
+    return [(p.name, i if p.kind in positional else None) for i, p in enumerate(params)]
+
+
+_FunctionType = type(_parameters)
+
+
+def _capture_spec(func: Callable, base: dict) -> tuple:
+    """(capture list [(name, positional index or None)], first parameter is `self`)."""
+    params = _parameters(func)
+    capture = [(name, i) for name, i in params if name in CAPTURED]
+    names = {name for name, _ in capture}
+    self_attrs = bool(params) and params[0][0] == "self"
     for n in CAPTURED:
         if n not in names and (self_attrs or n in base):
             capture.append((n, None))
@@ -347,50 +360,31 @@ def _decorate(df: "dft_fn", func: Any, name: Optional[str]) -> Any:
     return wrapper
 
 
-class dft_fn(_Region):
-    """A category of events: a decorator factory and a context manager.
+#: A category of events: a decorator factory and a context manager (native: built inline in
+#: loops, `with dft_fn("io", name="read"):` costs about what building and entering any native
+#: context manager costs). `dft_fn(cat, name=None, epoch=None, step=None, image_idx=None,
+#: image_size=None, enable=True)`; `name` defaults to the calling function's name. Its `log`,
+#: `log_init`, `log_static` and `iter` call the two functions below.
+dft_fn = _native.dft_fn
 
-    `dft_fn(cat, name=None, epoch=None, step=None, image_idx=None, image_size=None,
-    enable=True)`; `name` defaults to the calling function's name.
-    """
 
-    def log(self, func: Any = None, name: Optional[str] = None) -> Any:
-        """Decorator: one event per call, named `name` or the function's `__qualname__`,
-        recording the epoch/step/image_idx/image_size arguments actually passed."""
-        if func is None:
-            return lambda f: _decorate(self, f, name)
-        if isinstance(func, str) and name is None:
-            return lambda f: _decorate(self, f, func)
-        return _decorate(self, func, name)
+def _dft_fn_log(df: dft_fn, func: Any = None, name: Optional[str] = None) -> Any:
+    """`dft_fn.log`: one event per call, named `name` or the function's `__qualname__`,
+    recording the epoch/step/image_idx/image_size arguments actually passed."""
+    if func is None:
+        return lambda f: _decorate(df, f, name)
+    if isinstance(func, str) and name is None:
+        return lambda f: _decorate(df, f, func)
+    return _decorate(df, func, name)
 
-    def log_init(self, func: Any) -> Any:
-        """Decorator for `__init__`."""
-        return _decorate(self, func, None)
 
-    def log_static(self, func: Any) -> Any:
-        """Decorator for static methods."""
-        return _decorate(self, func, None)
-
-    def iter(self, iterable: Iterable, name: str = "loop", iter_name: str = "step") -> Iterator:
-        """Yields the items of `iterable`, recording `<name>.iter` (waiting for each item)
-        and `<name>.yield` (the loop body), with `<iter_name>` = 1, 2, ..."""
-        if not (_native.is_enabled() and self._enabled):
-            yield from iterable
-            return
-        yield from _timed_iter(iterable, self.cat, self._args, f"{name}.iter", f"{name}.yield", iter_name)
-
-    # Entity API of newer pydftracer releases: accepted, not recorded.
-    def relate(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def relate_entity(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def uses(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def generates(self, *args: Any, **kwargs: Any) -> None:
-        return None
+def _dft_fn_iter(df: dft_fn, iterable: Iterable, name: str = "loop", iter_name: str = "step") -> Iterator:
+    """`dft_fn.iter`: yields the items of `iterable`, recording `<name>.iter` (waiting for each
+    item) and `<name>.yield` (the loop body), with `<iter_name>` = 1, 2, ..."""
+    if not (_native.is_enabled() and df._enabled):
+        yield from iterable
+        return
+    yield from _timed_iter(iterable, df.cat, df._args, f"{name}.iter", f"{name}.yield", iter_name)
 
 
 # pydftracer's package star-imports its `ai` module, so `from dftracer.python import ai` is
