@@ -64,5 +64,6 @@ for _name in _NAMES:
     globals()[_name] = logged(_name, getattr(_native, _name))
 del _name
 _Wrapped = _native._Wrapped
-_Region = _native._Region
+dft_fn = _native.dft_fn
+_Tracer = _native._Tracer
 __version__ = getattr(_native, "__version__", "unknown")

@@ -17,7 +17,8 @@ import types
 from typing import Any
 
 import dftracer.python as _api
-from dftracer.dftracer import _Region, _Wrapped
+from dftracer.dftracer import _Wrapped
+from dftracer.dftracer import dft_fn as _Region  # the native region class
 from dftracer.dftracer_dbg import debug, describe, logged
 from dftracer.python.ai import DFTracerAI
 
