@@ -196,6 +196,11 @@ pub struct FastDeflate {
     /// Writer tables of the current dynamic code and of the fixed code.
     tabs: Tabs,
     fixed_tabs: Tabs,
+    /// An open stream ([`FastDeflate::stream_push`]): the last [`WINDOW`] bytes pushed, then
+    /// the input being pushed; `hist_val` is the table value of `hist[0]`.
+    stream_open: bool,
+    hist: Vec<u8>,
+    hist_val: u32,
 }
 
 /// Writer tables of a code: see [`Tabs::fill`].
@@ -442,6 +447,9 @@ impl FastDeflate {
             fixed_dist,
             tabs: Tabs::new(),
             fixed_tabs,
+            stream_open: false,
+            hist: Vec::new(),
+            hist_val: 0,
         }
     }
 
@@ -455,6 +463,8 @@ impl FastDeflate {
     pub fn compress(&mut self, input: &[u8], out: &mut Vec<u8>) {
         // Tokens and frequencies are empty between calls (flush_block clears them).
         debug_assert!(self.tokens.is_empty());
+        // An open stream is abandoned (its table entries become stale below).
+        self.stream_open = false;
         self.blk_start = 0;
         self.bb = 0;
         self.bc = 0;
@@ -471,7 +481,7 @@ impl FastDeflate {
                 self.next = 1;
             }
             let floor = self.next;
-            self.lz(input, s, e, floor, out);
+            self.lz(input, s, s, e, floor, out);
             self.next = floor + n as u32;
             s = e;
         }
@@ -479,8 +489,92 @@ impl FastDeflate {
         debug_assert!(self.bc == 0);
     }
 
-    /// Greedy LZ77 over `input[s..e]`; table value of position `p` is `floor + (p - s)`.
-    fn lz(&mut self, input: &[u8], s: usize, e: usize, floor: u32, out: &mut Vec<u8>) {
+    /// Appends `input` to the open stream (opening one if none is): writes non-final blocks
+    /// whose matches may reach into the last [`WINDOW`] bytes pushed before, and keeps up to 7
+    /// bits pending. What is written so far becomes a complete stream once followed by
+    /// [`FastDeflate::stream_end`]'s bytes; the next push continues from the pending bits, so
+    /// those end bytes are provisional: a caller that wrote them replaces them by the next
+    /// push's output (see `gzip.rs`).
+    ///
+    /// Output bound: as [`FastDeflate::compress`]; history is copied (at most [`WINDOW`] bytes
+    /// plus `input`), held until [`FastDeflate::trim`].
+    pub fn stream_push(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        debug_assert!(self.tokens.is_empty());
+        if !self.stream_open {
+            self.stream_open = true;
+            self.hist.clear();
+            self.hist_val = self.next;
+            self.bb = 0;
+            self.bc = 0;
+            // The table size is chosen once per stream (entries hashed under another size
+            // would be in the wrong slots): about one entry per two bytes of a full window,
+            // fewer for a stream that starts small (a daemon's few KB per second).
+            let bits = (usize::BITS - input.len().leading_zeros()).clamp(13, HASH_BITS + 1) - 1;
+            self.shift = 64 - bits;
+        }
+        // Pieces small enough for the 32-bit table values.
+        for piece in input.chunks(SEGMENT / 2) {
+            let keep = self.hist.len().min(WINDOW);
+            let drop = self.hist.len() - keep;
+            self.hist.drain(..drop);
+            self.hist_val += drop as u32;
+            self.hist.extend_from_slice(piece);
+            let n = self.hist.len();
+            if self.hist_val as u64 + n as u64 + 1 >= u32::MAX as u64 {
+                // Forget the history's positions (its matches only) rather than overflow.
+                self.table.fill(0);
+                self.hist_val = 1;
+            }
+            let hist = std::mem::take(&mut self.hist);
+            self.blk_start = keep;
+            self.lz(&hist, 0, keep, n, self.hist_val, out);
+            self.flush_block(&hist, n, out, false);
+            self.hist = hist;
+            self.next = self.hist_val + n as u32;
+        }
+    }
+
+    /// Appends the pending bits of the open stream and an empty final block (fixed code,
+    /// 10 bits), padded to a byte: the end of a complete stream. Changes nothing: a later
+    /// [`FastDeflate::stream_push`] continues the stream as if these bytes were not written.
+    /// With no stream open, appends an empty stream.
+    pub fn stream_end(&self, out: &mut Vec<u8>) {
+        let (bb, bc) = if self.stream_open {
+            (self.bb, self.bc)
+        } else {
+            (0, 0)
+        };
+        // BFINAL 1, BTYPE 01 (fixed), then the 7-bit all-zero end-of-block code.
+        let bb = bb | 3 << bc;
+        let n = (bc + 10).div_ceil(8) as usize;
+        out.extend_from_slice(&bb.to_le_bytes()[..n]);
+    }
+
+    /// Bytes [`FastDeflate::stream_end`] appends now.
+    pub fn stream_end_len(&self) -> usize {
+        let bc = if self.stream_open { self.bc } else { 0 };
+        (bc + 10).div_ceil(8) as usize
+    }
+
+    /// Closes the open stream: the next push starts a new one that refers to nothing before.
+    pub fn stream_close(&mut self) {
+        self.stream_open = false;
+    }
+
+    /// Releases the stream history if its buffer grew past `keep` bytes.
+    pub fn trim(&mut self, keep: usize) {
+        if self.hist.capacity() > keep {
+            let mut v = Vec::with_capacity(WINDOW.max(self.hist.len().min(keep)));
+            v.extend_from_slice(&self.hist[self.hist.len().saturating_sub(WINDOW)..]);
+            // The dropped bytes are before the kept ones: keep the values consistent.
+            self.hist_val += (self.hist.len() - v.len()) as u32;
+            self.hist = v;
+        }
+    }
+
+    /// Greedy LZ77 over `input[s..e]`, with matches reaching back to `lo` (`lo <= s`); table
+    /// value of position `p` is `floor + (p - lo)`.
+    fn lz(&mut self, input: &[u8], lo: usize, s: usize, e: usize, floor: u32, out: &mut Vec<u8>) {
         let shift = self.shift;
         let mut p = s;
         let mut lit = s;
@@ -492,14 +586,14 @@ impl FastDeflate {
                 let x = x8 as u32;
                 let h = hash(x8, shift);
                 let cv = self.table[h];
-                self.table[h] = floor + (p - s) as u32;
+                self.table[h] = floor + (p - lo) as u32;
                 // The previous match distance first: in trace lines the same field of the
                 // previous line is usually at that offset.
                 let mut dist = 0;
-                if last_dist != 0 && p - s >= last_dist && read32(input, p - last_dist) == x {
+                if last_dist != 0 && p - lo >= last_dist && read32(input, p - last_dist) == x {
                     dist = last_dist;
                 } else if cv >= floor {
-                    let cand = s + (cv - floor) as usize;
+                    let cand = lo + (cv - floor) as usize;
                     let d = p - cand;
                     if d <= WINDOW && read32(input, cand) == x {
                         dist = d;
@@ -524,7 +618,7 @@ impl FastDeflate {
                     // that follows this field in this line rather than in an older one.
                     if len > 8 {
                         let q = p - 1;
-                        self.table[hash(read64(input, q), shift)] = floor + (q - s) as u32;
+                        self.table[hash(read64(input, q), shift)] = floor + (q - lo) as u32;
                     }
                     // A field that differs (a number) is usually followed by the same text at
                     // the same distance: look for 4 equal bytes at that distance in the next
@@ -538,7 +632,7 @@ impl FastDeflate {
                         // A number one digit longer or shorter than in the previous line
                         // shifts the rest of the line by one.
                         for nd in [dist - 1, dist + 1] {
-                            if (1..=WINDOW).contains(&nd) && nd <= p - s {
+                            if (1..=WINDOW).contains(&nd) && nd <= p - lo {
                                 run = rep_run(here ^ read128(input, p - nd));
                                 if run != 0 {
                                     dist = nd;
@@ -553,7 +647,7 @@ impl FastDeflate {
                     }
                     let q = p + (run.trailing_zeros() / 8) as usize;
                     // The first literal still goes into the table.
-                    self.table[hash(read64(input, p), shift)] = floor + (p - s) as u32;
+                    self.table[hash(read64(input, p), shift)] = floor + (p - lo) as u32;
                     p = q;
                 }
             }
@@ -1123,5 +1217,53 @@ mod tests {
             .read_to_end(&mut got)
             .unwrap();
         assert!(got == j);
+    }
+
+    #[test]
+    fn deflate_stream_pushes_roundtrip_with_history() {
+        let mut r = Rng(11);
+        let mut d = FastDeflate::new();
+        let j = json_lines(3000);
+        let rnd = r.bytes(100_000);
+        let mut stream = Vec::new();
+        let mut all = Vec::new();
+        for k in 0..400 {
+            let n = (r.next() % 3000) as usize;
+            let at = (r.next() % 90_000) as usize;
+            let piece = match k % 4 {
+                0 => &rnd[at..at + n.min(5)],
+                1 => &j[at..at + n],
+                // Larger than the window: history is cut.
+                2 if k % 40 == 2 => &j[at..at + 40_000],
+                _ => &j[at..at + n / 8],
+            };
+            if k == 200 {
+                // The table values would overflow in this push: the table is cleared.
+                d.hist_val = u32::MAX - 1000;
+            }
+            d.stream_push(piece, &mut stream);
+            all.extend_from_slice(piece);
+            // Provisional end: what is written so far is a complete stream.
+            let mut done = stream.clone();
+            d.stream_end(&mut done);
+            assert_eq!(done.len() - stream.len(), d.stream_end_len());
+            let got = decompress_to_vec(&done).expect("valid deflate");
+            assert!(got == all, "push {k}");
+        }
+        assert!(d.hist_val < 1 << 24, "table was reset");
+        // A closed stream: the next one refers to nothing before it.
+        d.stream_close();
+        let mut a = Vec::new();
+        d.stream_push(&j[..5000], &mut a);
+        d.stream_end(&mut a);
+        assert_eq!(decompress_to_vec(&a).unwrap(), &j[..5000]);
+        // compress() in between abandons a stream.
+        d.stream_push(&j[..100], &mut Vec::new());
+        roundtrip(&mut d, &j[..5000]);
+        d.trim(0);
+        let mut b = Vec::new();
+        d.stream_push(&j[..700], &mut b);
+        d.stream_end(&mut b);
+        assert_eq!(decompress_to_vec(&b).unwrap(), &j[..700]);
     }
 }
