@@ -7,11 +7,11 @@
 //!
 //! - LZ77: greedy, min match 4, max 258, window 32 KiB, matches extended 16 bytes at a time.
 //!   After a match, the next 16 bytes are searched (branch-free, 4 equal bytes) for the same
-//!   distance, then for that distance ± 1: a field that differs from the previous line (a
-//!   number) is usually followed by the same text at the same offset, or shifted by one when
-//!   the number gained or lost a digit. Only when that fails, positions are probed one by one:
-//!   the last distance first, then one candidate from a 2^15-entry table hashed on the next
-//!   6 bytes. Positions inside a match are not inserted (only a match's last position and the
+//!   distance, then for that distance ± 1 and ± 2: a field that differs from the previous line
+//!   (a number) is usually followed by the same text at the same offset, or shifted by one or
+//!   two when the number gained or lost digits. Only when that fails, positions are probed one
+//!   by one: the last distance and one candidate from a 2^15-entry table hashed on the next
+//!   6 bytes (when both match, the one that agrees on the next 8 bytes too). Positions inside a match are not inserted (only a match's last position and the
 //!   first literal after it). Misses accelerate: a long run of literals probes every 2nd,
 //!   3rd, ... position, so incompressible data is cheap.
 //! - Table reuse: entries hold `generation value + position`; every call starts at a value
@@ -30,6 +30,10 @@
 //!
 //! Each [`FastDeflate::compress`] call writes one complete, self-contained stream (last block
 //! BFINAL, byte-aligned end), so its output can be the body of a gzip member on its own.
+//! [`FastDeflate::stream_push`] instead continues one stream across calls (matches reach into
+//! the window of earlier pushes) and [`FastDeflate::stream_end`] gives the bytes that end it
+//! where it stands, without changing its state: `gzip.rs` writes them after every push and
+//! replaces them by the next one.
 
 const WINDOW: usize = 32 * 1024;
 const MIN_MATCH: usize = 4;
@@ -196,8 +200,8 @@ pub struct FastDeflate {
     /// Writer tables of the current dynamic code and of the fixed code.
     tabs: Tabs,
     fixed_tabs: Tabs,
-    /// An open stream ([`FastDeflate::stream_push`]): the last [`WINDOW`] bytes pushed, then
-    /// the input being pushed; `hist_val` is the table value of `hist[0]`.
+    /// An open stream ([`FastDeflate::stream_push`]): the last [`WINDOW`] to 2 × [`WINDOW`]
+    /// bytes pushed, then the input being pushed; `hist_val` is the table value of `hist[0]`.
     stream_open: bool,
     hist: Vec<u8>,
     hist_val: u32,
@@ -496,8 +500,8 @@ impl FastDeflate {
     /// those end bytes are provisional: a caller that wrote them replaces them by the next
     /// push's output (see `gzip.rs`).
     ///
-    /// Output bound: as [`FastDeflate::compress`]; history is copied (at most [`WINDOW`] bytes
-    /// plus `input`), held until [`FastDeflate::trim`].
+    /// Output bound: as [`FastDeflate::compress`]; history is copied (at most 2 × [`WINDOW`]
+    /// bytes plus `input`), held until [`FastDeflate::trim`].
     pub fn stream_push(&mut self, input: &[u8], out: &mut Vec<u8>) {
         debug_assert!(self.tokens.is_empty());
         if !self.stream_open {
@@ -514,10 +518,14 @@ impl FastDeflate {
         }
         // Pieces small enough for the 32-bit table values.
         for piece in input.chunks(SEGMENT / 2) {
-            let keep = self.hist.len().min(WINDOW);
-            let drop = self.hist.len() - keep;
-            self.hist.drain(..drop);
-            self.hist_val += drop as u32;
+            // History is cut back to the window only once it holds two windows, so that
+            // the bytes moved stay below the bytes pushed (matches check the distance).
+            if self.hist.len() > 2 * WINDOW {
+                let drop = self.hist.len() - WINDOW;
+                self.hist.drain(..drop);
+                self.hist_val += drop as u32;
+            }
+            let keep = self.hist.len();
             self.hist.extend_from_slice(piece);
             let n = self.hist.len();
             if self.hist_val as u64 + n as u64 + 1 >= u32::MAX as u64 {
@@ -590,13 +598,23 @@ impl FastDeflate {
                 // The previous match distance first: in trace lines the same field of the
                 // previous line is usually at that offset.
                 let mut dist = 0;
-                if last_dist != 0 && p - lo >= last_dist && read32(input, p - last_dist) == x {
+                let rep = last_dist != 0 && p - lo >= last_dist && read32(input, p - last_dist) == x;
+                if rep {
                     dist = last_dist;
-                } else if cv >= floor {
+                }
+                if cv >= floor {
                     let cand = lo + (cv - floor) as usize;
                     let d = p - cand;
-                    if d <= WINDOW && read32(input, cand) == x {
-                        dist = d;
+                    if d <= WINDOW && d != dist && read32(input, cand) == x {
+                        // Both candidates match 4 bytes: keep the longer (compared 8 bytes
+                        // further: enough to tell a field from the line that has it).
+                        if !rep
+                            || (p + 12 <= e
+                                && extend(input, cand + 4, p + 4, (p + 12).min(e))
+                                    > extend(input, p - dist + 4, p + 4, (p + 12).min(e)))
+                        {
+                            dist = d;
+                        }
                     }
                 }
                 if dist == 0 {
@@ -631,7 +649,7 @@ impl FastDeflate {
                     if run == 0 {
                         // A number one digit longer or shorter than in the previous line
                         // shifts the rest of the line by one.
-                        for nd in [dist - 1, dist + 1] {
+                        for nd in [dist - 1, dist + 1, dist.wrapping_sub(2), dist + 2] {
                             if (1..=WINDOW).contains(&nd) && nd <= p - lo {
                                 run = rep_run(here ^ read128(input, p - nd));
                                 if run != 0 {
