@@ -518,6 +518,23 @@ impl FastDeflate {
         }
         // Pieces small enough for the 32-bit table values.
         for piece in input.chunks(SEGMENT / 2) {
+            let n = piece.len();
+            if self.hist.is_empty() {
+                // Nothing to reach back to: compress from the input itself and keep only its
+                // last window (a large first push is not copied whole).
+                if self.hist_val as u64 + n as u64 + 1 >= u32::MAX as u64 {
+                    self.table.fill(0);
+                    self.hist_val = 1;
+                }
+                self.blk_start = 0;
+                self.lz(piece, 0, 0, n, self.hist_val, out);
+                self.flush_block(piece, n, out, false);
+                let kept = n.min(WINDOW);
+                self.hist.extend_from_slice(&piece[n - kept..]);
+                self.hist_val += (n - kept) as u32;
+                self.next = self.hist_val + kept as u32;
+                continue;
+            }
             // History is cut back to the window only once it holds two windows, so that
             // the bytes moved stay below the bytes pushed (matches check the distance).
             if self.hist.len() > 2 * WINDOW {
@@ -527,18 +544,18 @@ impl FastDeflate {
             }
             let keep = self.hist.len();
             self.hist.extend_from_slice(piece);
-            let n = self.hist.len();
-            if self.hist_val as u64 + n as u64 + 1 >= u32::MAX as u64 {
+            let total = self.hist.len();
+            if self.hist_val as u64 + total as u64 + 1 >= u32::MAX as u64 {
                 // Forget the history's positions (its matches only) rather than overflow.
                 self.table.fill(0);
                 self.hist_val = 1;
             }
             let hist = std::mem::take(&mut self.hist);
             self.blk_start = keep;
-            self.lz(&hist, 0, keep, n, self.hist_val, out);
-            self.flush_block(&hist, n, out, false);
+            self.lz(&hist, 0, keep, total, self.hist_val, out);
+            self.flush_block(&hist, total, out, false);
             self.hist = hist;
-            self.next = self.hist_val + n as u32;
+            self.next = self.hist_val + total as u32;
         }
     }
 

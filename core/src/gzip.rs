@@ -95,6 +95,11 @@ impl GzipWriter {
     /// `close_at` bytes or more of input; members are then independent as with
     /// [`GzipWriter::member`].
     pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>, close_at: usize) -> usize {
+        if self.open.is_none() && input.len() >= close_at {
+            // Opened and closed at once (a full buffer): a plain member, no history kept.
+            self.member(input, out);
+            return 0;
+        }
         let (rewind, mut open) = match self.open.take() {
             Some(o) => (o.tail, o),
             None => {
