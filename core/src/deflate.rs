@@ -205,6 +205,21 @@ pub struct FastDeflate {
     stream_open: bool,
     hist: Vec<u8>,
     hist_val: u32,
+    /// The block that an open stream's pushes continue (its end-of-block code is only in the
+    /// provisional end), and the code lengths of an open dynamic block (its writer tables
+    /// are `tabs`).
+    open_blk: OpenBlock,
+    open_lens: ([u8; 288], [u8; 32]),
+}
+
+/// The block a stream's next push may continue.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum OpenBlock {
+    None,
+    Fixed,
+    /// A dynamic code in which every symbol has a code (built from smoothed frequencies), so
+    /// that any later push can be written with it.
+    Dynamic,
 }
 
 /// Writer tables of a code: see [`Tabs::fill`].
@@ -454,6 +469,8 @@ impl FastDeflate {
             stream_open: false,
             hist: Vec::new(),
             hist_val: 0,
+            open_blk: OpenBlock::None,
+            open_lens: ([0; 288], [0; 32]),
         }
     }
 
@@ -506,6 +523,7 @@ impl FastDeflate {
         debug_assert!(self.tokens.is_empty());
         if !self.stream_open {
             self.stream_open = true;
+            self.open_blk = OpenBlock::None;
             self.hist.clear();
             self.hist_val = self.next;
             self.bb = 0;
@@ -564,21 +582,37 @@ impl FastDeflate {
     /// [`FastDeflate::stream_push`] continues the stream as if these bytes were not written.
     /// With no stream open, appends an empty stream.
     pub fn stream_end(&self, out: &mut Vec<u8>) {
-        let (bb, bc) = if self.stream_open {
+        let (mut bb, mut bc) = if self.stream_open {
             (self.bb, self.bc)
         } else {
             (0, 0)
         };
+        // The open block's end-of-block code.
+        let eob = self.open_eob();
+        bb |= ((eob & 0xff_ffff) as u64) << bc;
+        bc += eob >> 24;
         // BFINAL 1, BTYPE 01 (fixed), then the 7-bit all-zero end-of-block code.
         let bb = bb | 3 << bc;
         let n = (bc + 10).div_ceil(8) as usize;
         out.extend_from_slice(&bb.to_le_bytes()[..n]);
     }
 
-    /// Bytes [`FastDeflate::stream_end`] appends now.
+    /// Bytes [`FastDeflate::stream_end`] appends now (at most 4).
     pub fn stream_end_len(&self) -> usize {
         let bc = if self.stream_open { self.bc } else { 0 };
-        (bc + 10).div_ceil(8) as usize
+        (bc + (self.open_eob() >> 24) + 10).div_ceil(8) as usize
+    }
+
+    /// End-of-block code of the open block (`bits | nbits << 24`; 0 bits when none).
+    fn open_eob(&self) -> u32 {
+        if !self.stream_open {
+            return 0;
+        }
+        match self.open_blk {
+            OpenBlock::None => 0,
+            OpenBlock::Fixed => self.fixed_tabs.sym[256],
+            OpenBlock::Dynamic => self.tabs.sym[256],
+        }
     }
 
     /// Closes the open stream: the next push starts a new one that refers to nothing before.
@@ -722,6 +756,10 @@ impl FastDeflate {
     /// Writes the pending tokens (covering `input[blk_start..end]`) as one block, the
     /// smallest of dynamic, fixed and stored.
     fn flush_block(&mut self, input: &[u8], end: usize, out: &mut Vec<u8>, last: bool) {
+        if self.stream_open && !last {
+            self.stream_block(input, end, out);
+            return;
+        }
         self.lit_freq[256] = 1;
         let span = &input[self.blk_start..end];
 
@@ -780,20 +818,8 @@ impl FastDeflate {
             w.put(bfinal | (1 << 1), 3);
             emit_tokens(&mut w, &self.tokens, &self.fixed_tabs);
         } else if let Some(h) = &dynamic {
-            w.put(bfinal | (2 << 1), 3);
-            w.put((h.hlit - 257) as u32, 5);
-            w.put((h.hdist - 1) as u32, 5);
-            w.put((h.hclen - 4) as u32, 4);
-            w.flush();
-            for &s in &CL_ORDER[..h.hclen] {
-                w.put(h.cl.lens[s] as u32, 3);
-                w.flush();
-            }
-            for &(s, x) in &h.rle[..h.nr] {
-                w.put(h.cl.codes[s as usize] as u32, h.cl.lens[s as usize] as u32);
-                w.put(x as u32, cl_extra(s));
-                w.flush();
-            }
+            w.put(bfinal, 1);
+            write_dynamic_header(&mut w, h);
             self.tabs.fill(&self.lit, &self.dist);
             emit_tokens(&mut w, &self.tokens, &self.tabs);
         }
@@ -820,11 +846,126 @@ impl FastDeflate {
         self.blk_start = end;
     }
 
+    /// Writes the pending tokens of an open stream (covering `input[blk_start..end]`) without
+    /// ending a block where possible: the tokens continue the open block when its code costs
+    /// no more than a new block would, header included (a code fitted to one push of a few
+    /// hundred tokens fits the next push little better than the open one, so its header is
+    /// charged in full); else the open block is ended and a new fixed or dynamic block is
+    /// opened, or the span is stored (which ends it).
+    fn stream_block(&mut self, input: &[u8], end: usize, out: &mut Vec<u8>) {
+        let span = &input[self.blk_start..end];
+        if self.tokens.is_empty() {
+            self.blk_start = end;
+            return;
+        }
+        let dot = |f: &[u32], l: &[u8]| -> u64 {
+            f.iter().zip(l).map(|(&f, &l)| f as u64 * l as u64).sum()
+        };
+        // No end-of-block in the tokens' cost: it is written once, when the block ends.
+        self.lit_freq[256] = 0;
+        let extra =
+            dot(&self.lit_freq[257..286], &LEN_EXTRA) + dot(&self.dist_freq[..30], &DIST_EXTRA);
+        let body = |lit: &[u8], dist: &[u8], lf: &[u32; 288], df: &[u32; 32]| {
+            extra + dot(&lf[..286], &lit[..286]) + dot(&df[..30], &dist[..30])
+        };
+        let fixed = body(
+            &self.fixed_lit.lens,
+            &self.fixed_dist.lens,
+            &self.lit_freq,
+            &self.dist_freq,
+        );
+        let eob_bits = (self.open_eob() >> 24) as u64;
+        let cont = match self.open_blk {
+            OpenBlock::None => u64::MAX,
+            OpenBlock::Fixed => fixed,
+            OpenBlock::Dynamic => body(
+                &self.open_lens.0,
+                &self.open_lens.1,
+                &self.lit_freq,
+                &self.dist_freq,
+            ),
+        };
+        let h = self.dynamic_header_from(true);
+        let dyn_body = body(&self.lit.lens, &self.dist.lens, &self.lit_freq, &self.dist_freq);
+        let new_fixed = eob_bits + 3 + fixed;
+        let new_dyn = eob_bits + h.bits + dyn_body;
+        // Stored: the span after the end of the open block (padding counted from there).
+        let bc_after_eob = ((self.bc as u64 + eob_bits) % 8) as u32;
+        let new_stored = eob_bits + stored_bits(bc_after_eob, span.len());
+        let best = cont.min(new_fixed).min(new_dyn).min(new_stored);
+
+        let start = out.len();
+        let worst = eob_bits + h.bits + dyn_body.max(fixed + 3).max(new_stored);
+        out.resize(start + ((self.bc as u64 + worst) / 8) as usize + 24, 0);
+        let mut w = Bits {
+            buf: &mut out[..],
+            pos: start,
+            bb: self.bb,
+            bc: self.bc,
+        };
+        if best != cont {
+            // End the open block.
+            let eob = self.open_eob();
+            w.put(eob & 0xff_ffff, eob >> 24);
+            w.flush();
+        }
+        if best == cont {
+            let tabs = match self.open_blk {
+                OpenBlock::Fixed => &self.fixed_tabs,
+                _ => &self.tabs,
+            };
+            emit_body(&mut w, &self.tokens, tabs);
+        } else if best == new_stored {
+            for c in span.chunks(STORED_MAX) {
+                stored_chunk(&mut w, c, 0);
+            }
+            self.open_blk = OpenBlock::None;
+        } else if best == new_fixed {
+            w.put(1 << 1, 3);
+            emit_body(&mut w, &self.tokens, &self.fixed_tabs);
+            self.open_blk = OpenBlock::Fixed;
+        } else {
+            w.put(0, 1);
+            write_dynamic_header(&mut w, &h);
+            self.tabs.fill(&self.lit, &self.dist);
+            self.open_lens = (self.lit.lens, self.dist.lens);
+            emit_body(&mut w, &self.tokens, &self.tabs);
+            self.open_blk = OpenBlock::Dynamic;
+        }
+        let (pos, bb, bc) = (w.pos, w.bb, w.bc);
+        out.truncate(pos);
+        self.bb = bb;
+        self.bc = bc;
+        self.tokens.clear();
+        self.lit_freq = [0; 288];
+        self.dist_freq = [0; 32];
+        self.blk_start = end;
+    }
+
     /// Builds the dynamic code of the pending block into `self.lit` and `self.dist` and its
     /// header (run-length coded code lengths and their code).
     fn dynamic_header(&mut self) -> Header {
-        huffman_lengths(&self.lit_freq[..286], 15, &mut self.lit.lens);
-        huffman_lengths(&self.dist_freq[..30], 15, &mut self.dist.lens);
+        self.dynamic_header_from(false)
+    }
+
+    /// [`FastDeflate::dynamic_header`]; `every_symbol`: from frequencies × 64 + 1, so every
+    /// symbol has a code (a few bits longer than a used one's) and the code fits later data.
+    fn dynamic_header_from(&mut self, every_symbol: bool) -> Header {
+        if every_symbol {
+            let mut lf = [0u32; 286];
+            for (d, &f) in lf.iter_mut().zip(&self.lit_freq[..286]) {
+                *d = f.saturating_mul(64).saturating_add(1);
+            }
+            let mut df = [0u32; 30];
+            for (d, &f) in df.iter_mut().zip(&self.dist_freq[..30]) {
+                *d = f.saturating_mul(64).saturating_add(1);
+            }
+            huffman_lengths(&lf, 15, &mut self.lit.lens);
+            huffman_lengths(&df, 15, &mut self.dist.lens);
+        } else {
+            huffman_lengths(&self.lit_freq[..286], 15, &mut self.lit.lens);
+            huffman_lengths(&self.dist_freq[..30], 15, &mut self.dist.lens);
+        }
         self.lit.lens[286] = 0;
         self.lit.lens[287] = 0;
         self.dist.lens[30] = 0;
@@ -952,8 +1093,35 @@ fn stored_chunk(w: &mut Bits, c: &[u8], bfinal: u32) {
     w.bb = 0;
 }
 
+/// A dynamic block's header after its BFINAL bit: BTYPE 10, the counts, the code-length
+/// code and the run-length coded code lengths.
+fn write_dynamic_header(w: &mut Bits, h: &Header) {
+    w.put(2, 2);
+    w.put((h.hlit - 257) as u32, 5);
+    w.put((h.hdist - 1) as u32, 5);
+    w.put((h.hclen - 4) as u32, 4);
+    w.flush();
+    for &s in &CL_ORDER[..h.hclen] {
+        w.put(h.cl.lens[s] as u32, 3);
+        w.flush();
+    }
+    for &(s, x) in &h.rle[..h.nr] {
+        w.put(h.cl.codes[s as usize] as u32, h.cl.lens[s as usize] as u32);
+        w.put(x as u32, cl_extra(s));
+        w.flush();
+    }
+}
+
 /// The tokens and end-of-block with the given codes.
 fn emit_tokens(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
+    emit_body(w, tokens, tabs);
+    let eob = tabs.sym[256];
+    w.put(eob & 0xff_ffff, eob >> 24);
+    w.flush();
+}
+
+/// The tokens with the given codes (no end-of-block).
+fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
     let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
     // The writer's state in locals, so that it stays in registers.
     let buf = &mut *w.buf;
@@ -976,9 +1144,6 @@ fn emit_tokens(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
     w.pos = pos;
     w.bb = bb;
     w.bc = bc;
-    let eob = sym_tab[256];
-    w.put(eob & 0xff_ffff, eob >> 24);
-    w.flush();
 }
 
 #[cfg(test)]
