@@ -142,7 +142,10 @@ impl Miniz {
             self.buf.resize(need, 0);
         }
         let (status, n_in, n_out) = compress(&mut self.comp, c, &mut self.buf, flush);
-        assert!(!matches!(status, TDEFLStatus::BadParam | TDEFLStatus::PutBufFailed));
+        assert!(!matches!(
+            status,
+            TDEFLStatus::BadParam | TDEFLStatus::PutBufFailed
+        ));
         assert_eq!(n_in, c.len());
         out.extend_from_slice(&self.buf[..n_out]);
     }
@@ -234,7 +237,10 @@ impl Engine for Libdeflate {
         for c in chunks {
             let start = out.len();
             out.resize(start + self.c.deflate_compress_bound(c.len()), 0);
-            let n = self.c.deflate_compress(c, &mut out[start..]).expect("libdeflate");
+            let n = self
+                .c
+                .deflate_compress(c, &mut out[start..])
+                .expect("libdeflate");
             out.truncate(start + n);
         }
     }
@@ -344,7 +350,11 @@ fn main() {
     let mut out = Vec::with_capacity(data.len());
     for e in engines.iter_mut() {
         e.members(&members, &mut out);
-        assert!(inflate_all(&out) == data, "{}: members round trip", e.name());
+        assert!(
+            inflate_all(&out) == data,
+            "{}: members round trip",
+            e.name()
+        );
         let m_len = out.len();
         let m_speed = speed(data.len(), || {
             e.members(black_box(&members), &mut out);

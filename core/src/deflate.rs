@@ -649,7 +649,8 @@ impl FastDeflate {
                 // The previous match distance first: in trace lines the same field of the
                 // previous line is usually at that offset.
                 let mut dist = 0;
-                let rep = last_dist != 0 && p - lo >= last_dist && read32(input, p - last_dist) == x;
+                let rep =
+                    last_dist != 0 && p - lo >= last_dist && read32(input, p - last_dist) == x;
                 if rep {
                     dist = last_dist;
                 }
@@ -886,7 +887,12 @@ impl FastDeflate {
             ),
         };
         let h = self.dynamic_header_from(true);
-        let dyn_body = body(&self.lit.lens, &self.dist.lens, &self.lit_freq, &self.dist_freq);
+        let dyn_body = body(
+            &self.lit.lens,
+            &self.dist.lens,
+            &self.lit_freq,
+            &self.dist_freq,
+        );
         let new_fixed = eob_bits + 3 + fixed;
         let new_dyn = eob_bits + h.bits + dyn_body;
         // Stored: the span after the end of the open block (padding counted from there).

@@ -344,7 +344,9 @@ mod tests {
             let mut x = 1u64;
             for k in 0..300 {
                 // Sizes from empty to 70 KB (larger than the window), a few closing members.
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let n = [0, 1, 3, 12, 40][(x >> 60) as usize % 5] + usize::from(k % 97 == 0) * 400;
                 let input = trace_lines(n, k);
                 out.clear();
