@@ -208,8 +208,9 @@ pub fn prepare_dir(prefix: &str) -> io::Result<()> {
 /// make its number point at one of their files (`dup2`, `exec 3>` in a shell): before every
 /// write the sink checks that the descriptor still names its own file (device and inode) and,
 /// if not, forgets the number (never closing it: it may be the program's now) and reopens its
-/// file by path. Writes are positional at the end of the last complete member, so a failed or
-/// partial write is cut back ([`Sink::write`]) and the file stays a sequence of whole members.
+/// file by path. Writes are positional: at the end of the file, or over its last few bytes (the
+/// provisional end of an open gzip member, [`Sink::write_over`]); a failed or partial write is
+/// undone and the file stays a sequence of whole members.
 pub struct Sink {
     fd: i32,
     id: (u64, u64),
