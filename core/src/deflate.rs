@@ -200,7 +200,7 @@ pub struct FastDeflate {
     /// Writer tables of the current dynamic code and of the fixed code.
     tabs: Tabs,
     fixed_tabs: Tabs,
-    /// An open stream ([`FastDeflate::stream_push`]): the last [`WINDOW`] to 2 × [`WINDOW`]
+    /// An open stream ([`FastDeflate::stream_push`]): the last [`WINDOW`] to 1.5 × [`WINDOW`]
     /// bytes pushed, then the input being pushed; `hist_val` is the table value of `hist[0]`.
     stream_open: bool,
     hist: Vec<u8>,
@@ -517,7 +517,7 @@ impl FastDeflate {
     /// those end bytes are provisional: a caller that wrote them replaces them by the next
     /// push's output (see `gzip.rs`).
     ///
-    /// Output bound: as [`FastDeflate::compress`]; history is copied (at most 2 × [`WINDOW`]
+    /// Output bound: as [`FastDeflate::compress`]; history is copied (at most 1.5 × [`WINDOW`]
     /// bytes plus `input`), held until [`FastDeflate::trim`].
     pub fn stream_push(&mut self, input: &[u8], out: &mut Vec<u8>) {
         debug_assert!(self.tokens.is_empty());
@@ -553,9 +553,10 @@ impl FastDeflate {
                 self.next = self.hist_val + kept as u32;
                 continue;
             }
-            // History is cut back to the window only once it holds two windows, so that
-            // the bytes moved stay below the bytes pushed (matches check the distance).
-            if self.hist.len() > 2 * WINDOW {
+            // History is cut back to the window only once it holds 1.5 windows, so that
+            // at most two bytes are moved per byte pushed (matches check the distance), and
+            // the buffer stays under 48 KiB plus a push (a daemon's RSS).
+            if self.hist.len() > WINDOW + WINDOW / 2 {
                 let drop = self.hist.len() - WINDOW;
                 self.hist.drain(..drop);
                 self.hist_val += drop as u32;
@@ -838,13 +839,7 @@ impl FastDeflate {
                 },
             "block size as computed"
         );
-        out.truncate(pos);
-        self.bb = bb;
-        self.bc = bc;
-        self.tokens.clear();
-        self.lit_freq = [0; 288];
-        self.dist_freq = [0; 32];
-        self.blk_start = end;
+        self.block_written(out, (pos, bb, bc), end);
     }
 
     /// Writes the pending tokens of an open stream (covering `input[blk_start..end]`) without
@@ -939,6 +934,12 @@ impl FastDeflate {
             self.open_blk = OpenBlock::Dynamic;
         }
         let (pos, bb, bc) = (w.pos, w.bb, w.bc);
+        self.block_written(out, (pos, bb, bc), end);
+    }
+
+    /// After a block's bits up to `pos` (with `bc` bits of `bb` pending): keeps them, and
+    /// starts the next block at input offset `end` with no tokens.
+    fn block_written(&mut self, out: &mut Vec<u8>, (pos, bb, bc): (usize, u64, u32), end: usize) {
         out.truncate(pos);
         self.bb = bb;
         self.bc = bc;
