@@ -10,9 +10,10 @@
 //!
 //! Level 1 (the default) uses [`FastDeflate`], our encoder specialised for JSON lines.
 //! `benches/record/deflate.md` compares it on real traces: on a training-loop trace it runs at
-//! 1.7× miniz_oxide level 1's speed with 14 % fewer bytes (ratio 13.1 vs 11.2), against zlib-rs 1
-//! (1.2× faster than ours, ratio 11.0) and libdeflate 1 (0.56× ours, ratio 14.7); on the bench's
-//! generated lines (random fields) its ratio equals miniz level 1's (8.35 vs 8.40). Other
+//! 1.4-1.7× miniz_oxide level 1's speed with 14 % fewer bytes (ratio 13.1 vs 11.2), against
+//! zlib-rs 1 (0.8-1.2× ours' speed, ratio 11.0) and libdeflate 1 (about half ours' speed, ratio
+//! 14.7); on the bench's generated lines (random fields) its ratio equals miniz level 1's (8.35
+//! vs 8.40). Other
 //! levels use miniz_oxide's deflate core with cheap cuts: instead of resetting the compressor
 //! for every member (which clears ~470 KB of tables), each member's data ends with a full
 //! flush (byte-aligned, dictionary forgotten) followed by an empty final stored block that
