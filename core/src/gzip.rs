@@ -57,6 +57,9 @@ enum Engine {
 /// An empty stored block with BFINAL set: ends a byte-aligned deflate stream.
 const FINAL_EMPTY_BLOCK: [u8; 5] = [0x01, 0x00, 0x00, 0xff, 0xff];
 
+/// Pushes of at least this many bytes start a new member ([`GzipWriter::push`]).
+pub const FRESH_AT: usize = 64 * 1024;
+
 /// Most bytes [`GzipWriter::push`] asks to replace (end of stream, trailer).
 pub const MAX_REWIND: usize = FINAL_EMPTY_BLOCK.len() + 8;
 
@@ -103,9 +106,15 @@ impl GzipWriter {
     /// earlier pushes: a small flush per second compresses against the lines before it).
     ///
     /// The member is closed (the next push opens a new one, `rewind` 0) once it holds
-    /// `close_at` bytes or more of input; members are then independent as with
-    /// [`GzipWriter::member`].
+    /// `close_at` bytes or more of input, and before a push of [`FRESH_AT`] bytes or more (a
+    /// full buffer at a high event rate: no copy of it behind the window); members are then
+    /// independent as with [`GzipWriter::member`].
     pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>, close_at: usize) -> usize {
+        if input.len() >= FRESH_AT {
+            // A large push gains little from the window before it, and continuing would copy
+            // it behind that window: the open member ends where it stands, a new one starts.
+            self.close();
+        }
         if self.open.is_none() && input.len() >= close_at {
             // Opened and closed at once (a full buffer): a plain member, no history kept.
             self.member(input, out);
@@ -434,5 +443,28 @@ mod tests {
             "one open member {} B, a member per push {alone} B",
             file.len()
         );
+    }
+
+    #[test]
+    fn a_large_push_starts_a_new_member() {
+        let mut g = GzipWriter::new(1);
+        let mut file = Vec::new();
+        let small = trace_lines(20, 3);
+        let large = trace_lines(FRESH_AT / 50, 4);
+        assert!(large.len() >= FRESH_AT);
+        let mut rewinds = Vec::new();
+        for input in [&small, &small, &large, &small] {
+            let mut out = Vec::new();
+            let r = g.push(input, &mut out, 10 << 20);
+            rewinds.push(r);
+            apply(&mut file, &out, r);
+        }
+        // small opens, small continues, large closes it and opens its own, small continues.
+        assert_eq!(rewinds[0], 0);
+        assert!(rewinds[1] > 0);
+        assert_eq!(rewinds[2], 0);
+        assert!(rewinds[3] > 0);
+        assert_eq!(split_members(&file).len(), 2);
+        assert_eq!(gunzip(&file), [&small[..], &small, &large, &small].concat());
     }
 }
