@@ -9,16 +9,17 @@
 //! writes one complete member.
 //!
 //! Level 1 (the default) uses [`FastDeflate`], our encoder specialised for JSON lines.
-//! `benches/record/deflate.md` compares it on real traces: on a training-loop trace it runs at
-//! 1.4-1.7× miniz_oxide level 1's speed with 14 % fewer bytes (ratio 13.1 vs 11.2), against
-//! zlib-rs 1 (0.8-1.2× ours' speed, ratio 11.0) and libdeflate 1 (about half ours' speed, ratio
-//! 14.7); on the bench's generated lines (random fields) its ratio equals miniz level 1's (8.35
-//! vs 8.40). Other
-//! levels use miniz_oxide's deflate core with cheap cuts: instead of resetting the compressor
-//! for every member (which clears ~470 KB of tables), each member's data ends with a full
-//! flush (byte-aligned, dictionary forgotten) followed by an empty final stored block that
-//! ends this member's deflate stream; the next member continues from that clean state. An
-//! open member's pushes end with a sync flush instead (window kept).
+//! `benches/record/deflate.md` compares it on real traces with miniz_oxide 1 (what it replaced),
+//! zlib-rs 1 and libdeflate 1: ours is 1.07-1.7× miniz 1's speed with 13-33 % fewer bytes
+//! (train loop, LD_PRELOAD pread, service); zlib-rs 1 is 0.9-1.5× ours' speed with 18-82 % more
+//! bytes; libdeflate 1 is 0.4-0.7× ours' speed, 12 % smaller on the train loop, 23 % larger on
+//! pread lines.
+//!
+//! Other levels use miniz_oxide's deflate core with cheap cuts: instead of resetting the
+//! compressor for every member (which clears ~470 KB of tables), each member's data ends with a
+//! full flush (byte-aligned, dictionary forgotten) followed by an empty final stored block that
+//! ends this member's deflate stream; the next member continues from that clean state. An open
+//! member's pushes end with a sync flush instead (window kept).
 
 use miniz_oxide::deflate::core::{
     compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
