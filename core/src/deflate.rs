@@ -886,9 +886,10 @@ impl FastDeflate {
         let new_stored = eob_bits + stored_bits(bc_after_eob, span.len());
         let best = cont.min(new_fixed).min(new_dyn).min(new_stored);
 
+        // Every option's size counts all it writes (end of the open block, header): `best`
+        // bits are written (zeroing room for the largest option would clear a stored span).
         let start = out.len();
-        let worst = eob_bits + h.bits + dyn_body.max(fixed + 3).max(new_stored);
-        out.resize(start + ((self.bc as u64 + worst) / 8) as usize + 24, 0);
+        out.resize(start + ((self.bc as u64 + best) / 8) as usize + 24, 0);
         let mut w = Bits {
             buf: &mut out[..],
             pos: start,
