@@ -208,8 +208,9 @@ pub fn prepare_dir(prefix: &str) -> io::Result<()> {
 /// make its number point at one of their files (`dup2`, `exec 3>` in a shell): before every
 /// write the sink checks that the descriptor still names its own file (device and inode) and,
 /// if not, forgets the number (never closing it: it may be the program's now) and reopens its
-/// file by path. Writes are positional at the end of the last complete member, so a failed or
-/// partial write is cut back ([`Sink::write`]) and the file stays a sequence of whole members.
+/// file by path. Writes are positional: at the end of the file, or over its last few bytes (the
+/// provisional end of an open gzip member, [`Sink::write_over`]); a failed or partial write is
+/// undone and the file stays a sequence of whole members.
 pub struct Sink {
     fd: i32,
     id: (u64, u64),
@@ -218,7 +219,13 @@ pub struct Sink {
     pub bytes: u64,
     /// Times the descriptor was found closed or taken over and the file reopened.
     pub reopened: u32,
+    /// The file's last `tail_len` bytes, to put back when a write that replaced them fails.
+    tail: [u8; TAIL],
+    tail_len: usize,
 }
+
+/// Most bytes a write may replace at the end of the file ([`Sink::write_over`]).
+pub const TAIL: usize = 32;
 
 /// Why a write did not reach the file.
 #[derive(Debug)]
@@ -255,6 +262,8 @@ impl Sink {
                         path,
                         bytes: 0,
                         reopened: 0,
+                        tail: [0; TAIL],
+                        tail_len: 0,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -301,13 +310,40 @@ impl Sink {
     /// Appends one complete member. On failure nothing of it stays in the file (it is cut
     /// back to the previous member), so the file remains valid and later writes can resume.
     pub fn write(&mut self, data: &[u8]) -> Result<(), WriteError> {
+        self.write_over(data, 0)
+    }
+
+    /// Replaces the file's last `rewind` bytes (at most [`TAIL`], and at most `data.len()`)
+    /// by `data`: how a gzip member that stays open grows (`gzip.rs`: each write ends with a
+    /// provisional end that the next one replaces). On failure the file is put back as it
+    /// was (the replaced bytes rewritten, the file cut to its old length), so it still ends
+    /// with its last complete state.
+    pub fn write_over(&mut self, data: &[u8], rewind: usize) -> Result<(), WriteError> {
+        assert!(
+            rewind <= self.tail_len && rewind <= data.len(),
+            "rewind {rewind} of {} known bytes",
+            self.tail_len
+        );
         self.ensure_own_fd()?;
-        match sys::pwrite_all(self.fd, data, self.bytes) {
+        let at = self.bytes - rewind as u64;
+        match sys::pwrite_all(self.fd, data, at) {
             Ok(()) => {
-                self.bytes += data.len() as u64;
+                // The new last TAIL bytes: the kept part of the old tail, then data.
+                let mut t = [0u8; 2 * TAIL];
+                let kept = self.tail_len - rewind;
+                t[..kept].copy_from_slice(&self.tail[..kept]);
+                let d = &data[data.len().saturating_sub(TAIL)..];
+                t[kept..kept + d.len()].copy_from_slice(d);
+                let n = kept + d.len();
+                let from = n.saturating_sub(TAIL);
+                self.tail_len = n - from;
+                self.tail[..self.tail_len].copy_from_slice(&t[from..n]);
+                self.bytes = at + data.len() as u64;
                 Ok(())
             }
             Err(e) => {
+                let old = &self.tail[self.tail_len - rewind..self.tail_len];
+                let _ = sys::pwrite_all(self.fd, old, at);
                 let _ = sys::truncate_fd(self.fd, self.bytes);
                 Err(WriteError::Io(e))
             }
@@ -353,6 +389,26 @@ mod tests {
         assert!(s.path.ends_with("t-h-app-1.pfw.gz"), "{}", s.path);
         s.write(b"x").unwrap();
         assert_eq!(std::fs::read(&first).unwrap(), b"PRE-EXISTING\n");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn write_over_replaces_the_tail() {
+        let dir = std::env::temp_dir().join(format!("dft-sink-over-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = format!("{}/t", dir.display());
+        let mut s = Sink::create(&prefix, "h", Origin::App, true).unwrap();
+        s.write(b"head:END1").unwrap();
+        s.write_over(b"more:END2", 4).unwrap();
+        // Longer than the kept tail: the tail is rebuilt from data alone.
+        let long = [b'x'; 40];
+        s.write_over(&long, 4).unwrap();
+        s.write_over(b"yyyyEND3", 3).unwrap();
+        let mut expect = b"head:more:".to_vec();
+        expect.extend_from_slice(&long[..37]);
+        expect.extend_from_slice(b"yyyyEND3");
+        assert_eq!(std::fs::read(&s.path).unwrap(), expect);
+        assert_eq!(s.bytes, expect.len() as u64);
         std::fs::remove_dir_all(dir).ok();
     }
 }

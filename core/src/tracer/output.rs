@@ -17,8 +17,9 @@ pub(super) struct Output {
     /// The file cannot be created or reopened: every later event is lost.
     pub(super) failed: bool,
     pub(super) lost: u64,
-    /// Members waiting for a write to succeed, in file order: (bytes, events).
-    retry: std::collections::VecDeque<(Vec<u8>, u64)>,
+    /// Writes waiting to succeed, in file order: (bytes, events, bytes of the file's end they
+    /// replace: see [`GzipWriter::push`]).
+    retry: std::collections::VecDeque<(Vec<u8>, u64, usize)>,
     retry_bytes: usize,
     /// `lost` when the current run of write errors began (`None`: writes succeed).
     streak: Option<u64>,
@@ -46,7 +47,7 @@ impl Output {
 
     /// Events held back for a retry.
     pub(super) fn held(&self) -> u64 {
-        self.retry.iter().map(|(_, n)| n).sum()
+        self.retry.iter().map(|(_, n, _)| n).sum()
     }
 }
 
@@ -61,8 +62,12 @@ impl Shared {
         )
     }
 
-    /// Compresses `json` into one member and writes it (creating the file on first use).
-    /// Members held back by earlier write errors go first, so the file keeps its order.
+    /// Compresses `json` and writes it (creating the file on first use): added to the open
+    /// gzip member, which stays open across small flushes (a member of a few lines per second
+    /// still compresses against the lines before it) and closes once it holds
+    /// `write_buffer_size` bytes of JSON; every write leaves the file ending with a complete
+    /// member ([`GzipWriter::push`]). Writes held back by earlier write errors go first, so
+    /// the file keeps its order.
     pub(super) fn write_member(&self, o: &mut Output, json: &[u8], pending: u64) {
         if o.sink.is_none() && !o.failed {
             let prefix = self.prefix.lock().clone();
@@ -98,18 +103,18 @@ impl Shared {
             retry_bytes,
             ..
         } = o;
-        let data: &[u8] = match gz {
+        let (data, rewind): (&[u8], usize) = match gz.as_mut() {
             Some(g) => {
                 out.clear();
-                g.member(json, out);
-                out
+                let r = g.push(json, out, self.cfg.write_buffer_size.max(1));
+                (out, r)
             }
-            None => json,
+            None => (json, 0),
         };
         let Some(s) = sink.as_mut() else { return };
         let mut result = Ok(());
-        while let Some((m, _)) = retry.front() {
-            result = s.write(m);
+        while let Some((m, _, r)) = retry.front() {
+            result = s.write_over(m, *r);
             if result.is_err() {
                 break;
             }
@@ -117,7 +122,7 @@ impl Shared {
             retry.pop_front();
         }
         if result.is_ok() {
-            result = s.write(data);
+            result = s.write_over(data, rewind);
         }
         let mut newly_lost = 0;
         match &result {
@@ -125,13 +130,18 @@ impl Shared {
             Err(sink::WriteError::Io(_)) => {
                 if *retry_bytes + data.len() <= RETRY_CAP {
                     *retry_bytes += data.len();
-                    retry.push_back((data.to_vec(), pending));
+                    retry.push_back((data.to_vec(), pending, rewind));
                 } else {
                     newly_lost = pending;
+                    // The file (with what is held) ends with the member's previous state:
+                    // the next write starts a new member rather than continue this one.
+                    if let Some(g) = gz.as_mut() {
+                        g.close();
+                    }
                 }
             }
             Err(sink::WriteError::Lost(_)) => {
-                newly_lost = pending + retry.iter().map(|(_, n)| n).sum::<u64>();
+                newly_lost = pending + retry.iter().map(|(_, n, _)| n).sum::<u64>();
                 retry.clear();
                 *retry_bytes = 0;
             }

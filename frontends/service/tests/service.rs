@@ -439,6 +439,68 @@ fn sigkill_loses_at_most_an_interval_then_restart_cleans_up_and_keeps_the_trace(
     assert_complete(&read_trace(second), pid2);
 }
 
+/// Gzip members of a file (each a complete stream).
+fn members(raw: &[u8]) -> usize {
+    let mut pos = 0;
+    let mut n = 0;
+    while pos < raw.len() {
+        let mut d = flate2::bufread::GzDecoder::new(&raw[pos..]);
+        d.read_to_end(&mut Vec::new()).expect("a complete member");
+        pos = raw.len() - d.into_inner().len();
+        n += 1;
+    }
+    n
+}
+
+/// Every flush grows one open gzip member (core `gzip.rs`): killed between two flushes, the
+/// file ends with that member complete (its provisional end and trailer), so gzip, flate2
+/// and dftracer-utils read it whole, and at most a flush interval of samples is missing.
+#[test]
+fn sigkill_inside_an_open_member_leaves_a_file_every_reader_accepts() {
+    let mut s = Svc::new("killopen");
+    s.set_env("DFTRACER_FLUSH_INTERVAL_MS", Some("100"));
+    ok(&s.start());
+    let pid = s.pid().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed_at = now_us();
+    unsafe_kill(pid, libc::SIGKILL);
+    assert!(wait_gone(pid, Duration::from_secs(5)));
+    let t = s.traces();
+    assert_eq!(t.len(), 1);
+    let raw = std::fs::read(&t[0]).unwrap();
+    let lines = read_trace(&t[0]);
+    assert!(named(&lines, "end").is_empty(), "killed: no end record");
+    let samples = named(&lines, "cpu").len();
+    // About 15 flushes went into the file, all into its one member.
+    assert!(samples >= 8, "{samples} samples");
+    assert_eq!(members(&raw), 1, "flushes continue the open member");
+    let last_ts = named(&lines, "cpu")
+        .iter()
+        .filter_map(|v| v["ts"].as_u64())
+        .max()
+        .unwrap();
+    // Flush interval (100 ms) + one sampling interval (100 ms) + scheduling slack.
+    assert!(
+        killed_at.saturating_sub(last_ts) < 600_000,
+        "last sample {} ms before SIGKILL",
+        (killed_at - last_ts) / 1000
+    );
+    let gz = Command::new("gzip").arg("-t").arg(&t[0]).output().unwrap();
+    assert!(gz.status.success(), "gzip -t: {}", text(&gz.stderr));
+    let validate =
+        std::env::var("DFTRACER_VALIDATE").unwrap_or_else(|_| "dftracer_validate".into());
+    match Command::new(&validate).arg("--files").arg(&t[0]).output() {
+        Ok(out) => {
+            let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            assert!(
+                out.status.success() && all.contains("1 passed, 0 failed"),
+                "{all}"
+            );
+        }
+        Err(_) => println!("dftracer_validate not checked: {validate} not found"),
+    }
+}
+
 #[test]
 fn second_start_is_refused() {
     let s = Svc::new("second");
