@@ -13,7 +13,7 @@ mod common;
 use common::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 // ---------------------------------------------------------------- every call
@@ -707,21 +707,13 @@ fn underscore_exit_flushes_and_keeps_the_status() {
 
 #[test]
 fn sigkill_after_a_flush_interval_leaves_a_readable_file() {
-    use std::io::BufRead;
     let s = Scratch::new("kill");
     let exe = s.compile("exit", &prog(EXIT));
-    let mut child = s
-        .cmd(&exe, Some(&s.s("data")))
-        .args([&s.s("data"), "wait"])
-        .env("DFTRACER_FLUSH_INTERVAL_MS", "200")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line, "ready\n");
+    let mut child = spawn_ready(
+        s.cmd(&exe, Some(&s.s("data")))
+            .args([&s.s("data"), "wait"])
+            .env("DFTRACER_FLUSH_INTERVAL_MS", "200"),
+    );
     std::thread::sleep(Duration::from_millis(700));
     child.kill().unwrap();
     child.wait().unwrap();
@@ -1576,23 +1568,15 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_handler_that_passes_sigterm_on_still_leaves_a_complete_trace() {
-    use std::io::BufRead;
     for how in ["kill", "raise"] {
         let s = Scratch::new(&format!("passon-{how}"));
         let exe = s.compile("passon", &prog(PASS_ON));
         std::fs::create_dir_all(s.path("data")).unwrap();
-        let mut child = s
-            .cmd(&exe, Some(&s.s("data")))
-            .args([&s.s("data"), how])
-            .env("DFTRACER_FLUSH_INTERVAL_MS", "600000")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line, "ready\n");
+        let mut child = spawn_ready(
+            s.cmd(&exe, Some(&s.s("data")))
+                .args([&s.s("data"), how])
+                .env("DFTRACER_FLUSH_INTERVAL_MS", "600000"),
+        );
         // SAFETY: kill(2) on the child's pid.
         assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
         let st = child.wait().unwrap();

@@ -261,6 +261,18 @@ pub const PRELUDE: &str = r#"
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "CHECK failed line %d: %s (errno %d)\n", __LINE__, #c, errno); exit(90); } } while (0)
 "#;
 
+/// Spawns `cmd` with stdout piped and waits for its first line, which must be `ready`.
+pub fn spawn_ready(cmd: &mut Command) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    child
+}
+
 pub fn prog(body: &str) -> String {
     format!("{PRELUDE}\n{body}")
 }
