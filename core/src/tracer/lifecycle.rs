@@ -212,7 +212,10 @@ extern "C" fn on_signal(sig: i32) {
 /// DataLoader workers do, for a SIGTERM not sent by their parent). When that will end the
 /// process (`SIGKILL`, or a signal whose default action terminates and whose disposition is
 /// the default), the trace is finished first, as [`on_signal`] does: async-signal-safe, a
-/// bounded wait for the writer thread.
+/// bounded wait for the writer thread. Not told apart: a program that blocks the signal,
+/// sends it to itself and takes it with `sigwait`/`signalfd` to go on; its trace ends there
+/// (complete), and what it does after is not traced (the signal is blocked inside a handler
+/// passing it on too, so the mask cannot tell the two cases apart).
 pub fn before_self_signal(sig: i32) {
     let fatal_default = matches!(
         sig,
