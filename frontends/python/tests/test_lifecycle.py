@@ -3,7 +3,10 @@
 import signal
 
 LOOP = """
-import os, sys, time
+import os, signal, sys, time
+# As in a terminal: a harness started as a background job (`cmd &` in a script) hands its
+# children SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from dftracer.python import dftracer, dft_fn
 dftracer.initialize_log()
 df = dft_fn("X")
