@@ -40,21 +40,7 @@ fn main() {
         .arg(&pkg)
         .arg("--target-dir")
         .arg(&target);
-    for var in [
-        "CARGO_TARGET_DIR",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-    ] {
-        cmd.env_remove(var);
-    }
-    let out = cmd.output().expect("bash scripts/native-lib.sh");
-    if !out.status.success() {
-        panic!(
-            "building the native library failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    run_nested(cmd, "the native library");
     // A wheel stores files, not symlinks: the preload name becomes a copy. Debug info stays
     // in the build tree, not in the package.
     let lib = pkg.join("lib");
@@ -81,20 +67,7 @@ fn main() {
             "--target-dir",
         ])
         .arg(&target);
-    for var in [
-        "CARGO_TARGET_DIR",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-    ] {
-        cmd.env_remove(var);
-    }
-    let out = cmd.output().expect("cargo build -p dftracer-cli");
-    if !out.status.success() {
-        panic!(
-            "building the dftracer tool failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    run_nested(cmd, "the dftracer tool");
     let bin = pkg.join("bin");
     std::fs::create_dir_all(&bin).expect("dftracer/bin");
     let tool = bin.join("dftracer");
@@ -104,4 +77,26 @@ fn main() {
         .arg("--strip-debug")
         .arg(&tool)
         .status();
+}
+
+/// Runs a nested build without the outer cargo's target settings; panics with its output
+/// when it fails.
+fn run_nested(mut cmd: Command, what: &str) {
+    for var in [
+        "CARGO_TARGET_DIR",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("building {what}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "building {what} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
