@@ -6,7 +6,7 @@
 //! The entries are Rust function pointers passing Rust values, so both sides must come from
 //! the same build of this crate: [`BUILD_ID`] is compared before the table is used.
 
-use crate::{AppValue, Arg, Config, Error, Layer, Origin, Stats};
+use crate::{AppValue, Arg, Config, Error, FileHandle, Layer, Origin, Schema, Stats};
 use std::sync::atomic::AtomicU64;
 
 /// Identifies this build of the core (sources, version, compiler).
@@ -34,6 +34,10 @@ pub struct Api {
     /// interception is already on.
     pub join: fn(Config, Option<&str>, Option<&str>, bool),
     pub complete: CompleteFn,
+    /// [`crate::intern`]: the schema of a name and category without args, if it has one.
+    pub intern: fn(Layer, &[u8], &[u8]) -> Option<&'static Schema>,
+    /// [`crate::complete_static`]: schema, ts, dur, slot values, file.
+    pub complete_static: fn(&'static Schema, u64, u64, &[u64], Option<FileHandle>),
     pub metadata: fn(Layer, &[u8], &[u8], &[u8]),
     pub now: fn() -> u64,
     pub finalize: fn(),

@@ -20,6 +20,8 @@ static API: Api = Api {
     start,
     join: crate::join_running,
     complete: dftracer_core::complete,
+    intern: dftracer_core::intern,
+    complete_static: dftracer_core::complete_static,
     metadata: dftracer_core::metadata,
     now: dftracer_core::now,
     finalize: dftracer_core::finalize,

@@ -1027,7 +1027,14 @@ struct Wrapped {
     /// Values given to the `dft_fn` (epoch=..., step=...): recorded unless the call passes
     /// its own.
     base: Vec<(Py<PyString>, PyObject)>,
+    /// The core's schema for `name` and `cat` (`native::intern`), looked up at the first
+    /// recorded call without args: null until then, [`NO_SCHEMA`] when there is none.
+    schema: std::sync::atomic::AtomicPtr<dftracer_core::Schema>,
 }
+
+/// [`Wrapped::schema`] when the name or category has no schema (it needs escaping, or the
+/// core's table is full): such calls are recorded with their strings.
+const NO_SCHEMA: *mut dftracer_core::Schema = std::ptr::dangling_mut();
 
 fn py_val<'py>(v: &Bound<'py, PyAny>) -> PyVal<'py> {
     match type_of(v) {
@@ -1043,6 +1050,21 @@ fn py_val<'py>(v: &Bound<'py, PyAny>) -> PyVal<'py> {
 }
 
 impl Wrapped {
+    /// The interned schema of this function's events without args, if any.
+    #[inline]
+    fn schema(&self) -> Option<&'static dftracer_core::Schema> {
+        let p = self.schema.load(Ordering::Relaxed);
+        if p.is_null() {
+            let s = native::intern(Layer::Python, self.name.as_bytes(), self.cat.as_bytes());
+            let p = s.map_or(NO_SCHEMA, |s| s as *const _ as *mut _);
+            self.schema.store(p, Ordering::Relaxed);
+            return s;
+        }
+        // SAFETY: a non-null value other than NO_SCHEMA came from `native::intern`: a
+        // never-freed schema.
+        (p != NO_SCHEMA).then(|| unsafe { &*p })
+    }
+
     /// Collects the captured parameters: passed by keyword, else by position, else
     /// `self.<name>`, else the dft_fn's own value.
     fn gather<'py>(
@@ -1083,6 +1105,12 @@ impl Wrapped {
 
     fn finish_call(&self, py: Python<'_>, t0: u64, vals: &Collected) {
         let t1 = native::now();
+        if vals.is_empty() {
+            if let Some(schema) = self.schema() {
+                native::complete_interned(schema, t0, t1.saturating_sub(t0));
+                return;
+            }
+        }
         record(
             self.name.as_bytes(),
             self.cat.as_bytes(),
@@ -1118,6 +1146,18 @@ unsafe extern "C" fn wrapped_vectorcall(
     let t0 = native::now();
     // SAFETY: as above.
     let result = unsafe { ffi::PyObject_Vectorcall(func, args, nargsf, kwnames) };
+    if w.capture.is_empty() {
+        // No parameter is recorded: the event has no args (no argument list to build).
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            w.schema().map(|schema| {
+                let t1 = native::now();
+                native::complete_interned(schema, t0, t1.saturating_sub(t0));
+            })
+        }));
+        if !matches!(done, Ok(None)) {
+            return result;
+        }
+    }
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: the GIL is held (we are called from the interpreter).
         let py = unsafe { Python::assume_gil_acquired() };
@@ -1215,6 +1255,7 @@ impl Wrapped {
                 .collect(),
             self_attrs,
             base,
+            schema: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 

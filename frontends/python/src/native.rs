@@ -157,6 +157,19 @@ pub fn complete(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: 
     }
 }
 
+/// The core's schema for events named `name` in `cat` without args (`dftracer_core::intern`).
+pub fn intern(layer: Layer, name: &[u8], cat: &[u8]) -> Option<&'static dftracer_core::Schema> {
+    api().and_then(|a| (a.intern)(layer, name, cat))
+}
+
+/// An event of an interned schema, without args.
+#[inline]
+pub fn complete_interned(schema: &'static dftracer_core::Schema, ts: u64, dur: u64) {
+    if let Some(a) = api() {
+        (a.complete_static)(schema, ts, dur, &[], None)
+    }
+}
+
 pub fn metadata(layer: Layer, name: &[u8], key: &[u8], value: &[u8]) {
     if let Some(a) = api() {
         (a.metadata)(layer, name, key, value)

@@ -199,3 +199,58 @@ def test_parameters_from_the_code_object_match_inspect_signature():
     for fn in (a, b, c, d, e, g, wrapped, K.m, K().m, functools.partial(a, 1), print, len):
         assert _parameters(fn) == _parameters_by_signature(fn), fn
     assert _parameters(a) == [("x", 0), ("y", 1), ("z", 2), ("args", None), ("k", None), ("step", None), ("kw", None)]
+
+
+def test_names_and_categories_of_every_kind_and_more_than_the_core_interns(run):
+    """A decorated call without args is recorded from the core's schema of its name and
+    category (dftracer_core::intern, a fixed table): names that need escaping, long ones and
+    names past the table's 4,096 entries are recorded with their strings instead. Every kind
+    gives the same line, byte for byte in its shape, from two threads at once."""
+    r = run(
+        r"""
+        import threading
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=-1)
+        odd = ['q"uote', 'back\\slash', 'caf\u00e9', 'tab\there', 'x' * 300, 'e\U0001F600']
+        names = odd + [f"fn_{i}" for i in range(5000)]
+        funcs = []
+        for i, n in enumerate(names):
+            def f(): return 1
+            f.__name__ = f.__qualname__ = n
+            funcs.append(dft_fn("cat_" + str(i % 3) if i % 7 else 'c"at').log(f))
+        def go():
+            for f in funcs:
+                f()
+        ts = [threading.Thread(target=go) for _ in range(2)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        log.finalize()
+        """,
+        timeout=180,
+    )
+    files = r.files()
+    assert len(files) == 1
+    import gzip, json, re
+    lines = [l for l in gzip.open(files[0], "rt", encoding="utf-8").read().splitlines() if '"ph":1' in l]
+    ev = [json.loads(l) for l in lines]
+    ev_lines = [(e, l) for e, l in zip(ev, lines) if e["cat"] != "dftracer"]
+    names = ['q"uote', 'back\\slash', 'caf\u00e9', 'tab\there', 'x' * 300, 'e\U0001F600'] + [
+        f"fn_{i}" for i in range(5000)
+    ]
+    from collections import Counter
+    got = Counter((e["name"], e["cat"]) for e, _ in ev_lines)
+    want = Counter()
+    for i, n in enumerate(names):
+        want[(n, "cat_" + str(i % 3) if i % 7 else 'c"at')] += 2
+    assert got == want
+    shape = re.compile(
+        r'^\{"id":\d+,"name":"(?:[^"\\]|\\.)*","cat":"(?:[^"\\]|\\.)*","type":6,"pid":\d+,"tid":\d+,'
+        r'"ts":\d+,"dur":\d+,"ph":1,"args":\{"hhash":"[0-9a-f]{16}"\}\}$'
+    )
+    for e, l in ev_lines:
+        assert shape.match(l), l
+        assert e["args"].keys() == {"hhash"}
+    # Both threads' events, ids unique and in file order.
+    assert len({e["tid"] for e, _ in ev_lines}) == 2
+    ids = [e["id"] for e in ev]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)

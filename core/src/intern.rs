@@ -1,0 +1,182 @@
+//! [`Schema`]s made at run time, for names a frontend knows before the events: a decorated
+//! Python function's name and category, fixed when the decorator is applied.
+//!
+//! An event of such a schema is a [`crate::complete_static`] record: the ring carries the
+//! schema's address instead of copies of the two strings, and the writer renders the line
+//! from the schema's cached template instead of escaping and hashing the strings again
+//! (the same line [`crate::complete`] writes for that name and category without args).
+//!
+//! The table is fixed (no lock, no allocation on a lookup): [`SLOTS`] entries, each set once
+//! with a compare-and-swap and never freed, so a schema handed out stays valid for the
+//! process's life (fork children included). A name or category that would need escaping,
+//! a long one, or a full neighbourhood of the table gives `None`: the caller records with
+//! [`crate::complete`] as before. At most [`SLOTS`] schemas (and their strings, at most
+//! 2 × [`MAX_LEN`] bytes each) are ever allocated.
+
+#![allow(unsafe_code)]
+
+use crate::event::{Layer, Schema};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// Entries of the table.
+pub const SLOTS: usize = 4096;
+/// Entries looked at from a name's home slot.
+const PROBES: usize = 8;
+/// Longest name or category interned (bytes).
+pub const MAX_LEN: usize = 256;
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: AtomicPtr<Schema> = AtomicPtr::new(std::ptr::null_mut());
+static TABLE: [AtomicPtr<Schema>; SLOTS] = [EMPTY; SLOTS];
+
+/// Printable ASCII without `"` or `\` (what [`Schema::new`] requires).
+fn plain(s: &[u8]) -> bool {
+    s.iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+}
+
+fn home(layer: Layer, name: &[u8], cat: &[u8]) -> usize {
+    use std::hash::Hasher;
+    let mut h = crate::hash::FastHasher::default();
+    h.write(name);
+    h.write_usize(name.len());
+    h.write(cat);
+    h.write_usize(layer as usize);
+    h.finish() as usize
+}
+
+fn same(s: &Schema, layer: Layer, name: &[u8], cat: &[u8]) -> bool {
+    s.layer == layer && s.name.as_bytes() == name && s.cat.as_bytes() == cat && s.keys.is_empty()
+}
+
+/// The schema of events named `name` in `cat` on `layer`, with no args: the same one for the
+/// same three values, or `None` (see the module docs) when the caller must record with
+/// [`crate::complete`].
+pub fn intern(layer: Layer, name: &[u8], cat: &[u8]) -> Option<&'static Schema> {
+    if name.len() > MAX_LEN || cat.len() > MAX_LEN || !plain(name) || !plain(cat) {
+        return None;
+    }
+    let h = home(layer, name, cat);
+    for i in 0..PROBES {
+        let slot = &TABLE[(h + i) & (SLOTS - 1)];
+        let mut p = slot.load(Ordering::Acquire);
+        if p.is_null() {
+            let made = make(layer, name, cat);
+            match slot.compare_exchange(
+                std::ptr::null_mut(),
+                made,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                // SAFETY: `made` is now the slot's, never freed.
+                Ok(_) => return Some(unsafe { &*made }),
+                Err(other) => {
+                    // Another thread filled the slot first: ours was never shared.
+                    unmake(made);
+                    p = other;
+                }
+            }
+        }
+        // SAFETY: a non-null slot holds a leaked, never-freed schema.
+        let s: &'static Schema = unsafe { &*p };
+        if same(s, layer, name, cat) {
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// A leaked schema whose name and category are one leaked allocation.
+fn make(layer: Layer, name: &[u8], cat: &[u8]) -> *mut Schema {
+    let mut both = Vec::with_capacity(name.len() + cat.len());
+    both.extend_from_slice(name);
+    both.extend_from_slice(cat);
+    // `plain` bytes are ASCII: valid UTF-8.
+    let both: &'static str = Box::leak(
+        String::from_utf8(both)
+            .expect("plain ASCII")
+            .into_boxed_str(),
+    );
+    let (n, c) = both.split_at(name.len());
+    Box::into_raw(Box::new(Schema {
+        layer,
+        name: n,
+        cat: c,
+        keys: &[],
+        file_key: "",
+    }))
+}
+
+/// Frees a schema from [`make`] that no other thread has seen.
+fn unmake(s: *mut Schema) {
+    // SAFETY: `s` came from `make` (Box::into_raw) and was never published.
+    let s = unsafe { Box::from_raw(s) };
+    let len = s.name.len() + s.cat.len();
+    let ptr = s.name.as_ptr() as *mut u8;
+    // SAFETY: name and cat are the two halves of one leaked `Box<str>` of `len` bytes.
+    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_values_give_the_same_schema() {
+        let a = intern(Layer::Python, b"train_step", b"app").unwrap();
+        let b = intern(Layer::Python, b"train_step", b"app").unwrap();
+        assert!(std::ptr::eq(a, b));
+        assert_eq!(
+            (a.name, a.cat, a.layer),
+            ("train_step", "app", Layer::Python)
+        );
+        assert!(a.keys.is_empty());
+        let c = intern(Layer::CApp, b"train_step", b"app").unwrap();
+        assert!(!std::ptr::eq(a, c));
+        // A split of the same bytes is another name.
+        let d = intern(Layer::Python, b"train_ste", b"papp").unwrap();
+        assert_eq!((d.name, d.cat), ("train_ste", "papp"));
+    }
+
+    #[test]
+    fn names_needing_escapes_or_too_long_are_refused() {
+        assert!(intern(Layer::Python, b"a\"b", b"c").is_none());
+        assert!(intern(Layer::Python, b"a", b"c\\").is_none());
+        assert!(intern(Layer::Python, "caf\u{e9}".as_bytes(), b"c").is_none());
+        assert!(intern(Layer::Python, b"a\n", b"c").is_none());
+        assert!(intern(Layer::Python, &[b'x'; MAX_LEN + 1], b"c").is_none());
+        assert!(intern(Layer::Python, &[b'x'; MAX_LEN], b"c").is_some());
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_threads_agree() {
+        let names: Vec<String> = (0..SLOTS + 500).map(|i| format!("bound_{i}")).collect();
+        let got: Vec<Vec<Option<usize>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        names
+                            .iter()
+                            .map(|n| {
+                                intern(Layer::Python, n.as_bytes(), b"bound")
+                                    .map(|s| s as *const Schema as usize)
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        // Every thread got the same answer for every name, and not everything fit.
+        for g in &got[1..] {
+            assert_eq!(g, &got[0]);
+        }
+        let kept = got[0].iter().filter(|x| x.is_some()).count();
+        assert!(kept < names.len() && kept > SLOTS / 2, "{kept}");
+        let filled = TABLE
+            .iter()
+            .filter(|s| !s.load(Ordering::Relaxed).is_null())
+            .count();
+        assert!(filled <= SLOTS);
+    }
+}
