@@ -274,6 +274,14 @@ pub extern "C" fn finalize_region(data: *mut DFTracerData) {
         region::end(data, |r| {
             if r.meta {
                 dftracer_core::metadata(r.layer, b"CM", r.name(), r.cat());
+            } else if let Some(schema) = r
+                .args_empty()
+                .then(|| dftracer_core::intern(r.layer, r.name(), r.cat()))
+                .flatten()
+            {
+                // No args: the core's schema of this name and category (no strings copied
+                // into the ring, the line rendered from a cached template).
+                dftracer_core::complete_static(schema, r.ts, t1.saturating_sub(r.ts), &[], None);
             } else {
                 r.with_args(|args| {
                     dftracer_core::complete(

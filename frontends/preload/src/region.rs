@@ -121,6 +121,11 @@ impl Region {
         self.text(self.cat)
     }
 
+    /// No arg was added.
+    pub fn args_empty(&self) -> bool {
+        self.args.is_empty()
+    }
+
     /// Adds an int arg (replacing an earlier value of the same key).
     pub fn set_int(&mut self, key: &[u8], v: i64) {
         self.set(key, |_| ArgVal::Int(v));
