@@ -8,11 +8,12 @@
 #   perop    one workload per process: 1,000,000 x pread 4 KiB; 100,000 x open+close
 #   oneproc  both in ONE process: the preads, then the open+closes (`bench both`), as a
 #            real program runs: the open+close phase starts while the tracer still holds
-#            the pread phase's events. Besides wall time, the one-process table gives the
-#            CPU time (user + system) per call of the calling thread and of the whole
-#            process (the tracer's writer thread included), which the machine's other load
-#            does not inflate, and two extra configurations run the whole process on one
-#            CPU (taskset), where the writer's work adds to the calling thread's wall time.
+#            the pread phase's events; two extra configurations run the whole process on
+#            one CPU (taskset), where the writer's work adds to the calling thread's wall
+#            time.
+# Besides wall time, a last table gives the CPU time (user + system) added per call in the
+# calling thread and in the whole process (the tracer's writer thread included), which the
+# machine's other load inflates far less than wall time.
 # Configurations, alternated round by round so drift hits all alike:
 #   none     no LD_PRELOAD
 #   ours-off our library loaded, DFTRACER_ENABLE=0 (the plain-forward path)
@@ -79,8 +80,10 @@ for ((r = 0; r < rounds; r++)); do
                 for op in pread openclose; do
                     n=$PREADS; [ $op = openclose ] && n=$OPENS
                     for cfg in "${configs[@]}"; do
-                        read -r _ _ wall _ < <(run "$cfg" "$where" "$op" "$n")
+                        read -r _ _ wall thr proc < <(run "$cfg" "$where" "$op" "$n")
                         res[perop/$cfg/$op/$where]+="$wall "
+                        cpu[perop/$cfg/$op/$where/thread]+="$thr "
+                        cpu[perop/$cfg/$op/$where/process]+="$proc "
                     done
                 done
             else
@@ -118,29 +121,28 @@ table() { # setting
 for setting in $SETTINGS; do
     table "$setting"
 done
-if [[ " $SETTINGS " == *" oneproc "* ]]; then
-    # CPU time added per call: the calling thread's, and the whole process's (writer
-    # included); and wall time with the whole process on one CPU.
-    printf '%-22s %11s %11s %11s %11s %12s %12s\n' "oneproc added" "ours thread" "ours proc" "ref thread" "ref proc" "1cpu none" "1cpu ours+"
+# CPU time added per call, which the machine's other load inflates far less than wall time:
+# the calling thread's, and the whole process's (our writer thread included); in the
+# one-process setting also the wall time added with the whole process on one CPU, where the
+# writer's work adds to the calling thread's wall time.
+printf '%-22s %11s %11s %11s %11s %12s %12s\n' "cpu added" "ours thread" "ours proc" "ref thread" "ref proc" "1cpu none" "1cpu ours+"
+for k in $SETTINGS; do
     for op in pread openclose; do
         for where in data other; do
-            label="$op $( [ $where = data ] && echo inside || echo outside )"
-            k=oneproc
-            nt=$(echo "${cpu[$k/none/$op/$where/thread]}" | median)
-            np=$(echo "${cpu[$k/none/$op/$where/process]}" | median)
-            ot=$(echo "${cpu[$k/ours/$op/$where/thread]}" | median)
-            op_=$(echo "${cpu[$k/ours/$op/$where/process]}" | median)
-            rt=nan rp=nan
-            if [ -n "$ref" ]; then
-                rt=$(echo "${cpu[$k/ref/$op/$where/thread]}" | median)
-                rp=$(echo "${cpu[$k/ref/$op/$where/process]}" | median)
+            label="$k $op $( [ $where = data ] && echo in || echo out )"
+            m() { echo "${cpu[$k/$1/$op/$where/$2]:-}" | median; }
+            nt=$(m none thread) np=$(m none process) ot=$(m ours thread) op_=$(m ours process)
+            rt=nan rp=nan n1=nan o1=nan
+            if [ -n "$ref" ]; then rt=$(m ref thread) rp=$(m ref process); fi
+            if [ "$k" = oneproc ]; then
+                n1=$(echo "${res[$k/none-1cpu/$op/$where]}" | median)
+                o1=$(echo "${res[$k/ours-1cpu/$op/$where]}" | median)
             fi
-            n1=$(echo "${res[$k/none-1cpu/$op/$where]}" | median)
-            o1=$(echo "${res[$k/ours-1cpu/$op/$where]}" | median)
-            awk -v l="$label" -v nt="$nt" -v np="$np" -v ot="$ot" -v op="$op_" -v rt="$rt" -v rp="$rp" -v n1="$n1" -v o1="$o1" 'BEGIN {
-                f = "%11.1f"; g = "%11s";
-                printf "%-22s " f " " f " %11s %11s %12.1f %12.1f\n", l, ot - nt, op - np,
-                    (rt == "nan" ? "nan" : sprintf("%.1f", rt - nt)), (rp == "nan" ? "nan" : sprintf("%.1f", rp - np)), n1, o1 - n1 }'
+            awk -v l="$label" -v nt="$nt" -v np="$np" -v ot="$ot" -v op="$op_" -v rt="$rt" -v rp="$rp" -v n1="$n1" -v o1="$o1" '
+                function d(a, b) { return (a == "nan" || b == "nan") ? "-" : sprintf("%.1f", a - b) }
+                BEGIN {
+                    printf "%-22s %11s %11s %11s %11s %12s %12s\n", l, d(ot, nt), d(op, np), d(rt, nt), d(rp, np),
+                        (n1 == "nan" ? "-" : sprintf("%.1f", n1)), d(o1, n1) }'
         done
     done
-fi
+done
