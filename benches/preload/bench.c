@@ -2,14 +2,20 @@
  *
  *   bench pread     <file> <n>   n x pread(fd, buf, 4096, off) over the first 1 MiB
  *   bench openclose <file> <n>   n x (open(file, O_RDONLY); close(fd))
+ *   bench both <file> <n> <m>    in ONE process: n x pread as above, then m x open+close
+ *                                (the setting of a real program: the second phase runs while
+ *                                the tracer still holds the first one's events)
  *
- * Prints one line: "<op> <n> <ns per call>". The timed loop contains only the calls;
- * the fd is opened before the clock starts. */
+ * Prints one line per phase: "<op> <n> <ns per call> <thread cpu ns> <process cpu ns>": wall
+ * time, then the CPU time (user + system) of the calling thread and of the whole process (a
+ * tracer's writer thread included) over the phase, all per call. The timed loops contain only
+ * the calls; the fd is opened before the clock starts. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,34 +25,67 @@ static double now_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+static double cpu_ns(int who) {
+    struct rusage ru;
+    getrusage(who, &ru);
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
+}
+
+/* Wall, calling thread's CPU and process CPU at one instant. */
+struct stamp { double wall, thread, process; };
+
+static struct stamp stamp(void) {
+    struct stamp s = {now_ns(), cpu_ns(RUSAGE_THREAD), cpu_ns(RUSAGE_SELF)};
+    return s;
+}
+
+static void report(const char *op, long n, struct stamp a, struct stamp b) {
+    printf("%s %ld %.1f %.1f %.1f\n", op, n, (b.wall - a.wall) / n, (b.thread - a.thread) / n,
+           (b.process - a.process) / n);
+    fflush(stdout);
+}
+
+/* Each phase returns 0, or -1 after printing why it failed. */
+static int preads(const char *path, long n) {
+    static char buf[4096];
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { perror(path); return -1; }
+    struct stamp a = stamp();
+    for (long i = 0; i < n; i++)
+        if (pread(fd, buf, sizeof buf, (i & 255) * 4096) != sizeof buf) { perror("pread"); return -1; }
+    struct stamp b = stamp();
+    close(fd);
+    report("pread", n, a, b);
+    return 0;
+}
+
+static int opencloses(const char *path, long n) {
+    struct stamp a = stamp();
+    for (long i = 0; i < n; i++) {
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) { perror(path); return -1; }
+        close(fd);
+    }
+    struct stamp b = stamp();
+    report("openclose", n, a, b);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s pread|openclose <file> <n>\n", argv[0]);
+    int both = argc == 5 && !strcmp(argv[1], "both");
+    if (argc != 4 && !both) {
+        fprintf(stderr, "usage: %s pread|openclose <file> <n>\n       %s both <file> <n> <m>\n",
+                argv[0], argv[0]);
         return 2;
     }
     const char *op = argv[1], *path = argv[2];
     long n = atol(argv[3]);
-    static char buf[4096];
-    double t0, t1;
-    if (!strcmp(op, "pread")) {
-        int fd = open(path, O_RDONLY);
-        if (fd < 0) { perror(path); return 1; }
-        t0 = now_ns();
-        for (long i = 0; i < n; i++)
-            if (pread(fd, buf, sizeof buf, (i & 255) * 4096) != sizeof buf) { perror("pread"); return 1; }
-        t1 = now_ns();
-        close(fd);
-    } else if (!strcmp(op, "openclose")) {
-        t0 = now_ns();
-        for (long i = 0; i < n; i++) {
-            int fd = open(path, O_RDONLY);
-            if (fd < 0) { perror(path); return 1; }
-            close(fd);
-        }
-        t1 = now_ns();
-    } else {
-        return 2;
-    }
-    printf("%s %ld %.1f\n", op, n, (t1 - t0) / n);
-    return 0;
+    if (both)
+        return preads(path, n) || opencloses(path, atol(argv[4])) ? 1 : 0;
+    if (!strcmp(op, "pread"))
+        return preads(path, n) ? 1 : 0;
+    if (!strcmp(op, "openclose"))
+        return opencloses(path, n) ? 1 : 0;
+    return 2;
 }
