@@ -50,6 +50,7 @@ pub const TOKEN_CAP: usize = 16 * 1024;
 const SEGMENT: usize = 1 << 30;
 /// Literal run length after which the probe step grows by one.
 const SKIP_SHIFT: u32 = 6;
+const KMIN: u32 = 6;
 /// Blocks with fewer tokens are not worth a dynamic code's header.
 const DYN_MIN_TOKENS: usize = 256;
 /// Largest stored-block payload.
@@ -641,6 +642,7 @@ impl FastDeflate {
         let mut p = s;
         let mut lit = s;
         let mut last_dist = 0usize;
+        let mut dist2 = 0usize;
         if e - s >= 8 {
             let last = e - 8;
             while p <= last {
@@ -665,11 +667,21 @@ impl FastDeflate {
                     p += 1 + ((p - lit) >> SKIP_SHIFT);
                     continue;
                 }
+                // Length of the match at `p`, when already measured.
+                let mut known = 0;
                 loop {
                     let end = e.min(p + MAX_MATCH);
-                    let len = MIN_MATCH + extend(input, p - dist + MIN_MATCH, p + MIN_MATCH, end);
+                    let len = if known != 0 {
+                        known
+                    } else {
+                        MIN_MATCH + extend(input, p - dist + MIN_MATCH, p + MIN_MATCH, end)
+                    };
+                    known = 0;
                     self.literals(input, lit, p, out);
                     self.push_match(input, p, len, dist, out);
+                    if dist != last_dist {
+                        dist2 = last_dist;
+                    }
                     last_dist = dist;
                     p += len;
                     lit = p;
@@ -682,34 +694,68 @@ impl FastDeflate {
                         let q = p - 1;
                         self.table[hash(read64(input, q), shift)] = floor + (q - lo) as u32;
                     }
-                    // A field that differs (a number) is usually followed by the same text at
-                    // the same distance: look for 4 equal bytes at that distance in the next
-                    // 16, without branching per position and without the hash table.
                     if p + 12 > last {
                         break;
                     }
-                    let here = read128(input, p);
-                    let mut run = rep_run(here ^ read128(input, p - dist));
-                    if run == 0 {
-                        // A number one digit longer or shorter than in the previous line
-                        // shifts the rest of the line by one.
-                        for nd in [dist - 1, dist + 1] {
-                            if (1..=WINDOW).contains(&nd) && nd <= p - lo {
-                                run = rep_run(here ^ read128(input, p - nd));
-                                if run != 0 {
-                                    dist = nd;
-                                    break;
-                                }
-                            }
-                        }
-                        if run == 0 {
-                            // Not found: probe from `p` as usual.
-                            break;
+                    // Hash probe at p (8 equal bytes needed).
+                    let x8 = read64(input, p);
+                    let h = hash(x8, shift);
+                    let cv = self.table[h];
+                    self.table[h] = floor + (p - lo) as u32;
+                    let mut hd = 0;
+                    if cv >= floor {
+                        let cand = lo + (cv - floor) as usize;
+                        let d = p - cand;
+                        if d <= WINDOW && d != dist && read64(input, cand) == x8 {
+                            hd = d;
                         }
                     }
+                    // A field that differs (a number) is usually followed by the same text at
+                    // the same distance: look for 4 equal bytes at that distance in the next
+                    // 16, without branching per position and without the hash table.
+                    let ebits = |d: usize| 31 - ((d as u32) | 1).leading_zeros();
+                    let here = read128(input, p);
+                    let mut run = 0u128;
+                    let mut rd = dist;
+                    let mut best_c = u32::MAX;
+                    for nd in [dist, dist2, dist - 1, dist + 1] {
+                        if (1..=WINDOW).contains(&nd) && nd <= p - lo {
+                            let r = rep_run(here ^ read128(input, p - nd));
+                            let c = 5 * (r.trailing_zeros() / 8) + ebits(nd);
+                            if r != 0 && c < best_c {
+                                best_c = c;
+                                run = r;
+                                rd = nd;
+                            }
+                        }
+                    }
+                    if run == 0 {
+                        if hd != 0 {
+                            dist = hd;
+                            continue;
+                        }
+                        // Not found: probe from `p` as usual.
+                        break;
+                    }
                     let q = p + (run.trailing_zeros() / 8) as usize;
-                    // The first literal still goes into the table.
-                    self.table[hash(read64(input, p), shift)] = floor + (p - lo) as u32;
+                    // The probe can only win if it saves enough literals and distance bits.
+                    if hd != 0 && ebits(hd) + KMIN < 5 * (q - p) as u32 + ebits(rd) {
+                        let end = e.min(p + MAX_MATCH);
+                        let lh = 8 + extend(input, p - hd + 8, p + 8, end);
+                        let qend = e.min(q + MAX_MATCH);
+                        let lr = MIN_MATCH + extend(input, q - rd + MIN_MATCH, q + MIN_MATCH, qend);
+                        // Bits saved, roughly: 5 per literal avoided, extra bits of the
+                        // two distances, one more match when the probe covers less.
+                        let cost_h = ebits(hd) + if lh < (q - p) + lr { 20 } else { 0 };
+                        let cost_r = 5 * (q - p) as u32 + ebits(rd);
+                        if cost_h + KMIN < cost_r {
+                            dist = hd;
+                            known = lh;
+                            continue;
+                        }
+                        known = lr;
+                    }
+                    dist = rd;
                     p = q;
                 }
             }
