@@ -718,8 +718,13 @@ impl FastDeflate {
                     let mut run = 0u128;
                     let mut rd = dist;
                     let mut best_c = u32::MAX;
-                    for nd in [dist, dist2, dist - 1, dist + 1] {
-                        if (1..=WINDOW).contains(&nd) && nd <= p - lo {
+                    let first = rep_run(here ^ read128(input, p - dist));
+                    if first != 0 {
+                        run = first;
+                        best_c = 5 * (first.trailing_zeros() / 8) + ebits(dist);
+                    }
+                    for nd in [dist2, dist - 1, dist + 1] {
+                        if (first == 0 || nd < dist) && (1..=WINDOW).contains(&nd) && nd <= p - lo {
                             let r = rep_run(here ^ read128(input, p - nd));
                             let c = 5 * (r.trailing_zeros() / 8) + ebits(nd);
                             if r != 0 && c < best_c {
