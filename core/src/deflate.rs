@@ -51,6 +51,7 @@ const SEGMENT: usize = 1 << 30;
 /// Literal run length after which the probe step grows by one.
 const SKIP_SHIFT: u32 = 6;
 const KMIN: u32 = 6;
+const POPW: i32 = 2;
 /// Blocks with fewer tokens are not worth a dynamic code's header.
 const DYN_MIN_TOKENS: usize = 256;
 /// Largest stored-block payload.
@@ -717,16 +718,19 @@ impl FastDeflate {
                     let here = read128(input, p);
                     let mut run = 0u128;
                     let mut rd = dist;
-                    let mut best_c = u32::MAX;
+                    let score = |r: u128, nd: usize| {
+                        (5 * (r.trailing_zeros() / 8) + ebits(nd)) as i32 - POPW * r.count_ones() as i32
+                    };
                     let first = rep_run(here ^ read128(input, p - dist));
+                    let mut best_c = i32::MAX;
                     if first != 0 {
                         run = first;
-                        best_c = 5 * (first.trailing_zeros() / 8) + ebits(dist);
+                        best_c = score(first, dist);
                     }
                     for nd in [dist2, dist - 1, dist + 1] {
-                        if (first == 0 || nd < dist) && (1..=WINDOW).contains(&nd) && nd <= p - lo {
+                        if (1..=WINDOW).contains(&nd) && nd <= p - lo {
                             let r = rep_run(here ^ read128(input, p - nd));
-                            let c = 5 * (r.trailing_zeros() / 8) + ebits(nd);
+                            let c = score(r, nd);
                             if r != 0 && c < best_c {
                                 best_c = c;
                                 run = r;
