@@ -125,18 +125,18 @@ fn read32(b: &[u8], i: usize) -> u32 {
     u32::from_le_bytes(b[i..i + 4].try_into().unwrap())
 }
 
+/// Bit k (k < 13) set iff bytes k..k+4 of `b[i..]` and `b[j..]` agree (no branch per byte).
 #[inline(always)]
-fn read128(b: &[u8], i: usize) -> u128 {
-    u128::from_le_bytes(b[i..i + 16].try_into().unwrap())
-}
-
-/// For `x` = 16 bytes xor 16 bytes: bit 8k+7 is set iff bytes k..k+4 of both agree (k < 13).
-#[inline(always)]
-fn rep_run(x: u128) -> u128 {
-    const L: u128 = u128::from_le_bytes([0x7f; 16]);
-    // High bit of each byte: set iff the byte is zero (exact, no carries between bytes).
-    let z = !(((x & L) + L) | x) & !L;
-    z & (z >> 8) & (z >> 16) & (z >> 24)
+fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
+    const L: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    // Bit k set iff byte k of `x` is zero: the high bit of each zero byte (exact, no carries
+    // between bytes), gathered into one byte by a multiply.
+    let zeros = |x: u64| {
+        let z = !(((x & L) + L) | x) & !L;
+        ((z >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
+    };
+    let m = zeros(read64(b, i) ^ read64(b, j)) | zeros(read64(b, i + 8) ^ read64(b, j + 8)) << 8;
+    m & (m >> 1) & (m >> 2) & (m >> 3) & 0x1fff
 }
 
 #[inline(always)]
@@ -715,13 +715,12 @@ impl FastDeflate {
                     // the same distance: look for 4 equal bytes at that distance in the next
                     // 16, without branching per position and without the hash table.
                     let ebits = |d: usize| 31 - ((d as u32) | 1).leading_zeros();
-                    let here = read128(input, p);
-                    let mut run = 0u128;
+                    let mut run = 0u32;
                     let mut rd = dist;
-                    let score = |r: u128, nd: usize| {
-                        (5 * (r.trailing_zeros() / 8) + ebits(nd)) as i32 - POPW * r.count_ones() as i32
+                    let score = |r: u32, nd: usize| {
+                        (5 * r.trailing_zeros() + ebits(nd)) as i32 - POPW * (31 - r.leading_zeros() - r.trailing_zeros()) as i32
                     };
-                    let first = rep_run(here ^ read128(input, p - dist));
+                    let first = rep_run(input, p, p - dist);
                     let mut best_c = i32::MAX;
                     if first != 0 {
                         run = first;
@@ -729,7 +728,7 @@ impl FastDeflate {
                     }
                     for nd in [dist2, dist - 1, dist + 1] {
                         if (1..=WINDOW).contains(&nd) && nd <= p - lo {
-                            let r = rep_run(here ^ read128(input, p - nd));
+                            let r = rep_run(input, p, p - nd);
                             let c = score(r, nd);
                             if r != 0 && c < best_c {
                                 best_c = c;
@@ -746,7 +745,7 @@ impl FastDeflate {
                         // Not found: probe from `p` as usual.
                         break;
                     }
-                    let q = p + (run.trailing_zeros() / 8) as usize;
+                    let q = p + run.trailing_zeros() as usize;
                     // The probe can only win if it saves enough literals and distance bits.
                     if hd != 0 && ebits(hd) + KMIN < 5 * (q - p) as u32 + ebits(rd) {
                         let end = e.min(p + MAX_MATCH);
