@@ -742,7 +742,8 @@ impl FastDeflate {
                             dist = hd;
                             continue;
                         }
-                        // Not found: probe from `p` as usual.
+                        // Not found: `p` was probed above; go on from the next position.
+                        p += 1;
                         break;
                     }
                     let q = p + run.trailing_zeros() as usize;
