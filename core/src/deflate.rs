@@ -52,6 +52,7 @@ const SEGMENT: usize = 1 << 30;
 const SKIP_SHIFT: u32 = 6;
 const KMIN: u32 = 6;
 const POPW: i32 = 2;
+const FASTQ: u32 = 16;
 /// Blocks with fewer tokens are not worth a dynamic code's header.
 const DYN_MIN_TOKENS: usize = 256;
 /// Largest stored-block payload.
@@ -698,6 +699,14 @@ impl FastDeflate {
                     if p + 12 > last {
                         break;
                     }
+                    let first = rep_run(input, p, p - dist);
+                    let tq = first.trailing_zeros();
+                    if first != 0 && first >> tq == 0x1fff >> tq && tq <= FASTQ {
+                        // Fast path.
+                        self.table[hash(read64(input, p), shift)] = floor + (p - lo) as u32;
+                        p += tq as usize;
+                        continue;
+                    }
                     // Hash probe at p (8 equal bytes needed).
                     let x8 = read64(input, p);
                     let h = hash(x8, shift);
@@ -720,7 +729,6 @@ impl FastDeflate {
                     let score = |r: u32, nd: usize| {
                         (5 * r.trailing_zeros() + ebits(nd)) as i32 - POPW * (31 - r.leading_zeros() - r.trailing_zeros()) as i32
                     };
-                    let first = rep_run(input, p, p - dist);
                     let mut best_c = i32::MAX;
                     if first != 0 {
                         run = first;
