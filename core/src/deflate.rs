@@ -735,7 +735,7 @@ impl FastDeflate {
                         best_c = score(first, dist);
                     }
                     for nd in [dist2, dist - 1, dist + 1] {
-                        if (1..=WINDOW).contains(&nd) && nd <= p - lo {
+                        if (first == 0 || nd == dist2) && (1..=WINDOW).contains(&nd) && nd <= p - lo {
                             let r = rep_run(input, p, p - nd);
                             let c = score(r, nd);
                             if r != 0 && c < best_c {
