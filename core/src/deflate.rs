@@ -52,6 +52,7 @@ const SEGMENT: usize = 1 << 30;
 const SKIP_SHIFT: u32 = 6;
 const KMIN: u32 = 6;
 const POPW: i32 = 2;
+const REGIME: u32 = 3;
 const FASTQ: u32 = 16;
 /// Blocks with fewer tokens are not worth a dynamic code's header.
 const DYN_MIN_TOKENS: usize = 256;
@@ -756,14 +757,17 @@ impl FastDeflate {
                     }
                     let q = p + run.trailing_zeros() as usize;
                     // The probe can only win if it saves enough literals and distance bits.
-                    if hd != 0 && ebits(hd) + KMIN < 5 * (q - p) as u32 + ebits(rd) {
+                    // A farther distance also costs its extra bits in the matches that follow
+                    // at it (the rest of the line, usually).
+                    let far = REGIME * ebits(hd).saturating_sub(ebits(rd));
+                    if hd != 0 && ebits(hd) + far + KMIN < 5 * (q - p) as u32 + ebits(rd) {
                         let end = e.min(p + MAX_MATCH);
                         let lh = 8 + extend(input, p - hd + 8, p + 8, end);
                         let qend = e.min(q + MAX_MATCH);
                         let lr = MIN_MATCH + extend(input, q - rd + MIN_MATCH, q + MIN_MATCH, qend);
                         // Bits saved, roughly: 5 per literal avoided, extra bits of the
                         // two distances, one more match when the probe covers less.
-                        let cost_h = ebits(hd) + if lh < (q - p) + lr { 20 } else { 0 };
+                        let cost_h = ebits(hd) + far + if lh < (q - p) + lr { 20 } else { 0 };
                         let cost_r = 5 * (q - p) as u32 + ebits(rd);
                         if cost_h + KMIN < cost_r {
                             dist = hd;
