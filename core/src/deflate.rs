@@ -1,21 +1,31 @@
 //! A fast raw-deflate (RFC 1951) encoder specialised for JSON-lines trace data.
 //!
 //! Trace lines repeat the same keys and punctuation on every line; only numbers change. A
-//! greedy LZ77 pass with one hash probe finds almost all of that redundancy (the match is
-//! nearly always in the previous line or two), so the encoder trades the lazy matching and
-//! hash chains of a general-purpose level 1 for speed:
+//! greedy LZ77 pass with one hash probe finds most of that redundancy, so the encoder trades
+//! the lazy matching and hash chains of a general-purpose level 1 for a few cheap candidates
+//! chosen for trace lines:
 //!
 //! - LZ77: greedy, min match 4, max 258, window 32 KiB, matches extended 16 bytes at a time.
-//!   After a match, the next 16 bytes are searched (branch-free, 4 equal bytes) for the same
-//!   distance, then for that distance ± 1: a field that differs from the previous line (a
-//!   number) is usually followed by the same text at the same offset, or shifted by one when
-//!   the number gained or lost a digit. Only when that fails, positions are probed one by one:
-//!   the last distance first, then one candidate from a 2^15-entry table hashed on the next
-//!   6 bytes. (Also trying ± 2, and the longer of the two probe candidates, was measured and
-//!   dropped: −3 % bytes on the service's lines, +25 % on LD_PRELOAD pread lines, whose
-//!   offsets and times make spurious 4-byte runs at ± 2.) Positions inside a match are not inserted (only a match's last position and the
-//!   first literal after it). Misses accelerate: a long run of literals probes every 2nd,
-//!   3rd, ... position, so incompressible data is cheap.
+//!   After a match, the next 16 bytes are compared (branch-free: a 13-bit mask of the
+//!   positions where 4 bytes agree) at the same distance: a field that differs from the
+//!   reference line (a number) is usually followed by the same text at the same offset. When
+//!   that distance agrees on every position from its first run on, it is taken (the fast
+//!   path: uniform lines, as an LD_PRELOAD pread loop writes, take it almost always).
+//!   Otherwise the candidates are: the distance before the last one (a return to the line one
+//!   period back after a detour), the last distance ± 1 when the last finds nothing (a number
+//!   one digit longer or shorter), and one hash-table candidate at the match's end needing 8
+//!   equal bytes (a field the reference line lacks: when consecutive lines are of different
+//!   kinds, the name of this line's kind, whose last occurrence is as a rule the same kind of
+//!   line one period back). They are chosen by an estimate of their bits: 5 per literal
+//!   skipped, the distance's extra bits, a credit for covering more of the 16 bytes, and a
+//!   charge on a farther hash candidate for the matches that follow at its distance (without
+//!   it, uniform lines drift to far distances whose extra bits every later match pays).
+//!   Only when all fail are positions probed one by one: the last distance first, then one
+//!   candidate from a 2^15-entry table hashed on the next 6 bytes. (Two positions per hash
+//!   bucket were measured and dropped: +0.3-0.6 % bytes on the full traces, a table twice as
+//!   large.) Positions inside a match are not inserted (only a match's last position and the
+//!   position after it). Misses accelerate: a long run of literals probes every 2nd, 3rd, ...
+//!   position, so incompressible data is cheap.
 //! - Table reuse: entries hold `generation value + position`; every call starts at a value
 //!   above everything stored by earlier calls, so stale entries are recognised without clearing
 //!   the table (it is cleared only when the 32-bit values would overflow, once per ~4 GiB).
@@ -50,10 +60,15 @@ pub const TOKEN_CAP: usize = 16 * 1024;
 const SEGMENT: usize = 1 << 30;
 /// Literal run length after which the probe step grows by one.
 const SKIP_SHIFT: u32 = 6;
-const KMIN: u32 = 6;
-const POPW: i32 = 2;
-const REGIME: u32 = 3;
-const FASTQ: u32 = 16;
+/// At a match's end, the bits a hash candidate must save over the rep candidate (the cost
+/// estimate is rough: a margin keeps the choice where it is clear).
+const PROBE_MARGIN: u32 = 6;
+/// Weight of a rep candidate's coverage of the next 16 bytes (in 4-byte runs) against its
+/// literals and distance bits: the longer run wins when the costs are close.
+const COVER_WEIGHT: i32 = 2;
+/// A hash candidate farther than the rep one is charged this many times the difference of
+/// their distances' extra bits: the matches that follow at it pay that difference too.
+const FAR_WEIGHT: u32 = 3;
 /// Blocks with fewer tokens are not worth a dynamic code's header.
 const DYN_MIN_TOKENS: usize = 256;
 /// Largest stored-block payload.
@@ -700,15 +715,25 @@ impl FastDeflate {
                     if p + 12 > last {
                         break;
                     }
+                    // A field that differs (a number) is usually followed by the same text at
+                    // the same distance: look for 4 equal bytes at that distance in the next
+                    // 16, without branching per position and without the hash table. When
+                    // they agree on every position from the first run on, that is taken
+                    // (the fast path, as uniform lines take it almost always).
                     let first = rep_run(input, p, p - dist);
                     let tq = first.trailing_zeros();
-                    if first != 0 && first >> tq == 0x1fff >> tq && tq <= FASTQ {
-                        // Fast path.
+                    if first != 0 && first >> tq == 0x1fff >> tq {
                         self.table[hash(read64(input, p), shift)] = floor + (p - lo) as u32;
                         p += tq as usize;
                         continue;
                     }
-                    // Hash probe at p (8 equal bytes needed).
+                    // Else the choice is between: the hash candidate at `p` (a field that
+                    // this line's previous-line reference lacks, as a name when consecutive
+                    // lines are of different kinds: the table gives its last occurrence, as
+                    // a rule the same kind of line one period back), needing 8 equal bytes;
+                    // and the rep candidates: the last distance, the one before it (a
+                    // return to the period after a detour), and when the last finds
+                    // nothing, the last ± 1 (a number one digit longer or shorter).
                     let x8 = read64(input, p);
                     let h = hash(x8, shift);
                     let cv = self.table[h];
@@ -721,28 +746,24 @@ impl FastDeflate {
                             hd = d;
                         }
                     }
-                    // A field that differs (a number) is usually followed by the same text at
-                    // the same distance: look for 4 equal bytes at that distance in the next
-                    // 16, without branching per position and without the hash table.
+                    // Estimated bits: 5 per literal, the distance's extra bits; a rep
+                    // candidate's run covering more of the 16 bytes is credited.
                     let ebits = |d: usize| 31 - ((d as u32) | 1).leading_zeros();
-                    let mut run = 0u32;
-                    let mut rd = dist;
                     let score = |r: u32, nd: usize| {
-                        (5 * r.trailing_zeros() + ebits(nd)) as i32 - POPW * (31 - r.leading_zeros() - r.trailing_zeros()) as i32
+                        let cover = 31 - r.leading_zeros() - r.trailing_zeros();
+                        (5 * r.trailing_zeros() + ebits(nd)) as i32 - COVER_WEIGHT * cover as i32
                     };
-                    let mut best_c = i32::MAX;
+                    let (mut run, mut rd, mut best) = (first, dist, i32::MAX);
                     if first != 0 {
-                        run = first;
-                        best_c = score(first, dist);
+                        best = score(first, dist);
                     }
                     for nd in [dist2, dist - 1, dist + 1] {
-                        if (first == 0 || nd == dist2) && (1..=WINDOW).contains(&nd) && nd <= p - lo {
+                        if (first == 0 || nd == dist2) && (1..=WINDOW).contains(&nd) && nd <= p - lo
+                        {
                             let r = rep_run(input, p, p - nd);
                             let c = score(r, nd);
-                            if r != 0 && c < best_c {
-                                best_c = c;
-                                run = r;
-                                rd = nd;
+                            if r != 0 && c < best {
+                                (run, rd, best) = (r, nd, c);
                             }
                         }
                     }
@@ -751,25 +772,23 @@ impl FastDeflate {
                             dist = hd;
                             continue;
                         }
-                        // Not found: `p` was probed above; go on from the next position.
+                        // Nothing: `p` was probed above; go on from the next position.
                         p += 1;
                         break;
                     }
                     let q = p + run.trailing_zeros() as usize;
-                    // The probe can only win if it saves enough literals and distance bits.
-                    // A farther distance also costs its extra bits in the matches that follow
-                    // at it (the rest of the line, usually).
-                    let far = REGIME * ebits(hd).saturating_sub(ebits(rd));
-                    if hd != 0 && ebits(hd) + far + KMIN < 5 * (q - p) as u32 + ebits(rd) {
+                    // The hash candidate wins when it saves the rep's literals and distance
+                    // bits by a margin; measured only when it can (two extends).
+                    let far = FAR_WEIGHT * ebits(hd).saturating_sub(ebits(rd));
+                    let cost_r = 5 * (q - p) as u32 + ebits(rd);
+                    if hd != 0 && ebits(hd) + far + PROBE_MARGIN < cost_r {
                         let end = e.min(p + MAX_MATCH);
                         let lh = 8 + extend(input, p - hd + 8, p + 8, end);
                         let qend = e.min(q + MAX_MATCH);
                         let lr = MIN_MATCH + extend(input, q - rd + MIN_MATCH, q + MIN_MATCH, qend);
-                        // Bits saved, roughly: 5 per literal avoided, extra bits of the
-                        // two distances, one more match when the probe covers less.
+                        // One more match (about 20 bits) when the probe covers less.
                         let cost_h = ebits(hd) + far + if lh < (q - p) + lr { 20 } else { 0 };
-                        let cost_r = 5 * (q - p) as u32 + ebits(rd);
-                        if cost_h + KMIN < cost_r {
+                        if cost_h + PROBE_MARGIN < cost_r {
                             dist = hd;
                             known = lh;
                             continue;
