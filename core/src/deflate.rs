@@ -747,7 +747,7 @@ impl FastDeflate {
                         }
                     }
                     // Estimated bits: 5 per literal, the distance's extra bits; a rep
-                    // candidate's run covering more of the 16 bytes is credited.
+                    // candidate's run covering more of the 16 bytes is credited (`r != 0`).
                     let ebits = |d: usize| 31 - ((d as u32) | 1).leading_zeros();
                     let score = |r: u32, nd: usize| {
                         let cover = 31 - r.leading_zeros() - r.trailing_zeros();
@@ -761,9 +761,11 @@ impl FastDeflate {
                         if (first == 0 || nd == dist2) && (1..=WINDOW).contains(&nd) && nd <= p - lo
                         {
                             let r = rep_run(input, p, p - nd);
-                            let c = score(r, nd);
-                            if r != 0 && c < best {
-                                (run, rd, best) = (r, nd, c);
+                            if r != 0 {
+                                let c = score(r, nd);
+                                if c < best {
+                                    (run, rd, best) = (r, nd, c);
+                                }
                             }
                         }
                     }
