@@ -10,10 +10,9 @@
 //!
 //! Level 1 (the default) uses [`FastDeflate`], our encoder specialised for JSON lines.
 //! `benches/record/deflate.md` compares it on real traces with miniz_oxide 1 (what it replaced),
-//! zlib-rs 1 and libdeflate 1: ours is 1.07-1.7× miniz 1's speed with 13-33 % fewer bytes
-//! (train loop, LD_PRELOAD pread, service); zlib-rs 1 is 0.9-1.5× ours' speed with 18-82 % more
-//! bytes; libdeflate 1 is 0.4-0.7× ours' speed, 12 % smaller on the train loop, 23 % larger on
-//! pread lines.
+//! zlib-rs 1 and libdeflate 1: ours is 1.4-1.75× miniz 1's speed with 26-35 % fewer bytes
+//! (train loop, LD_PRELOAD pread, service); zlib-rs 1 is 0.8-1.0× ours' speed with 42-87 % more
+//! bytes; libdeflate 1 is 0.4-0.7× ours' speed with 6-26 % more bytes.
 //!
 //! Other levels use miniz_oxide's deflate core with cheap cuts: instead of resetting the
 //! compressor for every member (which clears ~470 KB of tables), each member's data ends with a
