@@ -7,7 +7,7 @@
 //! shortest round-trip (`ryu`), non-finite floats are `null`; args keep insertion order with
 //! `hhash` first.
 
-use crate::event::{ArgValue, Record, Schema, Slot, Text};
+use crate::event::{ArgValue, Record, Schema, Slot, StaticView, Text};
 use crate::hash::{hash_str, Hash16};
 
 /// Per-file facts every line needs.
@@ -323,9 +323,15 @@ struct Template {
     text: Vec<u8>,
     /// Start of each piece in `text` (one more entry: the end of the last).
     cuts: Vec<u32>,
-    /// Bytes of a line at most: the pieces, 21 per number, 16 for the file hash.
+    /// Each piece as (start in `text`, length): what a line copies.
+    pieces: Vec<(u32, u32)>,
+    /// Bytes of a line at most: `{"id":`, the pieces, [`NUM_MAX`] per number (id, ts, dur
+    /// and one per key), 16 for the file hash.
     bound: usize,
 }
+
+/// Characters of a decimal 64-bit integer at most, sign included.
+const NUM_MAX: usize = 21;
 
 impl Template {
     fn build(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32, file: bool) {
@@ -364,21 +370,16 @@ impl Template {
         }
         text.extend_from_slice(b"}\n");
         cuts.push(text.len() as u32);
-        let holes = 2 + schema.keys.len() + file as usize;
-        self.bound = text.len() + 21 * holes + 16;
+        self.pieces.clear();
+        self.pieces
+            .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
+        self.bound = ID_OPEN.len() + text.len() + NUM_MAX * (3 + schema.keys.len()) + 16;
         text.extend_from_slice(&[0; COPY_PAD]);
         self.schema = schema as *const Schema as usize;
         self.tid = tid;
         self.pid = ctx.pid;
         self.file = file;
         self.metadata = ctx.metadata;
-    }
-
-    /// Copies piece `i`.
-    #[inline(always)]
-    fn piece(&self, p: &mut Put, i: usize) {
-        let (a, b) = (self.cuts[i] as usize, self.cuts[i + 1] as usize);
-        p.padded(&self.text[a..], b - a);
     }
 }
 
@@ -484,48 +485,153 @@ impl PrefixCache {
     }
 }
 
+/// The start of every complete line.
+const ID_OPEN: &[u8; 6] = b"{\"id\":";
+
 /// A complete event of a static record ([`Record::schema`]): the same line [`complete`]
 /// writes, from the schema's [`Template`] and the record's numbers (no escaping, no decoding
-/// of args). The line is written into space reserved once (its length is bounded by the
-/// template).
+/// of args).
+///
+/// The line is written through a raw cursor without a check per write. The bound is proven
+/// once per line instead: the template's `bound` counts `{"id":`, every piece, [`NUM_MAX`]
+/// bytes for each of the `3 + keys` numbers and 16 for the file hash; the line writes
+/// `{"id":`, each piece at most once, the id, ts and dur, at most `keys` slot values (the
+/// loop runs over the schema's keys) and the hash only with the file piece. `bound +
+/// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
+/// count the indexes rely on is checked against the record's shape.
 pub fn complete_static(
     out: &mut Vec<u8>,
     cache: &mut PrefixCache,
     ctx: &Ctx,
     id: u64,
     tid: u32,
-    rec: &Record,
-    schema: &Schema,
+    rec: &StaticView,
 ) {
-    let file = ctx.metadata && rec.file.is_some();
+    let schema = rec.schema;
+    let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
+    let file = fhash.is_some();
     let t = cache.template(ctx, schema, rec.layer as u64, tid, file);
-    reserved(out, t.bound + 32, |p| {
-        p.lit(b"{\"id\":");
-        p.num(id);
-        t.piece(p, 0);
-        p.num(rec.ts);
-        t.piece(p, 1);
-        p.num(rec.dur);
-        t.piece(p, 2);
-        if !ctx.metadata {
-            return;
-        }
-        let keys = schema.keys.len();
-        for (i, (_, slot, v)) in rec.slots().enumerate() {
-            t.piece(p, 3 + i);
-            match slot {
-                Slot::Int => p.int(v as i64),
-                Slot::UInt => p.num(v),
+    let keys = schema.keys.len();
+    let pieces = &t.pieces[..];
+    // The one shape check: the template was built for this (schema, file, metadata).
+    let want = if ctx.metadata {
+        4 + keys + file as usize
+    } else {
+        3
+    };
+    assert!(pieces.len() == want, "json: template shape");
+    out.reserve(t.bound + COPY_PAD);
+    assert!(out.capacity() - out.len() >= t.bound + COPY_PAD);
+    let text = t.text.as_ptr();
+    let start = out.len();
+    #[allow(unsafe_code)]
+    // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
+    // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
+    // most COPY_PAD). Piece indexes are `< want == pieces.len()`: 0..=2, `3 + i` for
+    // `i < keys`, `3 + keys` and, with a file, `4 + keys`. Every piece lies in `text`
+    // followed by COPY_PAD readable bytes.
+    unsafe {
+        let base = out.as_mut_ptr().add(start);
+        let piece = |d: *mut u8, i: usize| {
+            let (a, n) = *pieces.get_unchecked(i);
+            put_piece(d, text.add(a as usize), n as usize)
+        };
+        std::ptr::copy_nonoverlapping(ID_OPEN.as_ptr(), base, ID_OPEN.len());
+        let mut d = put_num(base.add(ID_OPEN.len()), id);
+        d = piece(d, 0);
+        d = put_num(d, rec.ts);
+        d = piece(d, 1);
+        d = put_num(d, rec.dur);
+        d = piece(d, 2);
+        if ctx.metadata {
+            let slots = schema.keys.iter().zip(rec.vals.chunks_exact(8));
+            for (i, (&(_, slot), v)) in slots.enumerate() {
+                d = piece(d, 3 + i);
+                let mut b = [0u8; 8];
+                b.copy_from_slice(v);
+                let v = u64::from_le_bytes(b);
+                d = match slot {
+                    Slot::Int => put_int(d, v as i64),
+                    Slot::UInt => put_num(d, v),
+                };
             }
+            let mut end = 3 + keys;
+            if let Some(h) = fhash {
+                d = piece(d, end);
+                d = put_piece(d, h.as_ptr(), 16);
+                end += 1;
+            }
+            d = piece(d, end);
         }
-        let mut end = 3 + keys;
-        if let Some(f) = rec.file.as_ref() {
-            t.piece(p, end);
-            p.lit(f.hash());
-            end += 1;
+        let n = d.offset_from(base) as usize;
+        assert!(n <= t.bound, "json: line bound exceeded");
+        out.set_len(start + n);
+    }
+}
+
+/// Copies `n` bytes from `s` to `d` in whole 16-byte moves (at least one); returns `d + n`.
+///
+/// # Safety
+/// `s` readable and `d` writable for `n` rounded up to 16 bytes (at least 16): up to 15
+/// bytes past `d + n` may be written, and are overwritten by what follows or dropped.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+    let mut i = 0;
+    loop {
+        // SAFETY: `i < n`, so `i + 16 <= n` rounded up to 16 (the contract).
+        unsafe {
+            let x = std::ptr::read_unaligned(s.add(i).cast::<u128>());
+            std::ptr::write_unaligned(d.add(i).cast::<u128>(), x);
         }
-        t.piece(p, end);
-    });
+        i += 16;
+        if i >= n {
+            break;
+        }
+    }
+    // SAFETY: within what the caller made writable.
+    unsafe { d.add(n) }
+}
+
+/// Writes `v` in decimal at `d`; returns the end (at most 20 bytes on).
+///
+/// # Safety
+/// `d` writable for 20 bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
+    let n = ndigits(v);
+    // SAFETY: `n <= 20`; every index below is `< n`.
+    unsafe {
+        let mut end = d.add(n);
+        let mut v = v;
+        while v >= 100 {
+            let r = (v % 100) as usize * 2;
+            v /= 100;
+            end = end.sub(2);
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(r), end, 2);
+        }
+        if v >= 10 {
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(v as usize * 2), end.sub(2), 2);
+        } else {
+            *end.sub(1) = b'0' + v as u8;
+        }
+        d.add(n)
+    }
+}
+
+/// [`put_num`] with a sign: at most [`NUM_MAX`] bytes.
+///
+/// # Safety
+/// `d` writable for [`NUM_MAX`] bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_int(d: *mut u8, v: i64) -> *mut u8 {
+    // SAFETY: one sign byte, then at most 20 digits: within the contract.
+    unsafe {
+        *d = b'-';
+        put_num(d.add((v < 0) as usize), v.unsigned_abs())
+    }
 }
 
 /// Runs `f` on a cursor over `bound` bytes reserved at the end of `out`, then keeps what it
@@ -832,8 +938,22 @@ mod tests {
                 #[allow(unsafe_code)]
                 let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
                 let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
-                complete_static(&mut fast, &mut cache, &ctx, 99, 7, &rec, &S);
-                complete_static(&mut fast, &mut cache, &ctx, 99, 7, &rec, &S);
+                complete_static(
+                    &mut fast,
+                    &mut cache,
+                    &ctx,
+                    99,
+                    7,
+                    &rec.static_view().unwrap(),
+                );
+                complete_static(
+                    &mut fast,
+                    &mut cache,
+                    &ctx,
+                    99,
+                    7,
+                    &rec.static_view().unwrap(),
+                );
                 complete(&mut slow, &ctx, 99, 7, &rec, &mut |_| fhash);
                 complete(&mut slow, &ctx, 99, 7, &rec, &mut |p| {
                     assert_eq!(p, b"/data/x.bin");
@@ -990,7 +1110,14 @@ mod tests {
                     #[allow(unsafe_code)]
                     let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
                     let (mut fast, mut slow) = (Vec::new(), Vec::new());
-                    complete_static(&mut fast, &mut cache, &ctx, 3, tid, &rec, schema);
+                    complete_static(
+                        &mut fast,
+                        &mut cache,
+                        &ctx,
+                        3,
+                        tid,
+                        &rec.static_view().unwrap(),
+                    );
                     complete(&mut slow, &ctx, 3, tid, &rec, &mut |_| fhash);
                     assert_eq!(
                         String::from_utf8(fast).unwrap(),
