@@ -289,10 +289,33 @@ fn complete_vec(
 /// and file hash; per (name, category, layer, tid) the middle
 /// (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`) of other lines. A hit replaces
 /// escaped strings and numbers by whole 16-byte copies.
-#[derive(Default)]
 pub struct PrefixCache {
-    statics: Vec<Template>,
+    statics: Box<[Template; CACHE_SLOTS]>,
     named: Vec<Named>,
+    /// The high digits of the last static line's id and ts.
+    id_hi: HighDigits,
+    ts_hi: HighDigits,
+}
+
+impl Default for PrefixCache {
+    fn default() -> PrefixCache {
+        PrefixCache {
+            statics: Box::new(std::array::from_fn(|_| Template::default())),
+            named: Vec::new(),
+            id_hi: HighDigits::default(),
+            ts_hi: HighDigits::default(),
+        }
+    }
+}
+
+/// The decimal digits of `q`, a number's value but its last few digits, as written last
+/// time: consecutive lines' ids and timestamps share them. `q == 0`: nothing yet.
+#[derive(Default)]
+struct HighDigits {
+    q: u64,
+    len: usize,
+    /// The digits, then zero bytes (read in whole 16-byte moves).
+    txt: [u8; 32],
 }
 
 /// A cached middle for a name and category: the key's bytes are kept and compared.
@@ -334,6 +357,9 @@ struct Template {
 const NUM_MAX: usize = 21;
 
 impl Template {
+    /// Renders the template (an empty slot's `schema` is 0: never a schema's address).
+    #[cold]
+    #[inline(never)]
     fn build(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32, file: bool) {
         let t = |s: &'static str| Text {
             bytes: s.as_bytes(),
@@ -418,33 +444,6 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 }
 
 impl PrefixCache {
-    fn template(
-        &mut self,
-        ctx: &Ctx,
-        schema: &Schema,
-        layer: u64,
-        tid: u32,
-        file: bool,
-    ) -> &Template {
-        if self.statics.is_empty() {
-            self.statics = (0..CACHE_SLOTS).map(|_| Template::default()).collect();
-        }
-        let key = schema as *const Schema as usize;
-        let i = (key >> 3 ^ tid as usize ^ file as usize).wrapping_mul(0x9e37_79b9) >> 7
-            & (CACHE_SLOTS - 1);
-        let slot = &mut self.statics[i];
-        if slot.schema != key
-            || slot.tid != tid
-            || slot.file != file
-            || slot.pid != ctx.pid
-            || slot.metadata != ctx.metadata
-            || slot.cuts.is_empty()
-        {
-            slot.build(ctx, schema, layer, tid, file);
-        }
-        slot
-    }
-
     /// The middle of `rec`'s line, padded (its length is the second value); `None` for
     /// clipped names or categories (not cached).
     fn named_prefix(&mut self, ctx: &Ctx, rec: &Record, tid: u32) -> Option<(&[u8], usize)> {
@@ -485,6 +484,31 @@ impl PrefixCache {
     }
 }
 
+/// The template of (schema, tid, file) for this file's context, built on a miss.
+#[inline(always)]
+fn template<'c>(
+    statics: &'c mut [Template; CACHE_SLOTS],
+    ctx: &Ctx,
+    schema: &Schema,
+    layer: u64,
+    tid: u32,
+    file: bool,
+) -> &'c Template {
+    let key = schema as *const Schema as usize;
+    let i = (key >> 3 ^ tid as usize ^ file as usize).wrapping_mul(0x9e37_79b9) >> 7
+        & (CACHE_SLOTS - 1);
+    let slot = &mut statics[i];
+    if slot.schema != key
+        || slot.tid != tid
+        || slot.file != file
+        || slot.pid != ctx.pid
+        || slot.metadata != ctx.metadata
+    {
+        slot.build(ctx, schema, layer, tid, file);
+    }
+    slot
+}
+
 /// The start of every complete line.
 const ID_OPEN: &[u8; 6] = b"{\"id\":";
 
@@ -499,6 +523,7 @@ const ID_OPEN: &[u8; 6] = b"{\"id\":";
 /// loop runs over the schema's keys) and the hash only with the file piece. `bound +
 /// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
 /// count the indexes rely on is checked against the record's shape.
+#[inline]
 pub fn complete_static(
     out: &mut Vec<u8>,
     cache: &mut PrefixCache,
@@ -510,7 +535,8 @@ pub fn complete_static(
     let schema = rec.schema;
     let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
     let file = fhash.is_some();
-    let t = cache.template(ctx, schema, rec.layer as u64, tid, file);
+    let t = template(&mut cache.statics, ctx, schema, rec.layer as u64, tid, file);
+    let (id_hi, ts_hi) = (&mut cache.id_hi, &mut cache.ts_hi);
     let keys = schema.keys.len();
     let pieces = &t.pieces[..];
     // The one shape check: the template was built for this (schema, file, metadata).
@@ -537,9 +563,9 @@ pub fn complete_static(
             put_piece(d, text.add(a as usize), n as usize)
         };
         std::ptr::copy_nonoverlapping(ID_OPEN.as_ptr(), base, ID_OPEN.len());
-        let mut d = put_num(base.add(ID_OPEN.len()), id);
+        let mut d = put_split::<2>(base.add(ID_OPEN.len()), id, id_hi);
         d = piece(d, 0);
-        d = put_num(d, rec.ts);
+        d = put_split::<6>(d, rec.ts, ts_hi);
         d = piece(d, 1);
         d = put_num(d, rec.dur);
         d = piece(d, 2);
@@ -617,6 +643,43 @@ unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
             *end.sub(1) = b'0' + v as u8;
         }
         d.add(n)
+    }
+}
+
+/// [`put_num`] for a value that shares its digits but the last `LOW` with the value `hd`
+/// last saw (ids, timestamps): those digits are copied, only the last `LOW` are computed.
+///
+/// # Safety
+/// `d` writable for 32 bytes (20 are kept at most).
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_split<const LOW: u32>(d: *mut u8, v: u64, hd: &mut HighDigits) -> *mut u8 {
+    const { assert!(LOW % 2 == 0 && LOW >= 2 && LOW <= 8) };
+    let p = 10u64.pow(LOW);
+    let q = v / p;
+    // SAFETY: every write below is within the contract: `put_num` keeps at most 20 bytes;
+    // otherwise the high digits (`len` of them, at most 18 as `q <= u64::MAX / 100`) are
+    // copied in whole 16-byte moves (at most 32 bytes written, read from `txt`'s 32) and
+    // `LOW` digits follow, `len + LOW` bytes kept: the digits of `v`, at most 20.
+    unsafe {
+        if q == 0 {
+            return put_num(d, v);
+        }
+        if q != hd.q {
+            let end = put_num(hd.txt.as_mut_ptr(), q);
+            hd.len = end.offset_from(hd.txt.as_ptr()) as usize;
+            hd.q = q;
+        }
+        let d = put_piece(d, hd.txt.as_ptr(), hd.len);
+        let mut r = (v - q * p) as u32;
+        let mut k = LOW as usize;
+        while k > 0 {
+            k -= 2;
+            let pair = (r % 100) as usize * 2;
+            r /= 100;
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(pair), d.add(k), 2);
+        }
+        d.add(LOW as usize)
     }
 }
 
@@ -887,6 +950,50 @@ mod tests {
             assert_eq!(out, (v as i64).to_string().as_bytes(), "{v}");
         }
     }
+    /// Runs of nearby values (the cached high digits hit) and jumps (they miss) format as
+    /// `to_string` does, for both splits, written after other bytes.
+    #[test]
+    fn put_split_matches_itoa() {
+        let mut cases = vec![0u64, 1, 99, 100, 101, 999_999, 1_000_000, 1_000_001, 5, 100];
+        for base in [
+            0u64,
+            1_796_000_779_668_786,
+            99_999_999_999,
+            u64::MAX - 2_000,
+        ] {
+            cases.extend((0..1_500).map(|i| base.saturating_add(i * 7)));
+        }
+        cases.extend([u64::MAX, 10u64.pow(19), 10u64.pow(19) - 1, 7, u64::MAX]);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push(x >> (x % 64));
+        }
+        let (mut h2, mut h6) = (HighDigits::default(), HighDigits::default());
+        for v in cases {
+            for six in [false, true] {
+                let mut out = b"ab".to_vec();
+                out.reserve(32);
+                #[allow(unsafe_code)]
+                // SAFETY: 32 spare bytes reserved; `n <= 20` of them are written (kept).
+                unsafe {
+                    let d = out.as_mut_ptr().add(2);
+                    let end = if six {
+                        put_split::<6>(d, v, &mut h6)
+                    } else {
+                        put_split::<2>(d, v, &mut h2)
+                    };
+                    let n = end.offset_from(d) as usize;
+                    assert!(n <= 20);
+                    out.set_len(2 + n);
+                }
+                assert_eq!(out[2..], *v.to_string().as_bytes(), "{v} {six}");
+            }
+        }
+    }
+
     use crate::event::{Arg, Layer, Pending, Record, Value};
 
     fn enc(bytes: &[u8]) -> String {

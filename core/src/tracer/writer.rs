@@ -171,6 +171,7 @@ impl Shared {
     }
 
     /// Encodes a static record (aggregation already declined it, or is off).
+    #[inline]
     pub(super) fn encode_static(&self, w: &mut Writer, tid: u32, rec: &StaticView) {
         if !w.header_done {
             self.header(w);
