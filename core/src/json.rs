@@ -654,7 +654,7 @@ unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
 #[allow(unsafe_code)]
 #[inline(always)]
 unsafe fn put_split<const LOW: u32>(d: *mut u8, v: u64, hd: &mut HighDigits) -> *mut u8 {
-    const { assert!(LOW % 2 == 0 && LOW >= 2 && LOW <= 8) };
+    const { assert!(LOW.is_multiple_of(2) && LOW >= 2 && LOW <= 8) };
     let p = 10u64.pow(LOW);
     let q = v / p;
     // SAFETY: every write below is within the contract: `put_num` keeps at most 20 bytes;
