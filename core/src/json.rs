@@ -1002,6 +1002,120 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// Every template shape (no keys as for interned regions, one key, the most keys; with
+    /// and without metadata and file; fewer, as many and more values than keys) and
+    /// numbers whose high digits change between lines (ids and timestamps across powers of
+    /// ten, extremes): the static line equals the generic line byte for byte.
+    #[test]
+    fn static_shapes_equal_generic_lines() {
+        use crate::event::{FileRef, StaticRecord};
+        let many: &'static [(&'static str, Slot)] = Box::leak(
+            (0..crate::event::MAX_ARGS - 1)
+                .map(|i| {
+                    let k: &'static str = Box::leak(format!("k{i}").into_boxed_str());
+                    (k, if i % 2 == 0 { Slot::Int } else { Slot::UInt })
+                })
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
+        let schemas: Vec<&'static Schema> = vec![
+            Box::leak(Box::new(Schema::new(
+                Layer::CApp,
+                "step",
+                "C",
+                &[],
+                "fhash",
+            ))),
+            Box::leak(Box::new(Schema::new(
+                Layer::LibcIo,
+                "lseek64",
+                "POSIX",
+                &[("whence", Slot::Int)],
+                "file_hash",
+            ))),
+            Box::leak(Box::new(Schema::new(
+                Layer::Python,
+                "a_rather_long_function_name_for_a_middle_past_sixty_four_bytes",
+                "cat",
+                many,
+                "fhash",
+            ))),
+        ];
+        let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/\"x\".bin")));
+        let fhash = crate::hash::hash16(b"/d/\"x\".bin");
+        let ids = [
+            0u64,
+            1,
+            99,
+            100,
+            101,
+            199,
+            200,
+            9_999,
+            10_000,
+            123_456,
+            u64::MAX - 1,
+        ];
+        let tss = [
+            0u64,
+            999_999,
+            1_000_000,
+            1_796_000_779_668_786,
+            1_796_000_779_668_787,
+            1_796_000_780_000_001,
+            u64::MAX,
+        ];
+        let vals: Vec<u64> = (0..40u64)
+            .map(|i| match i % 4 {
+                0 => u64::MAX,
+                1 => i64::MIN as u64,
+                2 => 10u64.pow((i % 20) as u32),
+                _ => i,
+            })
+            .collect();
+        let mut cache = PrefixCache::default();
+        for metadata in [true, false] {
+            let ctx = Ctx {
+                pid: 77,
+                hhash: "6882804a826580cd",
+                metadata,
+            };
+            for schema in &schemas {
+                for n in [0, 1, schema.keys.len(), schema.keys.len() + 1] {
+                    for f in [None, Some(file)] {
+                        for (j, &id) in ids.iter().enumerate() {
+                            let ts = tss[j % tss.len()];
+                            let p = Pending::Static {
+                                schema,
+                                ts,
+                                dur: ts / 3,
+                                vals: &vals[..n.min(vals.len())],
+                                file: f.map(|f| f.handle()),
+                            };
+                            let mut buf = vec![0u8; p.len()];
+                            p.write(&mut buf);
+                            // SAFETY: written just above by Pending::write in this process.
+                            #[allow(unsafe_code)]
+                            let (srec, rec) = unsafe {
+                                (
+                                    StaticRecord::decode(&buf).unwrap(),
+                                    Record::decode_trusted(&buf).unwrap(),
+                                )
+                            };
+                            let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
+                            complete_static(&mut fast, &mut cache, &ctx, id, 9, &srec.view());
+                            complete(&mut slow, &ctx, id, 9, &rec, &mut |_| fhash);
+                            assert_eq!(
+                                String::from_utf8(fast).unwrap(),
+                                String::from_utf8(slow).unwrap()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn static_line_equals_the_generic_line() {
         use crate::event::{FileRef, Record};
