@@ -605,7 +605,8 @@ pub fn complete_static(
 unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
     let mut i = 0;
     loop {
-        // SAFETY: `i < n`, so `i + 16 <= n` rounded up to 16 (the contract).
+        // SAFETY: `i` is 0 or `< n`, so `i + 16` is at most `n` rounded up to 16, or 16
+        // (the contract).
         unsafe {
             let x = std::ptr::read_unaligned(s.add(i).cast::<u128>());
             std::ptr::write_unaligned(d.add(i).cast::<u128>(), x);
