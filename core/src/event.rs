@@ -550,6 +550,89 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A [`Pending::Static`] record read back: the writer's fast path (no strings to decode, no
+/// [`Record`] to build).
+pub struct StaticRecord<'a> {
+    pub layer: Layer,
+    pub schema: &'static Schema,
+    pub ts: u64,
+    pub dur: u64,
+    /// The record's file, pinned while the record lives (`None` also when the record was
+    /// stale: its slot was reused, see [`crate::files`]).
+    pub file: Option<Pinned>,
+    /// The slot values, 8 little-endian bytes each: at most `schema.keys.len()` of them.
+    pub vals: &'a [u8],
+}
+
+/// Bytes of a static record before its slot values (see [`Pending::write`]).
+const STATIC_HEAD: usize = 48;
+
+impl<'a> StaticRecord<'a> {
+    /// Reads a static record; `None` for any other record or a short buffer.
+    ///
+    /// # Safety
+    /// As [`Record::decode_trusted`]: `buf` must hold a record written by [`Pending::write`]
+    /// in this process (the schema and file addresses it holds are dereferenced here).
+    #[allow(unsafe_code)]
+    #[inline]
+    pub unsafe fn decode(buf: &'a [u8]) -> Option<StaticRecord<'a>> {
+        let head: &[u8; STATIC_HEAD] = buf.get(..STATIC_HEAD)?.try_into().ok()?;
+        if head[4] != KIND_STATIC {
+            return None;
+        }
+        let word = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&head[8 * i..8 * i + 8]);
+            u64::from_le_bytes(b)
+        };
+        let (sp, fp, gen) = (word(1) as usize, word(2) as usize, word(3) as u32);
+        // SAFETY: per this function's contract, `sp` is the address of a `&'static Schema`
+        // and `fp` is 0 or the address of a never-freed `FileRef` (Pending::write).
+        let schema: &'static Schema = unsafe { &*(sp as *const Schema) };
+        let n = (head[6] as usize).min(schema.keys.len());
+        let vals = buf.get(STATIC_HEAD..STATIC_HEAD + 8 * n)?;
+        let file = if fp == 0 {
+            None
+        } else {
+            // SAFETY: as above. A stale handle (slot reused since) fails to pin.
+            unsafe { FileHandle::from_parts(fp, gen) }.pin_transient()
+        };
+        Some(StaticRecord {
+            layer: Layer::from_u8(head[5]),
+            schema,
+            ts: word(4),
+            dur: word(5),
+            file,
+            vals,
+        })
+    }
+
+    /// The record's parts, borrowed.
+    #[inline]
+    pub fn view(&self) -> StaticView<'_> {
+        StaticView {
+            schema: self.schema,
+            layer: self.layer,
+            ts: self.ts,
+            dur: self.dur,
+            vals: self.vals,
+            file: self.file.as_ref(),
+        }
+    }
+}
+
+/// What a static record's line is rendered from ([`crate::json::complete_static`]).
+#[derive(Clone, Copy)]
+pub struct StaticView<'a> {
+    pub schema: &'static Schema,
+    pub layer: Layer,
+    pub ts: u64,
+    pub dur: u64,
+    /// The slot values, 8 little-endian bytes each (the schema's first keys).
+    pub vals: &'a [u8],
+    pub file: Option<&'a Pinned>,
+}
+
 impl<'a> Record<'a> {
     /// Decodes one record; `None` if the bytes are not a well-formed record.
     pub fn decode(buf: &'a [u8]) -> Option<Record<'a>> {
@@ -598,43 +681,38 @@ impl<'a> Record<'a> {
         if buf.get(4) != Some(&KIND_STATIC) {
             return Record::decode(buf);
         }
-        let mut r = Reader { buf, pos: 5 };
-        let layer = Layer::from_u8(r.u8()?);
-        let n = r.u8()?;
-        let _ = r.u8()?;
-        let sp = r.u64()? as usize;
-        let fp = r.u64()? as usize;
-        let gen = r.u64()? as u32;
-        let ts = r.u64()?;
-        let dur = r.u64()?;
-        let vals = r.take(8 * n as usize)?;
-        // SAFETY: per this function's contract, `sp` is the address of a `&'static Schema`
-        // and `fp` is 0 or the address of a never-freed `FileRef` (Pending::write).
-        let schema: &'static Schema = unsafe { &*(sp as *const Schema) };
-        let file = if fp == 0 {
-            None
-        } else {
-            // SAFETY: as above. A stale handle (slot reused since) fails to pin.
-            unsafe { FileHandle::from_parts(fp, gen) }.pin_transient()
-        };
+        // SAFETY: this function's contract is `StaticRecord::decode`'s.
+        let s = unsafe { StaticRecord::decode(buf) }?;
         let text = |s: &'static str| Text {
             bytes: s.as_bytes(),
             orig_len: s.len(),
         };
         Some(Record {
             kind: KIND_COMPLETE,
-            layer,
-            ts,
-            dur,
-            name: text(schema.name),
-            cat: text(schema.cat),
+            layer: s.layer,
+            ts: s.ts,
+            dur: s.dur,
+            name: text(s.schema.name),
+            cat: text(s.schema.cat),
             value: text(""),
-            nargs: n + file.is_some() as u8,
+            nargs: (s.vals.len() / 8) as u8 + s.file.is_some() as u8,
             args_dropped: 0,
             has_path: false,
-            schema: Some(schema),
-            file,
-            args: vals,
+            schema: Some(s.schema),
+            file: s.file,
+            args: s.vals,
+        })
+    }
+
+    /// A static record's parts, borrowed (`None` for other records).
+    pub fn static_view(&self) -> Option<StaticView<'_>> {
+        Some(StaticView {
+            schema: self.schema?,
+            layer: self.layer,
+            ts: self.ts,
+            dur: self.dur,
+            vals: self.args,
+            file: self.file.as_ref(),
         })
     }
 

@@ -7,7 +7,7 @@
 //! shortest round-trip (`ryu`), non-finite floats are `null`; args keep insertion order with
 //! `hhash` first.
 
-use crate::event::{ArgValue, Record, Schema, Slot, Text};
+use crate::event::{ArgValue, Record, Schema, Slot, StaticView, Text};
 use crate::hash::{hash_str, Hash16};
 
 /// Per-file facts every line needs.
@@ -289,10 +289,33 @@ fn complete_vec(
 /// and file hash; per (name, category, layer, tid) the middle
 /// (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`) of other lines. A hit replaces
 /// escaped strings and numbers by whole 16-byte copies.
-#[derive(Default)]
 pub struct PrefixCache {
-    statics: Vec<Template>,
+    statics: Box<[Template; CACHE_SLOTS]>,
     named: Vec<Named>,
+    /// The high digits of the last static line's id and ts.
+    id_hi: HighDigits,
+    ts_hi: HighDigits,
+}
+
+impl Default for PrefixCache {
+    fn default() -> PrefixCache {
+        PrefixCache {
+            statics: Box::new(std::array::from_fn(|_| Template::default())),
+            named: Vec::new(),
+            id_hi: HighDigits::default(),
+            ts_hi: HighDigits::default(),
+        }
+    }
+}
+
+/// The decimal digits of `q`, a number's value but its last few digits, as written last
+/// time: consecutive lines' ids and timestamps share them. `q == 0`: nothing yet.
+#[derive(Default)]
+struct HighDigits {
+    q: u64,
+    len: usize,
+    /// The digits, then zero bytes (read in whole 16-byte moves).
+    txt: [u8; 32],
 }
 
 /// A cached middle for a name and category: the key's bytes are kept and compared.
@@ -323,11 +346,20 @@ struct Template {
     text: Vec<u8>,
     /// Start of each piece in `text` (one more entry: the end of the last).
     cuts: Vec<u32>,
-    /// Bytes of a line at most: the pieces, 21 per number, 16 for the file hash.
+    /// Each piece as (start in `text`, length): what a line copies.
+    pieces: Vec<(u32, u32)>,
+    /// Bytes of a line at most: `{"id":`, the pieces, [`NUM_MAX`] per number (id, ts, dur
+    /// and one per key), 16 for the file hash.
     bound: usize,
 }
 
+/// Characters of a decimal 64-bit integer at most, sign included.
+const NUM_MAX: usize = 21;
+
 impl Template {
+    /// Renders the template (an empty slot's `schema` is 0: never a schema's address).
+    #[cold]
+    #[inline(never)]
     fn build(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32, file: bool) {
         let t = |s: &'static str| Text {
             bytes: s.as_bytes(),
@@ -364,21 +396,16 @@ impl Template {
         }
         text.extend_from_slice(b"}\n");
         cuts.push(text.len() as u32);
-        let holes = 2 + schema.keys.len() + file as usize;
-        self.bound = text.len() + 21 * holes + 16;
+        self.pieces.clear();
+        self.pieces
+            .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
+        self.bound = ID_OPEN.len() + text.len() + NUM_MAX * (3 + schema.keys.len()) + 16;
         text.extend_from_slice(&[0; COPY_PAD]);
         self.schema = schema as *const Schema as usize;
         self.tid = tid;
         self.pid = ctx.pid;
         self.file = file;
         self.metadata = ctx.metadata;
-    }
-
-    /// Copies piece `i`.
-    #[inline(always)]
-    fn piece(&self, p: &mut Put, i: usize) {
-        let (a, b) = (self.cuts[i] as usize, self.cuts[i + 1] as usize);
-        p.padded(&self.text[a..], b - a);
     }
 }
 
@@ -417,33 +444,6 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 }
 
 impl PrefixCache {
-    fn template(
-        &mut self,
-        ctx: &Ctx,
-        schema: &Schema,
-        layer: u64,
-        tid: u32,
-        file: bool,
-    ) -> &Template {
-        if self.statics.is_empty() {
-            self.statics = (0..CACHE_SLOTS).map(|_| Template::default()).collect();
-        }
-        let key = schema as *const Schema as usize;
-        let i = (key >> 3 ^ tid as usize ^ file as usize).wrapping_mul(0x9e37_79b9) >> 7
-            & (CACHE_SLOTS - 1);
-        let slot = &mut self.statics[i];
-        if slot.schema != key
-            || slot.tid != tid
-            || slot.file != file
-            || slot.pid != ctx.pid
-            || slot.metadata != ctx.metadata
-            || slot.cuts.is_empty()
-        {
-            slot.build(ctx, schema, layer, tid, file);
-        }
-        slot
-    }
-
     /// The middle of `rec`'s line, padded (its length is the second value); `None` for
     /// clipped names or categories (not cached).
     fn named_prefix(&mut self, ctx: &Ctx, rec: &Record, tid: u32) -> Option<(&[u8], usize)> {
@@ -484,48 +484,218 @@ impl PrefixCache {
     }
 }
 
+/// The template of (schema, tid, file) for this file's context, built on a miss.
+#[inline(always)]
+fn template<'c>(
+    statics: &'c mut [Template; CACHE_SLOTS],
+    ctx: &Ctx,
+    schema: &Schema,
+    layer: u64,
+    tid: u32,
+    file: bool,
+) -> &'c Template {
+    let key = schema as *const Schema as usize;
+    let i = (key >> 3 ^ tid as usize ^ file as usize).wrapping_mul(0x9e37_79b9) >> 7
+        & (CACHE_SLOTS - 1);
+    let slot = &mut statics[i];
+    if slot.schema != key
+        || slot.tid != tid
+        || slot.file != file
+        || slot.pid != ctx.pid
+        || slot.metadata != ctx.metadata
+    {
+        slot.build(ctx, schema, layer, tid, file);
+    }
+    slot
+}
+
+/// The start of every complete line.
+const ID_OPEN: &[u8; 6] = b"{\"id\":";
+
 /// A complete event of a static record ([`Record::schema`]): the same line [`complete`]
 /// writes, from the schema's [`Template`] and the record's numbers (no escaping, no decoding
-/// of args). The line is written into space reserved once (its length is bounded by the
-/// template).
+/// of args).
+///
+/// The line is written through a raw cursor without a check per write. The bound is proven
+/// once per line instead: the template's `bound` counts `{"id":`, every piece, [`NUM_MAX`]
+/// bytes for each of the `3 + keys` numbers and 16 for the file hash; the line writes
+/// `{"id":`, each piece at most once, the id, ts and dur, at most `keys` slot values (the
+/// loop runs over the schema's keys) and the hash only with the file piece. `bound +
+/// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
+/// count the indexes rely on is checked against the record's shape.
+#[inline]
 pub fn complete_static(
     out: &mut Vec<u8>,
     cache: &mut PrefixCache,
     ctx: &Ctx,
     id: u64,
     tid: u32,
-    rec: &Record,
-    schema: &Schema,
+    rec: &StaticView,
 ) {
-    let file = ctx.metadata && rec.file.is_some();
-    let t = cache.template(ctx, schema, rec.layer as u64, tid, file);
-    reserved(out, t.bound + 32, |p| {
-        p.lit(b"{\"id\":");
-        p.num(id);
-        t.piece(p, 0);
-        p.num(rec.ts);
-        t.piece(p, 1);
-        p.num(rec.dur);
-        t.piece(p, 2);
-        if !ctx.metadata {
-            return;
-        }
-        let keys = schema.keys.len();
-        for (i, (_, slot, v)) in rec.slots().enumerate() {
-            t.piece(p, 3 + i);
-            match slot {
-                Slot::Int => p.int(v as i64),
-                Slot::UInt => p.num(v),
+    let schema = rec.schema;
+    let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
+    let file = fhash.is_some();
+    let t = template(&mut cache.statics, ctx, schema, rec.layer as u64, tid, file);
+    let (id_hi, ts_hi) = (&mut cache.id_hi, &mut cache.ts_hi);
+    let keys = schema.keys.len();
+    let pieces = &t.pieces[..];
+    // The one shape check: the template was built for this (schema, file, metadata).
+    let want = if ctx.metadata {
+        4 + keys + file as usize
+    } else {
+        3
+    };
+    assert!(pieces.len() == want, "json: template shape");
+    out.reserve(t.bound + COPY_PAD);
+    assert!(out.capacity() - out.len() >= t.bound + COPY_PAD);
+    let text = t.text.as_ptr();
+    let start = out.len();
+    #[allow(unsafe_code)]
+    // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
+    // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
+    // most COPY_PAD). Piece indexes are `< want == pieces.len()`: 0..=2, `3 + i` for
+    // `i < keys`, `3 + keys` and, with a file, `4 + keys`. Every piece lies in `text`
+    // followed by COPY_PAD readable bytes.
+    unsafe {
+        let base = out.as_mut_ptr().add(start);
+        let piece = |d: *mut u8, i: usize| {
+            let (a, n) = *pieces.get_unchecked(i);
+            put_piece(d, text.add(a as usize), n as usize)
+        };
+        std::ptr::copy_nonoverlapping(ID_OPEN.as_ptr(), base, ID_OPEN.len());
+        let mut d = put_split::<2>(base.add(ID_OPEN.len()), id, id_hi);
+        d = piece(d, 0);
+        d = put_split::<6>(d, rec.ts, ts_hi);
+        d = piece(d, 1);
+        d = put_num(d, rec.dur);
+        d = piece(d, 2);
+        if ctx.metadata {
+            let slots = schema.keys.iter().zip(rec.vals.chunks_exact(8));
+            for (i, (&(_, slot), v)) in slots.enumerate() {
+                d = piece(d, 3 + i);
+                let mut b = [0u8; 8];
+                b.copy_from_slice(v);
+                let v = u64::from_le_bytes(b);
+                d = match slot {
+                    Slot::Int => put_int(d, v as i64),
+                    Slot::UInt => put_num(d, v),
+                };
             }
+            let mut end = 3 + keys;
+            if let Some(h) = fhash {
+                d = piece(d, end);
+                d = put_piece(d, h.as_ptr(), 16);
+                end += 1;
+            }
+            d = piece(d, end);
         }
-        let mut end = 3 + keys;
-        if let Some(f) = rec.file.as_ref() {
-            t.piece(p, end);
-            p.lit(f.hash());
-            end += 1;
+        let n = d.offset_from(base) as usize;
+        assert!(n <= t.bound, "json: line bound exceeded");
+        out.set_len(start + n);
+    }
+}
+
+/// Copies `n` bytes from `s` to `d` in whole 16-byte moves (at least one); returns `d + n`.
+///
+/// # Safety
+/// `s` readable and `d` writable for `n` rounded up to 16 bytes (at least 16): up to 15
+/// bytes past `d + n` may be written, and are overwritten by what follows or dropped.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+    let mut i = 0;
+    loop {
+        // SAFETY: `i` is 0 or `< n`, so `i + 16` is at most `n` rounded up to 16, or 16
+        // (the contract).
+        unsafe {
+            let x = std::ptr::read_unaligned(s.add(i).cast::<u128>());
+            std::ptr::write_unaligned(d.add(i).cast::<u128>(), x);
         }
-        t.piece(p, end);
-    });
+        i += 16;
+        if i >= n {
+            break;
+        }
+    }
+    // SAFETY: within what the caller made writable.
+    unsafe { d.add(n) }
+}
+
+/// Writes `v` in decimal at `d`; returns the end (at most 20 bytes on).
+///
+/// # Safety
+/// `d` writable for 20 bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
+    let n = ndigits(v);
+    // SAFETY: `n <= 20`; every index below is `< n`.
+    unsafe {
+        let mut end = d.add(n);
+        let mut v = v;
+        while v >= 100 {
+            let r = (v % 100) as usize * 2;
+            v /= 100;
+            end = end.sub(2);
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(r), end, 2);
+        }
+        if v >= 10 {
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(v as usize * 2), end.sub(2), 2);
+        } else {
+            *end.sub(1) = b'0' + v as u8;
+        }
+        d.add(n)
+    }
+}
+
+/// [`put_num`] for a value that shares its digits but the last `LOW` with the value `hd`
+/// last saw (ids, timestamps): those digits are copied, only the last `LOW` are computed.
+///
+/// # Safety
+/// `d` writable for 32 bytes (20 are kept at most).
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_split<const LOW: u32>(d: *mut u8, v: u64, hd: &mut HighDigits) -> *mut u8 {
+    const { assert!(LOW.is_multiple_of(2) && LOW >= 2 && LOW <= 8) };
+    let p = 10u64.pow(LOW);
+    let q = v / p;
+    // SAFETY: every write below is within the contract: `put_num` keeps at most 20 bytes;
+    // otherwise the high digits (`len` of them, at most 18 as `q <= u64::MAX / 100`) are
+    // copied in whole 16-byte moves (at most 32 bytes written, read from `txt`'s 32) and
+    // `LOW` digits follow, `len + LOW` bytes kept: the digits of `v`, at most 20.
+    unsafe {
+        if q == 0 {
+            return put_num(d, v);
+        }
+        if q != hd.q {
+            let end = put_num(hd.txt.as_mut_ptr(), q);
+            hd.len = end.offset_from(hd.txt.as_ptr()) as usize;
+            hd.q = q;
+        }
+        let d = put_piece(d, hd.txt.as_ptr(), hd.len);
+        let mut r = (v - q * p) as u32;
+        let mut k = LOW as usize;
+        while k > 0 {
+            k -= 2;
+            let pair = (r % 100) as usize * 2;
+            r /= 100;
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(pair), d.add(k), 2);
+        }
+        d.add(LOW as usize)
+    }
+}
+
+/// [`put_num`] with a sign: at most [`NUM_MAX`] bytes.
+///
+/// # Safety
+/// `d` writable for [`NUM_MAX`] bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_int(d: *mut u8, v: i64) -> *mut u8 {
+    // SAFETY: one sign byte, then at most 20 digits: within the contract.
+    unsafe {
+        *d = b'-';
+        put_num(d.add((v < 0) as usize), v.unsigned_abs())
+    }
 }
 
 /// Runs `f` on a cursor over `bound` bytes reserved at the end of `out`, then keeps what it
@@ -781,12 +951,170 @@ mod tests {
             assert_eq!(out, (v as i64).to_string().as_bytes(), "{v}");
         }
     }
+    /// Runs of nearby values (the cached high digits hit) and jumps (they miss) format as
+    /// `to_string` does, for both splits, written after other bytes.
+    #[test]
+    fn put_split_matches_itoa() {
+        let mut cases = vec![0u64, 1, 99, 100, 101, 999_999, 1_000_000, 1_000_001, 5, 100];
+        for base in [
+            0u64,
+            1_796_000_779_668_786,
+            99_999_999_999,
+            u64::MAX - 2_000,
+        ] {
+            cases.extend((0..1_500).map(|i| base.saturating_add(i * 7)));
+        }
+        cases.extend([u64::MAX, 10u64.pow(19), 10u64.pow(19) - 1, 7, u64::MAX]);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push(x >> (x % 64));
+        }
+        let (mut h2, mut h6) = (HighDigits::default(), HighDigits::default());
+        for v in cases {
+            for six in [false, true] {
+                let mut out = b"ab".to_vec();
+                out.reserve(32);
+                #[allow(unsafe_code)]
+                // SAFETY: 32 spare bytes reserved; `n <= 20` of them are written (kept).
+                unsafe {
+                    let d = out.as_mut_ptr().add(2);
+                    let end = if six {
+                        put_split::<6>(d, v, &mut h6)
+                    } else {
+                        put_split::<2>(d, v, &mut h2)
+                    };
+                    let n = end.offset_from(d) as usize;
+                    assert!(n <= 20);
+                    out.set_len(2 + n);
+                }
+                assert_eq!(out[2..], *v.to_string().as_bytes(), "{v} {six}");
+            }
+        }
+    }
+
     use crate::event::{Arg, Layer, Pending, Record, Value};
 
     fn enc(bytes: &[u8]) -> String {
         let mut out = Vec::new();
         write_str(&mut out, bytes, bytes.len());
         String::from_utf8(out).unwrap()
+    }
+
+    /// Every template shape (no keys as for interned regions, one key, the most keys; with
+    /// and without metadata and file; fewer, as many and more values than keys) and
+    /// numbers whose high digits change between lines (ids and timestamps across powers of
+    /// ten, extremes): the static line equals the generic line byte for byte.
+    #[test]
+    fn static_shapes_equal_generic_lines() {
+        use crate::event::{FileRef, StaticRecord};
+        let many: &'static [(&'static str, Slot)] = Box::leak(
+            (0..crate::event::MAX_ARGS - 1)
+                .map(|i| {
+                    let k: &'static str = Box::leak(format!("k{i}").into_boxed_str());
+                    (k, if i % 2 == 0 { Slot::Int } else { Slot::UInt })
+                })
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
+        let schemas: Vec<&'static Schema> = vec![
+            Box::leak(Box::new(Schema::new(
+                Layer::CApp,
+                "step",
+                "C",
+                &[],
+                "fhash",
+            ))),
+            Box::leak(Box::new(Schema::new(
+                Layer::LibcIo,
+                "lseek64",
+                "POSIX",
+                &[("whence", Slot::Int)],
+                "file_hash",
+            ))),
+            Box::leak(Box::new(Schema::new(
+                Layer::Python,
+                "a_rather_long_function_name_for_a_middle_past_sixty_four_bytes",
+                "cat",
+                many,
+                "fhash",
+            ))),
+        ];
+        let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/\"x\".bin")));
+        let fhash = crate::hash::hash16(b"/d/\"x\".bin");
+        let ids = [
+            0u64,
+            1,
+            99,
+            100,
+            101,
+            199,
+            200,
+            9_999,
+            10_000,
+            123_456,
+            u64::MAX - 1,
+        ];
+        let tss = [
+            0u64,
+            999_999,
+            1_000_000,
+            1_796_000_779_668_786,
+            1_796_000_779_668_787,
+            1_796_000_780_000_001,
+            u64::MAX,
+        ];
+        let vals: Vec<u64> = (0..40u64)
+            .map(|i| match i % 4 {
+                0 => u64::MAX,
+                1 => i64::MIN as u64,
+                2 => 10u64.pow((i % 20) as u32),
+                _ => i,
+            })
+            .collect();
+        let mut cache = PrefixCache::default();
+        for metadata in [true, false] {
+            let ctx = Ctx {
+                pid: 77,
+                hhash: "6882804a826580cd",
+                metadata,
+            };
+            for schema in &schemas {
+                for n in [0, 1, schema.keys.len(), schema.keys.len() + 1] {
+                    for f in [None, Some(file)] {
+                        for (j, &id) in ids.iter().enumerate() {
+                            let ts = tss[j % tss.len()];
+                            let p = Pending::Static {
+                                schema,
+                                ts,
+                                dur: ts / 3,
+                                vals: &vals[..n.min(vals.len())],
+                                file: f.map(|f| f.handle()),
+                            };
+                            let mut buf = vec![0u8; p.len()];
+                            p.write(&mut buf);
+                            // SAFETY: written just above by Pending::write in this process.
+                            #[allow(unsafe_code)]
+                            let (srec, rec) = unsafe {
+                                (
+                                    StaticRecord::decode(&buf).unwrap(),
+                                    Record::decode_trusted(&buf).unwrap(),
+                                )
+                            };
+                            let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
+                            complete_static(&mut fast, &mut cache, &ctx, id, 9, &srec.view());
+                            complete(&mut slow, &ctx, id, 9, &rec, &mut |_| fhash);
+                            assert_eq!(
+                                String::from_utf8(fast).unwrap(),
+                                String::from_utf8(slow).unwrap()
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -832,8 +1160,22 @@ mod tests {
                 #[allow(unsafe_code)]
                 let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
                 let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
-                complete_static(&mut fast, &mut cache, &ctx, 99, 7, &rec, &S);
-                complete_static(&mut fast, &mut cache, &ctx, 99, 7, &rec, &S);
+                complete_static(
+                    &mut fast,
+                    &mut cache,
+                    &ctx,
+                    99,
+                    7,
+                    &rec.static_view().unwrap(),
+                );
+                complete_static(
+                    &mut fast,
+                    &mut cache,
+                    &ctx,
+                    99,
+                    7,
+                    &rec.static_view().unwrap(),
+                );
                 complete(&mut slow, &ctx, 99, 7, &rec, &mut |_| fhash);
                 complete(&mut slow, &ctx, 99, 7, &rec, &mut |p| {
                     assert_eq!(p, b"/data/x.bin");
@@ -990,7 +1332,14 @@ mod tests {
                     #[allow(unsafe_code)]
                     let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
                     let (mut fast, mut slow) = (Vec::new(), Vec::new());
-                    complete_static(&mut fast, &mut cache, &ctx, 3, tid, &rec, schema);
+                    complete_static(
+                        &mut fast,
+                        &mut cache,
+                        &ctx,
+                        3,
+                        tid,
+                        &rec.static_view().unwrap(),
+                    );
                     complete(&mut slow, &ctx, 3, tid, &rec, &mut |_| fhash);
                     assert_eq!(
                         String::from_utf8(fast).unwrap(),

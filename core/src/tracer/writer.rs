@@ -2,6 +2,7 @@
 //! gzip members (see the crate docs for the thread model).
 
 use super::*;
+use crate::event::{StaticRecord, StaticView, KIND_STATIC};
 
 /// Encoder state, under `Shared::writer`: what producers draining their own ring need.
 pub(super) struct Writer {
@@ -97,14 +98,24 @@ impl Shared {
         let threshold = self.cfg.write_buffer_size.max(1);
         let mut cut = false;
         let drained = ring.drain(max_bytes, |bytes| {
-            // SAFETY: a ring only ever holds records written by `Pending::write` in this
-            // process (a fork child's copy included: same addresses, same static data).
-            #[allow(unsafe_code)]
-            let rec = unsafe { Record::decode_trusted(bytes) };
-            if let Some(rec) = rec {
-                self.encode(w, tid, &rec);
-                cut |= w.json.len() >= threshold;
+            // Static records (most) skip building a `Record`, unless aggregation may want
+            // them.
+            if bytes.get(4) == Some(&KIND_STATIC) && w.agg.is_none() {
+                // SAFETY: a ring only ever holds records written by `Pending::write` in
+                // this process (a fork child's copy included: same addresses, same static
+                // data).
+                #[allow(unsafe_code)]
+                if let Some(rec) = unsafe { StaticRecord::decode(bytes) } {
+                    self.encode_static(w, tid, &rec.view());
+                }
+            } else {
+                // SAFETY: as above.
+                #[allow(unsafe_code)]
+                if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
+                    self.encode(w, tid, &rec);
+                }
             }
+            cut |= w.json.len() >= threshold;
             cut && may_cut
         });
         self.advance_pass(w);
@@ -159,6 +170,51 @@ impl Shared {
         }
     }
 
+    /// Encodes a static record (aggregation already declined it, or is off).
+    #[inline]
+    pub(super) fn encode_static(&self, w: &mut Writer, tid: u32, rec: &StaticView) {
+        if !w.header_done {
+            self.header(w);
+        }
+        let ctx = self.ctx();
+        if let Some(f) = rec.file.filter(|_| self.cfg.metadata) {
+            let fh = &f.file().fh;
+            if !w.paths.marked(fh.load(Ordering::Relaxed)) {
+                // First time in this file (or its entry was evicted since): the FH record,
+                // unless a path arg or another slot wrote it and it is still in the table.
+                // Only the writer writes `fh` while the slot is pinned.
+                let mark = match w.paths.mark_for(f.path()) {
+                    Some(m) => m,
+                    None => {
+                        json::meta(
+                            &mut w.json,
+                            &ctx,
+                            tid,
+                            1,
+                            &plain("FH"),
+                            &Text {
+                                bytes: f.path(),
+                                orig_len: f.path().len(),
+                            },
+                            &Text {
+                                bytes: f.hash(),
+                                orig_len: 16,
+                            },
+                        );
+                        w.paths.insert(f.path().into(), *f.hash())
+                    }
+                };
+                fh.store(mark, Ordering::Relaxed);
+            }
+        }
+        let Writer { json, cache, .. } = w;
+        json::complete_static(json, cache, &ctx, w.next_id, tid, rec);
+        w.next_id += 1;
+        w.events += 1;
+        w.pending_events += 1;
+        w.used[rec.layer as usize] = true;
+    }
+
     pub(super) fn encode(&self, w: &mut Writer, tid: u32, rec: &Record) {
         if !w.header_done {
             self.header(w);
@@ -170,47 +226,10 @@ impl Shared {
                 return;
             }
         }
-        let ctx = self.ctx();
-        if let Some(schema) = rec.schema {
-            if let Some(f) = rec.file.as_ref().filter(|_| self.cfg.metadata) {
-                let fh = &f.file().fh;
-                if !w.paths.marked(fh.load(Ordering::Relaxed)) {
-                    // First time in this file (or its entry was evicted since): the FH
-                    // record, unless a path arg or another slot wrote it and it is still
-                    // in the table. Only the writer writes `fh` while the slot is pinned.
-                    let mark = match w.paths.mark_for(f.path()) {
-                        Some(m) => m,
-                        None => {
-                            json::meta(
-                                &mut w.json,
-                                &ctx,
-                                tid,
-                                1,
-                                &plain("FH"),
-                                &Text {
-                                    bytes: f.path(),
-                                    orig_len: f.path().len(),
-                                },
-                                &Text {
-                                    bytes: f.hash(),
-                                    orig_len: 16,
-                                },
-                            );
-                            w.paths.insert(f.path().into(), *f.hash())
-                        }
-                    };
-                    fh.store(mark, Ordering::Relaxed);
-                }
-            }
-            let id = w.next_id;
-            let Writer { json, cache, .. } = w;
-            json::complete_static(json, cache, &ctx, id, tid, rec, schema);
-            w.next_id += 1;
-            w.events += 1;
-            w.pending_events += 1;
-            w.used[rec.layer as usize] = true;
-            return;
+        if let Some(v) = rec.static_view() {
+            return self.encode_static(w, tid, &v);
         }
+        let ctx = self.ctx();
         if self.cfg.metadata && rec.has_path {
             // FH records precede the first event that names a file.
             for (_, v) in rec.args() {
