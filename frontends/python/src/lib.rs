@@ -8,6 +8,7 @@
 //! after that still decides the file name (core `retarget`).
 #![allow(unsafe_code)] // pyo3 macros, and the vectorcall entry of _Wrapped (each block has a SAFETY note).
 
+mod fast;
 mod native;
 
 /// Marks this object as part of the tracer: the in-process I/O binder never rewrites its GOT.
@@ -25,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// Most args collected from Python per event (core keeps 32 and counts the rest).
-const MAX_PY_ARGS: usize = 40;
+pub(crate) const MAX_PY_ARGS: usize = 40;
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 /// `initialize()` was called explicitly (a second one is ignored, like the reference).
@@ -490,10 +491,7 @@ impl<const N: usize> Params<N> {
     }
 
     fn slot(&self, key: &Bound<'_, PyAny>) -> Option<usize> {
-        let py = key.py();
-        let interned = self
-            .interned
-            .get_or_init(py, || self.names.map(|n| PyString::intern(py, n).unbind()));
+        let interned = self.names(key.py());
         if let Some(i) = interned.iter().position(|n| n.as_ptr() == key.as_ptr()) {
             return Some(i);
         }
@@ -540,6 +538,51 @@ impl<const N: usize> Params<N> {
             }
         }
         Ok(out)
+    }
+
+    /// The interned names (made on first use; the module's init makes them).
+    fn names(&self, py: Python<'_>) -> &[Py<PyString>; N] {
+        self.interned
+            .get_or_init(py, || self.names.map(|n| PyString::intern(py, n).unbind()))
+    }
+
+    /// The slots of a vectorcall's arguments as borrowed pointers (NULL: not given), when
+    /// they fit and every keyword is one of ours by identity (names written in code are
+    /// interned); `None` otherwise: then `sort` decides (and raises).
+    ///
+    /// # Safety
+    /// As [`Params::sort_call`], with the GIL held.
+    #[inline]
+    unsafe fn sort_raw(
+        &self,
+        args: *const *mut pyo3::ffi::PyObject,
+        nargs: pyo3::ffi::Py_ssize_t,
+        kwnames: *mut pyo3::ffi::PyObject,
+    ) -> Option<[*mut pyo3::ffi::PyObject; N]> {
+        use pyo3::ffi;
+        let nargs = nargs as usize;
+        if nargs > N {
+            return None;
+        }
+        let mut out = [std::ptr::null_mut(); N];
+        // SAFETY: per this function's contract: `nargs` positional arguments, then one per
+        // keyword name, borrowed from the caller; kwnames is NULL or a tuple.
+        unsafe {
+            out[..nargs].copy_from_slice(std::slice::from_raw_parts(args, nargs));
+            if kwnames.is_null() {
+                return Some(out);
+            }
+            let names = self.interned.get(Python::assume_gil_acquired())?;
+            for j in 0..ffi::PyTuple_GET_SIZE(kwnames) as usize {
+                let k = ffi::PyTuple_GET_ITEM(kwnames, j as ffi::Py_ssize_t);
+                let i = names.iter().position(|n| n.as_ptr() == k)?;
+                if !out[i].is_null() {
+                    return None;
+                }
+                out[i] = *args.add(nargs + j);
+            }
+        }
+        Some(out)
     }
 
     /// `sort` over a vectorcall's arguments, strict.
@@ -745,6 +788,23 @@ unsafe extern "C" fn log_event_fastcall<const METHOD: bool>(
     nargs: pyo3::ffi::Py_ssize_t,
     kwnames: *mut pyo3::ffi::PyObject,
 ) -> *mut pyo3::ffi::PyObject {
+    use pyo3::ffi;
+    // The common call first, on borrowed pointers (see `fast`); panics become an exception.
+    // SAFETY: called by the interpreter with the GIL held and no exception set.
+    let fast =
+        std::panic::catch_unwind(|| unsafe { log_event_fast::<METHOD>(args, nargs, kwnames) });
+    match fast {
+        // SAFETY: as above; None is immortal or counted, a new reference either way.
+        Ok(Some(())) => return unsafe { ffi::Py_NewRef(ffi::Py_None()) },
+        Ok(None) => {}
+        Err(_) => {
+            // SAFETY: as above; a static message.
+            unsafe {
+                ffi::PyErr_SetString(ffi::PyExc_RuntimeError, c"log_event() panicked".as_ptr())
+            };
+            return std::ptr::null_mut();
+        }
+    }
     // SAFETY: called by the interpreter with the GIL held (the trampoline counts it for pyo3
     // and turns errors and panics into exceptions); for the method, the method descriptor
     // checked `slf`'s type (it is not used).
@@ -756,6 +816,49 @@ unsafe extern "C" fn log_event_fastcall<const METHOD: bool>(
             kwnames,
             log_event_call::<METHOD>,
         )
+    }
+}
+
+/// [`fast::log_event`] on a vectorcall's arguments; `None`: the general path must run
+/// (nothing was recorded, no exception is set).
+///
+/// # Safety
+/// The interpreter's vectorcall arguments, the GIL held, no exception set.
+#[inline]
+unsafe fn log_event_fast<const METHOD: bool>(
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> Option<()> {
+    // SAFETY: per this function's contract.
+    let e = unsafe {
+        if METHOD {
+            let [name, cat, ts, dur, ints, floats, strs, _relations] =
+                TRACER_LOG_EVENT.sort_raw(args, nargs, kwnames)?;
+            fast::Event {
+                required: [name, cat, ts, dur],
+                maps: [ints, strs, floats],
+            }
+        } else {
+            let [name, cat, ts, dur, ints, strs, floats] =
+                LOG_EVENT.sort_raw(args, nargs, kwnames)?;
+            fast::Event {
+                required: [name, cat, ts, dur],
+                maps: [ints, strs, floats],
+            }
+        }
+    };
+    let on = native::is_enabled();
+    if !on && !NO_LAZY_START.load(Ordering::Relaxed) {
+        return None; // the general path decides whether tracing starts now
+    }
+    // SAFETY: per this function's contract.
+    unsafe {
+        fast::log_event(&e, |name, cat, ts, dur, args| {
+            if on {
+                native::complete(Layer::Python, name, cat, ts, dur, args);
+            }
+        })
     }
 }
 
@@ -800,6 +903,10 @@ fn fastcall_def(
 /// Adds the module's `log_event` and `_Tracer.log_event`.
 fn add_log_event(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // The fast paths match keywords by these interned names only.
+    LOG_EVENT.names(py);
+    TRACER_LOG_EVENT.names(py);
+    DFT_FN.names(py);
     let def = fastcall_def(
         c"log_event",
         c"log_event(name, cat, start_time, duration, int_args=None, string_args=None, float_args=None)\n--\n\nRecords a complete event (type PYTHON). Args may be (tag, value) pairs or bare values.",
@@ -1419,6 +1526,9 @@ impl DftFn {
             return;
         }
         let t2 = native::now();
+        if self.record_fast(t2) {
+            return;
+        }
         let mut vals: Collected = heapless::Vec::new();
         for (i, v) in self.captured.iter().enumerate() {
             if let Some(v) = v {
@@ -1438,6 +1548,54 @@ impl DftFn {
             t2.saturating_sub(self.t1),
             &vals,
         );
+    }
+
+    /// `record_now` for the common values (see [`fast::plain_value`]) on borrowed pointers;
+    /// false: nothing was recorded, the general conversion must run.
+    #[inline]
+    fn record_fast(&self, t2: u64) -> bool {
+        let text = |s: &Option<Py<PyString>>| match s {
+            // SAFETY: a live str (we hold it), the GIL is held (a method of ours runs), no
+            // exception is set.
+            Some(s) => unsafe { fast::utf8(s.as_ptr()) },
+            None => Some(&b""[..]),
+        };
+        let (Some(name), Some(cat)) = (text(&self.name), text(&self.cat)) else {
+            return false;
+        };
+        let mut args: heapless::Vec<Arg, MAX_PY_ARGS> = heapless::Vec::new();
+        let captured = self.captured.iter().zip(CAPTURED);
+        let extra = self.extra.iter().map(|(k, v)| (Some(v), k));
+        for (v, key) in captured
+            .map(|(v, k)| (v.as_ref(), Ok(k)))
+            .chain(extra.map(|(v, k)| (v, Err(k))))
+        {
+            let Some(v) = v else { continue };
+            let key = match key {
+                Ok(k) => k.as_bytes(),
+                // SAFETY: as above.
+                Err(k) => match unsafe { fast::utf8(k.as_ptr()) } {
+                    Some(k) => k,
+                    None => return false,
+                },
+            };
+            // SAFETY: as above.
+            let Some(value) = (unsafe { fast::plain_value(v.as_ptr()) }) else {
+                return false;
+            };
+            if args.push(Arg { key, value }).is_err() {
+                return false;
+            }
+        }
+        native::complete(
+            Layer::Python,
+            name,
+            cat,
+            self.t1,
+            t2.saturating_sub(self.t1),
+            &args,
+        );
+        true
     }
 
     /// `dftracer.python.<func>`: the Python half of `dft_fn` (decorating and iterating build
