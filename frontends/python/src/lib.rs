@@ -1564,23 +1564,22 @@ impl DftFn {
             return false;
         };
         let mut args: heapless::Vec<Arg, MAX_PY_ARGS> = heapless::Vec::new();
-        let captured = self.captured.iter().zip(CAPTURED);
-        let extra = self.extra.iter().map(|(k, v)| (Some(v), k));
-        for (v, key) in captured
-            .map(|(v, k)| (v.as_ref(), Ok(k)))
-            .chain(extra.map(|(v, k)| (v, Err(k))))
-        {
+        for (v, key) in self.captured.iter().zip(CAPTURED) {
             let Some(v) = v else { continue };
-            let key = match key {
-                Ok(k) => k.as_bytes(),
-                // SAFETY: as above.
-                Err(k) => match unsafe { fast::utf8(k.as_ptr()) } {
-                    Some(k) => k,
-                    None => return false,
-                },
-            };
             // SAFETY: as above.
             let Some(value) = (unsafe { fast::plain_value(v.as_ptr()) }) else {
+                return false;
+            };
+            let _ = args.push(Arg {
+                key: key.as_bytes(),
+                value,
+            }); // 4 slots: always room
+        }
+        for (k, v) in &self.extra {
+            // SAFETY: as above.
+            let (Some(key), Some(value)) =
+                (unsafe { (fast::utf8(k.as_ptr()), fast::plain_value(v.as_ptr())) })
+            else {
                 return false;
             };
             if args.push(Arg { key, value }).is_err() {
