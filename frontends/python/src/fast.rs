@@ -67,7 +67,7 @@ enum Of {
 ///
 /// # Safety
 /// `map` is NULL or a live object, the GIL is held, no exception is set.
-#[inline]
+#[inline(always)]
 unsafe fn add_dict<'a>(
     out: &mut heapless::Vec<Arg<'a>, MAX_PY_ARGS>,
     map: *mut ffi::PyObject,
@@ -87,7 +87,12 @@ unsafe fn add_dict<'a>(
         let mut pos: ffi::Py_ssize_t = 0;
         let mut k: *mut ffi::PyObject = std::ptr::null_mut();
         let mut v: *mut ffi::PyObject = std::ptr::null_mut();
-        while ffi::PyDict_Next(map, &mut pos, &mut k, &mut v) != 0 {
+        // As many items as the dict holds (not a last PyDict_Next call that finds none).
+        let len = (*(map as *mut ffi::PyDictObject)).ma_used;
+        for _ in 0..len {
+            if ffi::PyDict_Next(map, &mut pos, &mut k, &mut v) == 0 {
+                return false; // cannot happen: nothing changes the dict meanwhile
+            }
             if ffi::PyUnicode_CheckExact(k) == 0 {
                 return false;
             }

@@ -1550,6 +1550,19 @@ impl DftFn {
         );
     }
 
+    /// `__exit__`'s common case: nothing to record (tracing off, disabled) or values
+    /// `record_fast` takes; false: `record_now` must run (nothing was recorded).
+    #[inline]
+    fn finish_fast(&mut self) -> bool {
+        if !self.enable || !active() {
+            self.flushed = true;
+            return true;
+        }
+        let t2 = native::now();
+        self.flushed = self.record_fast(t2);
+        self.flushed
+    }
+
     /// `record_now` for the common values (see [`fast::plain_value`]) on borrowed pointers;
     /// false: nothing was recorded, the general conversion must run.
     #[inline]
@@ -1638,9 +1651,9 @@ unsafe fn dft_fn_new_fast(
     nargs: pyo3::ffi::Py_ssize_t,
     kwnames: *mut pyo3::ffi::PyObject,
 ) -> PyResult<*mut pyo3::ffi::PyObject> {
-    // SAFETY: the interpreter's vectorcall arguments.
-    let (pos, kw) = unsafe { vectorcall_args(py, args, nargs, kwnames) }?;
     if callable != DFT_FN_TYPE.load(Ordering::Relaxed).cast() {
+        // SAFETY: the interpreter's vectorcall arguments.
+        let (pos, kw) = unsafe { vectorcall_args(py, args, nargs, kwnames) }?;
         // tp_vectorcall is never inherited, so this is not reached; should it be, the
         // type's own call (`__new__` then `__init__`) with a tuple and a dict.
         let pos = PyTuple::new(py, pos)?;
@@ -1660,8 +1673,19 @@ unsafe fn dft_fn_new_fast(
             Ok(r)
         };
     }
+    // The common call (keywords by identity) on borrowed pointers, else the general sort.
+    // SAFETY: the interpreter's vectorcall arguments, borrowed for this call.
+    let sorted = match unsafe { DFT_FN.sort_raw(args, nargs, kwnames) } {
+        // SAFETY: NULL or a live argument of the caller.
+        Some(raw) => raw.map(|p| unsafe { Bound::from_borrowed_ptr_or_opt(py, p) }),
+        None => {
+            // SAFETY: as above.
+            let (pos, kw) = unsafe { vectorcall_args(py, args, nargs, kwnames) }?;
+            DFT_FN.sort("dft_fn", pos, kw, true)?
+        }
+    };
     let mut df = DftFn::blank();
-    df.configure(py, DFT_FN.sort("dft_fn", pos, kw, true)?)?;
+    df.configure(py, sorted)?;
     Ok(Bound::new(py, df)?.into_ptr())
 }
 
@@ -1709,6 +1733,136 @@ unsafe extern "C" fn dft_fn_init(
         });
         -1
     })
+}
+
+/// `dft_fn.__enter__` (METH_NOARGS): starts the region now. The common case touches no
+/// Python object (a borrow flag, the clock), so it skips pyo3's trampoline; anything else
+/// (the object already borrowed) goes through it and raises as pyo3 would.
+unsafe extern "C" fn dft_fn_enter(
+    slf: *mut pyo3::ffi::PyObject,
+    args: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    use pyo3::ffi;
+    let done = std::panic::catch_unwind(|| {
+        // SAFETY: called by the interpreter with the GIL held; the method descriptor checked
+        // that `slf` is a dft_fn (or a subclass), borrowed for this call.
+        let obj = unsafe { pyo3::Borrowed::from_ptr(Python::assume_gil_acquired(), slf) };
+        // SAFETY: as above.
+        let cell = unsafe { obj.downcast_unchecked::<DftFn>() };
+        match cell.try_borrow_mut() {
+            Ok(mut d) => {
+                d.start();
+                true
+            }
+            Err(_) => false,
+        }
+    });
+    match done {
+        // SAFETY: `slf` is live; `__enter__` returns it (a new reference).
+        Ok(true) => unsafe { ffi::Py_NewRef(slf) },
+        // SAFETY: as above; pyo3's trampoline counts the GIL, turns errors into exceptions.
+        Ok(false) => unsafe { pyo3::impl_::trampoline::noargs(slf, args, dft_fn_enter_general) },
+        Err(_) => panicked(c"dft_fn.__enter__ panicked"),
+    }
+}
+
+unsafe fn dft_fn_enter_general(
+    py: Python<'_>,
+    slf: *mut pyo3::ffi::PyObject,
+) -> PyResult<*mut pyo3::ffi::PyObject> {
+    // SAFETY: as in `dft_fn_enter`.
+    let obj = unsafe { Bound::from_borrowed_ptr(py, slf).downcast_into_unchecked::<DftFn>() };
+    obj.try_borrow_mut()?.start();
+    Ok(obj.into_ptr())
+}
+
+/// `dft_fn.__exit__(exc_type, exc_value, traceback)` (METH_FASTCALL; the arguments are not
+/// used): records the region unless `flush()` did. The common case (see
+/// [`DftFn::finish_fast`]) skips pyo3's trampoline and argument extraction; anything else
+/// goes through them.
+unsafe extern "C" fn dft_fn_exit(
+    slf: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    use pyo3::ffi;
+    let done = std::panic::catch_unwind(|| {
+        // SAFETY: as in `dft_fn_enter`.
+        let obj = unsafe { pyo3::Borrowed::from_ptr(Python::assume_gil_acquired(), slf) };
+        // SAFETY: as above.
+        let cell = unsafe { obj.downcast_unchecked::<DftFn>() };
+        match cell.try_borrow_mut() {
+            Ok(mut d) => d.flushed || d.finish_fast(),
+            Err(_) => false,
+        }
+    });
+    match done {
+        // SAFETY: False is immortal or counted; a new reference either way.
+        Ok(true) => unsafe { ffi::Py_NewRef(ffi::Py_False()) },
+        // SAFETY: the interpreter's arguments; pyo3's trampoline as in `dft_fn_enter`.
+        Ok(false) => unsafe {
+            pyo3::impl_::trampoline::fastcall_with_keywords(
+                slf,
+                args,
+                nargs,
+                kwnames,
+                dft_fn_exit_general,
+            )
+        },
+        Err(_) => panicked(c"dft_fn.__exit__ panicked"),
+    }
+}
+
+unsafe fn dft_fn_exit_general(
+    py: Python<'_>,
+    slf: *mut pyo3::ffi::PyObject,
+    _args: *const *mut pyo3::ffi::PyObject,
+    _nargs: pyo3::ffi::Py_ssize_t,
+    _kwnames: *mut pyo3::ffi::PyObject,
+) -> PyResult<*mut pyo3::ffi::PyObject> {
+    // SAFETY: as in `dft_fn_enter`.
+    let obj = unsafe { Bound::from_borrowed_ptr(py, slf).downcast_into_unchecked::<DftFn>() };
+    let mut d = obj.try_borrow_mut()?;
+    if !d.flushed {
+        d.record_now(py);
+    }
+    // SAFETY: False is immortal or counted; a new reference either way.
+    Ok(unsafe { pyo3::ffi::Py_NewRef(pyo3::ffi::Py_False()) })
+}
+
+/// A RuntimeError for a panic caught in an entry without pyo3's trampoline; NULL.
+#[cold]
+fn panicked(msg: &'static std::ffi::CStr) -> *mut pyo3::ffi::PyObject {
+    // SAFETY: called from an entry of the interpreter (GIL held); a static message.
+    unsafe { pyo3::ffi::PyErr_SetString(pyo3::ffi::PyExc_RuntimeError, msg.as_ptr()) };
+    std::ptr::null_mut()
+}
+
+/// Adds `dft_fn.__enter__` and `dft_fn.__exit__` (see `dft_fn_enter`, `dft_fn_exit`).
+fn add_dft_fn_protocol(py: Python<'_>) -> PyResult<()> {
+    let enter = Box::into_raw(Box::new(pyo3::ffi::PyMethodDef {
+        ml_name: c"__enter__".as_ptr(),
+        ml_meth: pyo3::ffi::PyMethodDefPointer {
+            PyCFunction: dft_fn_enter,
+        },
+        ml_flags: pyo3::ffi::METH_NOARGS,
+        ml_doc: c"Starts the region now; returns the object.".as_ptr(),
+    }));
+    let exit = fastcall_def(
+        c"__exit__",
+        c"Records the region (unless flush() did); never suppresses an exception.",
+        dft_fn_exit,
+    );
+    let tp = DftFn::type_object(py);
+    for (name, def) in [("__enter__", enter), ("__exit__", exit)] {
+        // SAFETY: a definition for the life of the process, for our own type.
+        let descr = unsafe {
+            Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyDescr_NewMethod(tp.as_type_ptr(), def))
+        }?;
+        tp.setattr(name, descr)?;
+    }
+    Ok(())
 }
 
 /// Makes `dft_fn(...)` skip the args tuple and kwargs dict, and `__init__` run for calls
@@ -1792,24 +1946,7 @@ impl DftFn {
         slf
     }
 
-    fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {
-        slf.start();
-        slf
-    }
-
-    #[pyo3(signature = (_exc_type=None, _exc_value=None, _traceback=None))]
-    fn __exit__(
-        &mut self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        _exc_value: Option<&Bound<'_, PyAny>>,
-        _traceback: Option<&Bound<'_, PyAny>>,
-    ) -> bool {
-        if !self.flushed {
-            self.record_now(py);
-        }
-        false
-    }
+    // __enter__ and __exit__: see `dft_fn_enter`, `dft_fn_exit`.
 
     /// Sets args recorded by the next `flush()`; `args` may hold any values.
     #[pyo3(signature = (epoch=None, step=None, image_idx=None, image_size=None, args=None))]
@@ -1964,6 +2101,7 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     enable_vectorcall(m.py())?;
     m.add_class::<DftFn>()?;
     enable_dft_fn_fast_new(m.py());
+    add_dft_fn_protocol(m.py())?;
     // pydftracer's log_init and log_static decorate as log does.
     let dft_fn = DftFn::type_object(m.py());
     for alias in ["log_init", "log_static"] {
