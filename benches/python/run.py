@@ -155,6 +155,7 @@ def main() -> int:
     ours_py, ref_py = f"{a.ours}/bin/python", f"{a.ref}/bin/python"
     configs = [("off", ours_py, False), ("ours", ours_py, True), ("ref", ref_py, True)]
     samples = {c[0]: {w: [] for w in WORKLOADS} for c in configs}
+    load_before = os.getloadavg()[0]  # other work on the machine: nanoseconds move with it
     for r in range(a.rounds):
         for name, py, en in configs:  # alternating rounds: noise hits all three alike
             res = run_once(py, name, en, a.calls)
@@ -184,7 +185,10 @@ def main() -> int:
           f"ref {targets['ref_ctx_minus_off_ns']:.0f} ns)")
     print(f"log_event with inline dicts beyond building them: {targets['log_event_inline_beyond_dicts_ns']:.0f} ns "
           f"(target <= 150; ref {targets['ref_log_event_inline_beyond_dicts_ns']:.0f} ns)")
-    record = {"machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()},
+    load = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    print(f"load average (1 min) before and after the rounds: {load[0]}, {load[1]} on {os.cpu_count()} CPUs")
+    record = {"machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
+                          "loadavg_1min_before_after": load},
               "command": " ".join(sys.argv), "rounds": a.rounds, "calls": a.calls, "median_ns": rows,
               "targets": targets}
     if not a.no_callgrind:

@@ -8,6 +8,7 @@
 //! after that still decides the file name (core `retarget`).
 #![allow(unsafe_code)] // pyo3 macros, and the vectorcall entry of _Wrapped (each block has a SAFETY note).
 
+mod fast;
 mod native;
 
 /// Marks this object as part of the tracer: the in-process I/O binder never rewrites its GOT.
@@ -25,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// Most args collected from Python per event (core keeps 32 and counts the rest).
-const MAX_PY_ARGS: usize = 40;
+pub(crate) const MAX_PY_ARGS: usize = 40;
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 /// `initialize()` was called explicitly (a second one is ignored, like the reference).
@@ -490,10 +491,7 @@ impl<const N: usize> Params<N> {
     }
 
     fn slot(&self, key: &Bound<'_, PyAny>) -> Option<usize> {
-        let py = key.py();
-        let interned = self
-            .interned
-            .get_or_init(py, || self.names.map(|n| PyString::intern(py, n).unbind()));
+        let interned = self.names(key.py());
         if let Some(i) = interned.iter().position(|n| n.as_ptr() == key.as_ptr()) {
             return Some(i);
         }
@@ -540,6 +538,51 @@ impl<const N: usize> Params<N> {
             }
         }
         Ok(out)
+    }
+
+    /// The interned names (made on first use; the module's init makes them).
+    fn names(&self, py: Python<'_>) -> &[Py<PyString>; N] {
+        self.interned
+            .get_or_init(py, || self.names.map(|n| PyString::intern(py, n).unbind()))
+    }
+
+    /// The slots of a vectorcall's arguments as borrowed pointers (NULL: not given), when
+    /// they fit and every keyword is one of ours by identity (names written in code are
+    /// interned); `None` otherwise: then `sort` decides (and raises).
+    ///
+    /// # Safety
+    /// As [`Params::sort_call`], with the GIL held.
+    #[inline]
+    unsafe fn sort_raw(
+        &self,
+        args: *const *mut pyo3::ffi::PyObject,
+        nargs: pyo3::ffi::Py_ssize_t,
+        kwnames: *mut pyo3::ffi::PyObject,
+    ) -> Option<[*mut pyo3::ffi::PyObject; N]> {
+        use pyo3::ffi;
+        let nargs = nargs as usize;
+        if nargs > N {
+            return None;
+        }
+        let mut out = [std::ptr::null_mut(); N];
+        // SAFETY: per this function's contract: `nargs` positional arguments, then one per
+        // keyword name, borrowed from the caller; kwnames is NULL or a tuple.
+        unsafe {
+            out[..nargs].copy_from_slice(std::slice::from_raw_parts(args, nargs));
+            if kwnames.is_null() {
+                return Some(out);
+            }
+            let names = self.interned.get(Python::assume_gil_acquired())?;
+            for j in 0..ffi::PyTuple_GET_SIZE(kwnames) as usize {
+                let k = ffi::PyTuple_GET_ITEM(kwnames, j as ffi::Py_ssize_t);
+                let i = names.iter().position(|n| n.as_ptr() == k)?;
+                if !out[i].is_null() {
+                    return None;
+                }
+                out[i] = *args.add(nargs + j);
+            }
+        }
+        Some(out)
     }
 
     /// `sort` over a vectorcall's arguments, strict.
@@ -745,6 +788,23 @@ unsafe extern "C" fn log_event_fastcall<const METHOD: bool>(
     nargs: pyo3::ffi::Py_ssize_t,
     kwnames: *mut pyo3::ffi::PyObject,
 ) -> *mut pyo3::ffi::PyObject {
+    use pyo3::ffi;
+    // The common call first, on borrowed pointers (see `fast`); panics become an exception.
+    // SAFETY: called by the interpreter with the GIL held and no exception set.
+    let fast =
+        std::panic::catch_unwind(|| unsafe { log_event_fast::<METHOD>(args, nargs, kwnames) });
+    match fast {
+        // SAFETY: as above; None is immortal or counted, a new reference either way.
+        Ok(Some(())) => return unsafe { ffi::Py_NewRef(ffi::Py_None()) },
+        Ok(None) => {}
+        Err(_) => {
+            // SAFETY: as above; a static message.
+            unsafe {
+                ffi::PyErr_SetString(ffi::PyExc_RuntimeError, c"log_event() panicked".as_ptr())
+            };
+            return std::ptr::null_mut();
+        }
+    }
     // SAFETY: called by the interpreter with the GIL held (the trampoline counts it for pyo3
     // and turns errors and panics into exceptions); for the method, the method descriptor
     // checked `slf`'s type (it is not used).
@@ -756,6 +816,49 @@ unsafe extern "C" fn log_event_fastcall<const METHOD: bool>(
             kwnames,
             log_event_call::<METHOD>,
         )
+    }
+}
+
+/// [`fast::log_event`] on a vectorcall's arguments; `None`: the general path must run
+/// (nothing was recorded, no exception is set).
+///
+/// # Safety
+/// The interpreter's vectorcall arguments, the GIL held, no exception set.
+#[inline]
+unsafe fn log_event_fast<const METHOD: bool>(
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> Option<()> {
+    // SAFETY: per this function's contract.
+    let e = unsafe {
+        if METHOD {
+            let [name, cat, ts, dur, ints, floats, strs, _relations] =
+                TRACER_LOG_EVENT.sort_raw(args, nargs, kwnames)?;
+            fast::Event {
+                required: [name, cat, ts, dur],
+                maps: [ints, strs, floats],
+            }
+        } else {
+            let [name, cat, ts, dur, ints, strs, floats] =
+                LOG_EVENT.sort_raw(args, nargs, kwnames)?;
+            fast::Event {
+                required: [name, cat, ts, dur],
+                maps: [ints, strs, floats],
+            }
+        }
+    };
+    let on = native::is_enabled();
+    if !on && !NO_LAZY_START.load(Ordering::Relaxed) {
+        return None; // the general path decides whether tracing starts now
+    }
+    // SAFETY: per this function's contract.
+    unsafe {
+        fast::log_event(&e, |name, cat, ts, dur, args| {
+            if on {
+                native::complete(Layer::Python, name, cat, ts, dur, args);
+            }
+        })
     }
 }
 
@@ -800,6 +903,10 @@ fn fastcall_def(
 /// Adds the module's `log_event` and `_Tracer.log_event`.
 fn add_log_event(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // The fast paths match keywords by these interned names only.
+    LOG_EVENT.names(py);
+    TRACER_LOG_EVENT.names(py);
+    DFT_FN.names(py);
     let def = fastcall_def(
         c"log_event",
         c"log_event(name, cat, start_time, duration, int_args=None, string_args=None, float_args=None)\n--\n\nRecords a complete event (type PYTHON). Args may be (tag, value) pairs or bare values.",
@@ -1460,6 +1567,9 @@ impl DftFn {
             return;
         }
         let t2 = native::now();
+        if self.record_fast(t2) {
+            return;
+        }
         let mut vals: Collected = heapless::Vec::new();
         for (i, v) in self.captured.iter().enumerate() {
             if let Some(v) = v {
@@ -1479,6 +1589,66 @@ impl DftFn {
             t2.saturating_sub(self.t1),
             &vals,
         );
+    }
+
+    /// `__exit__`'s common case: nothing to record (tracing off, disabled) or values
+    /// `record_fast` takes; false: `record_now` must run (nothing was recorded).
+    #[inline]
+    fn finish_fast(&mut self) -> bool {
+        if !self.enable || !active() {
+            self.flushed = true;
+            return true;
+        }
+        let t2 = native::now();
+        self.flushed = self.record_fast(t2);
+        self.flushed
+    }
+
+    /// `record_now` for the common values (see [`fast::plain_value`]) on borrowed pointers;
+    /// false: nothing was recorded, the general conversion must run.
+    #[inline]
+    fn record_fast(&self, t2: u64) -> bool {
+        let text = |s: &Option<Py<PyString>>| match s {
+            // SAFETY: a live str (we hold it), the GIL is held (a method of ours runs), no
+            // exception is set.
+            Some(s) => unsafe { fast::utf8(s.as_ptr()) },
+            None => Some(&b""[..]),
+        };
+        let (Some(name), Some(cat)) = (text(&self.name), text(&self.cat)) else {
+            return false;
+        };
+        let mut args: heapless::Vec<Arg, MAX_PY_ARGS> = heapless::Vec::new();
+        for (v, key) in self.captured.iter().zip(CAPTURED) {
+            let Some(v) = v else { continue };
+            // SAFETY: as above.
+            let Some(value) = (unsafe { fast::plain_value(v.as_ptr()) }) else {
+                return false;
+            };
+            let _ = args.push(Arg {
+                key: key.as_bytes(),
+                value,
+            }); // 4 slots: always room
+        }
+        for (k, v) in &self.extra {
+            // SAFETY: as above.
+            let (Some(key), Some(value)) =
+                (unsafe { (fast::utf8(k.as_ptr()), fast::plain_value(v.as_ptr())) })
+            else {
+                return false;
+            };
+            if args.push(Arg { key, value }).is_err() {
+                return false;
+            }
+        }
+        native::complete(
+            Layer::Python,
+            name,
+            cat,
+            self.t1,
+            t2.saturating_sub(self.t1),
+            &args,
+        );
+        true
     }
 
     /// `dftracer.python.<func>`: the Python half of `dft_fn` (decorating and iterating build
@@ -1522,9 +1692,9 @@ unsafe fn dft_fn_new_fast(
     nargs: pyo3::ffi::Py_ssize_t,
     kwnames: *mut pyo3::ffi::PyObject,
 ) -> PyResult<*mut pyo3::ffi::PyObject> {
-    // SAFETY: the interpreter's vectorcall arguments.
-    let (pos, kw) = unsafe { vectorcall_args(py, args, nargs, kwnames) }?;
     if callable != DFT_FN_TYPE.load(Ordering::Relaxed).cast() {
+        // SAFETY: the interpreter's vectorcall arguments.
+        let (pos, kw) = unsafe { vectorcall_args(py, args, nargs, kwnames) }?;
         // tp_vectorcall is never inherited, so this is not reached; should it be, the
         // type's own call (`__new__` then `__init__`) with a tuple and a dict.
         let pos = PyTuple::new(py, pos)?;
@@ -1544,8 +1714,19 @@ unsafe fn dft_fn_new_fast(
             Ok(r)
         };
     }
+    // The common call (keywords by identity) on borrowed pointers, else the general sort.
+    // SAFETY: the interpreter's vectorcall arguments, borrowed for this call.
+    let sorted = match unsafe { DFT_FN.sort_raw(args, nargs, kwnames) } {
+        // SAFETY: NULL or a live argument of the caller.
+        Some(raw) => raw.map(|p| unsafe { Bound::from_borrowed_ptr_or_opt(py, p) }),
+        None => {
+            // SAFETY: as above.
+            let (pos, kw) = unsafe { vectorcall_args(py, args, nargs, kwnames) }?;
+            DFT_FN.sort("dft_fn", pos, kw, true)?
+        }
+    };
     let mut df = DftFn::blank();
-    df.configure(py, DFT_FN.sort("dft_fn", pos, kw, true)?)?;
+    df.configure(py, sorted)?;
     Ok(Bound::new(py, df)?.into_ptr())
 }
 
@@ -1593,6 +1774,136 @@ unsafe extern "C" fn dft_fn_init(
         });
         -1
     })
+}
+
+/// `dft_fn.__enter__` (METH_NOARGS): starts the region now. The common case touches no
+/// Python object (a borrow flag, the clock), so it skips pyo3's trampoline; anything else
+/// (the object already borrowed) goes through it and raises as pyo3 would.
+unsafe extern "C" fn dft_fn_enter(
+    slf: *mut pyo3::ffi::PyObject,
+    args: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    use pyo3::ffi;
+    let done = std::panic::catch_unwind(|| {
+        // SAFETY: called by the interpreter with the GIL held; the method descriptor checked
+        // that `slf` is a dft_fn (or a subclass), borrowed for this call.
+        let obj = unsafe { pyo3::Borrowed::from_ptr(Python::assume_gil_acquired(), slf) };
+        // SAFETY: as above.
+        let cell = unsafe { obj.downcast_unchecked::<DftFn>() };
+        match cell.try_borrow_mut() {
+            Ok(mut d) => {
+                d.start();
+                true
+            }
+            Err(_) => false,
+        }
+    });
+    match done {
+        // SAFETY: `slf` is live; `__enter__` returns it (a new reference).
+        Ok(true) => unsafe { ffi::Py_NewRef(slf) },
+        // SAFETY: as above; pyo3's trampoline counts the GIL, turns errors into exceptions.
+        Ok(false) => unsafe { pyo3::impl_::trampoline::noargs(slf, args, dft_fn_enter_general) },
+        Err(_) => panicked(c"dft_fn.__enter__ panicked"),
+    }
+}
+
+unsafe fn dft_fn_enter_general(
+    py: Python<'_>,
+    slf: *mut pyo3::ffi::PyObject,
+) -> PyResult<*mut pyo3::ffi::PyObject> {
+    // SAFETY: as in `dft_fn_enter`.
+    let obj = unsafe { Bound::from_borrowed_ptr(py, slf).downcast_into_unchecked::<DftFn>() };
+    obj.try_borrow_mut()?.start();
+    Ok(obj.into_ptr())
+}
+
+/// `dft_fn.__exit__(exc_type, exc_value, traceback)` (METH_FASTCALL; the arguments are not
+/// used): records the region unless `flush()` did. The common case (see
+/// [`DftFn::finish_fast`]) skips pyo3's trampoline and argument extraction; anything else
+/// goes through them.
+unsafe extern "C" fn dft_fn_exit(
+    slf: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    use pyo3::ffi;
+    let done = std::panic::catch_unwind(|| {
+        // SAFETY: as in `dft_fn_enter`.
+        let obj = unsafe { pyo3::Borrowed::from_ptr(Python::assume_gil_acquired(), slf) };
+        // SAFETY: as above.
+        let cell = unsafe { obj.downcast_unchecked::<DftFn>() };
+        match cell.try_borrow_mut() {
+            Ok(mut d) => d.flushed || d.finish_fast(),
+            Err(_) => false,
+        }
+    });
+    match done {
+        // SAFETY: False is immortal or counted; a new reference either way.
+        Ok(true) => unsafe { ffi::Py_NewRef(ffi::Py_False()) },
+        // SAFETY: the interpreter's arguments; pyo3's trampoline as in `dft_fn_enter`.
+        Ok(false) => unsafe {
+            pyo3::impl_::trampoline::fastcall_with_keywords(
+                slf,
+                args,
+                nargs,
+                kwnames,
+                dft_fn_exit_general,
+            )
+        },
+        Err(_) => panicked(c"dft_fn.__exit__ panicked"),
+    }
+}
+
+unsafe fn dft_fn_exit_general(
+    py: Python<'_>,
+    slf: *mut pyo3::ffi::PyObject,
+    _args: *const *mut pyo3::ffi::PyObject,
+    _nargs: pyo3::ffi::Py_ssize_t,
+    _kwnames: *mut pyo3::ffi::PyObject,
+) -> PyResult<*mut pyo3::ffi::PyObject> {
+    // SAFETY: as in `dft_fn_enter`.
+    let obj = unsafe { Bound::from_borrowed_ptr(py, slf).downcast_into_unchecked::<DftFn>() };
+    let mut d = obj.try_borrow_mut()?;
+    if !d.flushed {
+        d.record_now(py);
+    }
+    // SAFETY: False is immortal or counted; a new reference either way.
+    Ok(unsafe { pyo3::ffi::Py_NewRef(pyo3::ffi::Py_False()) })
+}
+
+/// A RuntimeError for a panic caught in an entry without pyo3's trampoline; NULL.
+#[cold]
+fn panicked(msg: &'static std::ffi::CStr) -> *mut pyo3::ffi::PyObject {
+    // SAFETY: called from an entry of the interpreter (GIL held); a static message.
+    unsafe { pyo3::ffi::PyErr_SetString(pyo3::ffi::PyExc_RuntimeError, msg.as_ptr()) };
+    std::ptr::null_mut()
+}
+
+/// Adds `dft_fn.__enter__` and `dft_fn.__exit__` (see `dft_fn_enter`, `dft_fn_exit`).
+fn add_dft_fn_protocol(py: Python<'_>) -> PyResult<()> {
+    let enter = Box::into_raw(Box::new(pyo3::ffi::PyMethodDef {
+        ml_name: c"__enter__".as_ptr(),
+        ml_meth: pyo3::ffi::PyMethodDefPointer {
+            PyCFunction: dft_fn_enter,
+        },
+        ml_flags: pyo3::ffi::METH_NOARGS,
+        ml_doc: c"Starts the region now; returns the object.".as_ptr(),
+    }));
+    let exit = fastcall_def(
+        c"__exit__",
+        c"Records the region (unless flush() did); never suppresses an exception.",
+        dft_fn_exit,
+    );
+    let tp = DftFn::type_object(py);
+    for (name, def) in [("__enter__", enter), ("__exit__", exit)] {
+        // SAFETY: a definition for the life of the process, for our own type.
+        let descr = unsafe {
+            Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyDescr_NewMethod(tp.as_type_ptr(), def))
+        }?;
+        tp.setattr(name, descr)?;
+    }
+    Ok(())
 }
 
 /// Makes `dft_fn(...)` skip the args tuple and kwargs dict, and `__init__` run for calls
@@ -1676,24 +1987,7 @@ impl DftFn {
         slf
     }
 
-    fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyRefMut<'_, Self> {
-        slf.start();
-        slf
-    }
-
-    #[pyo3(signature = (_exc_type=None, _exc_value=None, _traceback=None))]
-    fn __exit__(
-        &mut self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        _exc_value: Option<&Bound<'_, PyAny>>,
-        _traceback: Option<&Bound<'_, PyAny>>,
-    ) -> bool {
-        if !self.flushed {
-            self.record_now(py);
-        }
-        false
-    }
+    // __enter__ and __exit__: see `dft_fn_enter`, `dft_fn_exit`.
 
     /// Sets args recorded by the next `flush()`; `args` may hold any values.
     #[pyo3(signature = (epoch=None, step=None, image_idx=None, image_size=None, args=None))]
@@ -1848,6 +2142,7 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     enable_vectorcall(m.py())?;
     m.add_class::<DftFn>()?;
     enable_dft_fn_fast_new(m.py());
+    add_dft_fn_protocol(m.py())?;
     // pydftracer's log_init and log_static decorate as log does.
     let dft_fn = DftFn::type_object(m.py());
     for alias in ["log_init", "log_static"] {

@@ -254,3 +254,47 @@ def test_names_and_categories_of_every_kind_and_more_than_the_core_interns(run):
     assert len({e["tid"] for e, _ in ev_lines}) == 2
     ids = [e["id"] for e in ev]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_dft_fn_enter_exit_common_and_general_values(run):
+    """__enter__/__exit__ are native method descriptors: exceptions pass through, an explicit
+    flush() is not recorded twice, subclasses call them through super(); values the fast
+    record does not take (an int over 64 bits, a lone surrogate, a str subclass) are written
+    by the general conversion."""
+    r = run(
+        """
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log()
+        class S(str): pass
+        class Sub(dft_fn):
+            def __enter__(self):
+                super().__enter__()
+                return self.update(args={"sub": 1})
+            def __exit__(self, *exc):
+                return super().__exit__(*exc)
+        with Sub("C", name="sub"):
+            pass
+        try:
+            with dft_fn("C", name="raises", step=3):
+                raise KeyError("k")
+        except KeyError:
+            print("propagated")
+        f = dft_fn("C", name="flushed")
+        with f:
+            f.flush()
+        assert f.__exit__() is False and f.__exit__(None, None, None) is False
+        with dft_fn("C", name="big", step=2**70, epoch=1.5) as d:
+            d.update(args={"s": S("v"), "t": True})
+        with dft_fn("C", name="bad\\udcff"):
+            pass
+        log.finalize()
+        """
+    )
+    assert "propagated" in r.stdout
+    ev = {e["name"]: e for e in r.events()}
+    strip = lambda a: {k: v for k, v in a.items() if k != "hhash"}
+    assert strip(ev["sub"]["args"]) == {"sub": 1}
+    assert strip(ev["raises"]["args"]) == {"step": 3}
+    assert len(r.events("flushed")) == 1
+    assert strip(ev["big"]["args"]) == {"epoch": 1.5, "step": str(2**70), "s": "v", "t": True}
+    assert "bad\ufffd" in ev, list(ev)

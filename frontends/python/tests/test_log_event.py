@@ -36,6 +36,18 @@ BAD = [
     ('d.log_event("n", "C", 1, 1, {1: 2})', TypeError, "int_args"),
     ('d.log_event("n", "C", 1, 1, [1, 2])', TypeError, "int_args"),
     ('d.log_event("n", "C", 1, 1, {"a": (0, 1, 2)})', TypeError, "int_args"),
+    ('d.log_event("n", "C", 1, 1, {"a": 1.5})', TypeError, "int_args"),
+    ('d.log_event("n", "C", 1, 1, {"a": (0, "1")})', TypeError, "int_args"),
+    ('d.log_event("n", "C", 1, 1, {}, {"s": (0, 3)})', TypeError, "string_args"),
+    ('d.log_event("n", "C", 1, 1, {}, {1: "x"})', TypeError, "string_args"),
+    ('d.log_event("n", "C", 1, 1, {}, "s=x")', TypeError, "string_args"),
+    ('d.log_event("n", "C", 1, 1, None, None, {"f": (0, "x")})', TypeError, "float_args"),
+    ('d.log_event("n", "C", 1, 1, string_args={"s": None})', TypeError, "string_args"),
+    # pydftracer's method (float_args before string_args), keywords as users write them
+    ('log.log_event("n", "C", 1, 1, int_args={"a": "x"})', TypeError, "int_args"),
+    ('log.log_event("n", "C", 1, 1, string_args={"s": (0, 3)})', TypeError, "string_args"),
+    ('log.log_event("n", "C", 1, 1, float_args={"f": "x"})', TypeError, "float_args"),
+    ('log.log_event("n", "C", 2**64, 1)', ValueError, "start_time"),
 ]
 
 
@@ -44,7 +56,8 @@ def test_bad_input_names_the_argument(run, call, exc, word):
     r = run(
         f"""
         import dftracer.dftracer as d
-        d.initialize()
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log()
         try:
             {call}
         except {exc.__name__} as e:
@@ -203,3 +216,39 @@ def test_log_event_arguments_by_keyword_and_position(run):
     kw, m = r.events("kw")[0], r.events("m")[0]
     assert kw["args"]["s"] == "v" and (kw["ts"], kw["dur"]) == (1, 2)
     assert (m["args"]["i"], m["args"]["f"], m["args"]["s"]) == (5, 0.5, "x")
+
+
+def test_common_and_unusual_argument_types_write_the_same(run):
+    """Exact str/int/float/dict/tuple arguments take the native fast path; subclasses, other
+    mappings, bools, ints given as floats and u64 values take the general one: same trace."""
+    r = run(
+        """
+        import collections, enum
+        import dftracer.dftracer as d
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log()
+        class S(str): pass
+        class I(enum.IntEnum):
+            SEVEN = 7
+        class M(collections.abc.Mapping):
+            def __init__(self, d): self.d = d
+            def __getitem__(self, k): return self.d[k]
+            def __iter__(self): return iter(self.d)
+            def __len__(self): return len(self.d)
+        P = collections.namedtuple("P", "tag value")
+        log.log_event("fast", "C", 5, 6, int_args={"i": (0, 7), "b": True, "n": -3},
+                      string_args={"s": (0, "v"), "u": "\u00e9"}, float_args={"f": 2.0})
+        log.log_event(S("slow"), S("C"), I.SEVEN - 2, 6, int_args=M({"i": P(0, I.SEVEN), "b": True, "n": -3}),
+                      string_args={S("s"): (0, S("v")), "u": "\u00e9"}, float_args={"f": 2})
+        d.log_event("big", "C", 2**64 - 1, 0, {"u": 2**64 - 1, "step": 1}, {"step": "x"})
+        log.finalize()
+        """
+    )
+    fast, slow, big = r.events("fast")[0], r.events("slow")[0], r.events("big")[0]
+    for k in ("i", "b", "n", "s", "u", "f"):
+        assert fast["args"][k] == slow["args"][k], (k, fast["args"], slow["args"])
+        assert type(fast["args"][k]) is type(slow["args"][k]), k
+    assert fast["args"]["b"] is True and fast["args"]["f"] == 2.0 and fast["args"]["u"] == "\u00e9"
+    assert (fast["ts"], fast["dur"]) == (slow["ts"], slow["dur"]) == (5, 6)
+    assert big["ts"] == 2**64 - 1 and big["args"]["u"] == 2**64 - 1
+    assert big["args"]["step_int"] == 1 and big["args"]["step"] == "x", "a key in two dicts: both kept"
