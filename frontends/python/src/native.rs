@@ -158,6 +158,7 @@ pub fn complete(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: 
 }
 
 /// The core's schema for events named `name` in `cat` without args (`dftracer_core::intern`).
+#[inline]
 pub fn intern(layer: Layer, name: &[u8], cat: &[u8]) -> Option<&'static dftracer_core::Schema> {
     api().and_then(|a| (a.intern)(layer, name, cat))
 }
