@@ -93,7 +93,7 @@ impl Hook {
     }
 
     /// As [`complete_static`], without looking up this thread's state again.
-    #[inline]
+    #[inline(always)]
     pub fn complete_static(
         &self,
         schema: &'static crate::Schema,
@@ -182,7 +182,7 @@ const STATIC_FIXED: usize = 48;
 
 /// The hot path of a static record: the record is written in place as whole words, without
 /// going through [`Pending`]'s general length and write.
-#[inline]
+#[inline(always)]
 fn record_static_in(
     l: &Local,
     s: u64,
@@ -199,8 +199,9 @@ fn record_static_in(
         // Release::drop, on this thread, which nulls the pointer first).
         let ring = unsafe { &*ring };
         let len = STATIC_FIXED + 8 * vals.len();
-        if ring.push(len, |buf| write_static(buf, schema, ts, dur, vals, file)) {
-            if ring.wants_drain() {
+        if let Some(head) = ring.try_push(len, |buf| write_static(buf, schema, ts, dur, vals, file))
+        {
+            if ring.wants_drain_at(head) {
                 wake_writer();
             }
             return;
@@ -285,8 +286,8 @@ pub fn record(p: &Pending) {
             // SAFETY: as in record_static_in.
             let ring = unsafe { &*ring };
             let len = p.len();
-            if ring.push(len, |buf| p.write(buf)) {
-                if ring.wants_drain() {
+            if let Some(head) = ring.try_push(len, |buf| p.write(buf)) {
+                if ring.wants_drain_at(head) {
                     wake_writer();
                 }
                 return;

@@ -167,7 +167,9 @@ pub(crate) fn record_static(
 
 impl Busy {
     /// As [`record_static`], on this section's thread state (no thread-local lookup).
-    #[inline]
+    /// Inlined into each hook, where the schema and the number of values are constants: the
+    /// record is a handful of stores (shared, it copied the values with a `memcpy` call).
+    #[inline(always)]
     pub(crate) fn record_static(
         &self,
         schema: &'static dftracer_core::Schema,
@@ -176,13 +178,14 @@ impl Busy {
         vals: &[u64],
         file: &dftracer_core::FileHandle,
     ) {
-        let (vals, file) = if MODE.load(Ordering::Relaxed) & METADATA != 0 {
-            (vals, Some(*file))
+        // Two calls, each with a constant number of values (one `(vals, file)` pair chosen
+        // first would leave the count unknown, and the values copied by a `memcpy` call).
+        let dur = t1.saturating_sub(t0);
+        if MODE.load(Ordering::Relaxed) & METADATA != 0 {
+            self.0.complete_static(schema, t0, dur, vals, Some(*file));
         } else {
-            (&[][..], None)
-        };
-        self.0
-            .complete_static(schema, t0, t1.saturating_sub(t0), vals, file);
+            self.0.complete_static(schema, t0, dur, &[], None);
+        }
     }
 }
 
