@@ -53,10 +53,11 @@ impl Conversion {
 /// A [`Conversion`] behind a sequence lock: one writer (the tracer's writer thread) publishes,
 /// any number of readers read without ever blocking it or each other.
 pub struct Anchor {
-    /// Even and non-zero: a conversion is published. Odd: the writer is updating it, or has
-    /// withdrawn it. 0: none yet. It only grows: a withdrawal moves it to odd rather than
-    /// back to 0, so a reader that loaded the old anchor's value before a withdrawal and a
-    /// new publication cannot find that same value again and mix the two anchors.
+    /// Even: a conversion is published. Odd: none yet (it starts at 1), or the writer is
+    /// updating it, or has withdrawn it: readers test one bit. It only grows: a withdrawal
+    /// moves it to odd rather than back to 1, so a reader that loaded the old anchor's value
+    /// before a withdrawal and a new publication cannot find that same value again and mix
+    /// the two anchors.
     seq: sync::AtomicU64,
     base_tsc: sync::AtomicU64,
     base_ns: sync::AtomicU64,
@@ -73,7 +74,7 @@ impl Anchor {
     #[cfg(not(loom))]
     pub const fn new() -> Anchor {
         Anchor {
-            seq: sync::AtomicU64::new(0),
+            seq: sync::AtomicU64::new(1),
             base_tsc: sync::AtomicU64::new(0),
             base_ns: sync::AtomicU64::new(0),
             mult: sync::AtomicU64::new(0),
@@ -84,7 +85,7 @@ impl Anchor {
     #[cfg(loom)]
     pub fn new() -> Anchor {
         Anchor {
-            seq: sync::AtomicU64::new(0),
+            seq: sync::AtomicU64::new(1),
             base_tsc: sync::AtomicU64::new(0),
             base_ns: sync::AtomicU64::new(0),
             mult: sync::AtomicU64::new(0),
@@ -97,7 +98,7 @@ impl Anchor {
     #[inline(always)]
     pub fn read(&self, counter: impl FnOnce() -> u64) -> Option<(Conversion, u64)> {
         let s = self.seq.load(Ordering::Acquire);
-        if s == 0 || s & 1 != 0 {
+        if s & 1 != 0 {
             return None;
         }
         let c = Conversion {
@@ -114,14 +115,13 @@ impl Anchor {
 
     /// Whether a conversion is published.
     pub fn in_use(&self) -> bool {
-        let s = self.seq.load(Ordering::Acquire);
-        s != 0 && s & 1 == 0
+        self.seq.load(Ordering::Acquire) & 1 == 0
     }
 
     /// Writer only: the conversion it last published, if still in use.
     pub fn current(&self) -> Option<Conversion> {
         let s = self.seq.load(Ordering::Relaxed);
-        (s != 0 && s & 1 == 0).then(|| Conversion {
+        (s & 1 == 0).then(|| Conversion {
             base_tsc: self.base_tsc.load(Ordering::Relaxed),
             base_ns: self.base_ns.load(Ordering::Relaxed),
             mult: self.mult.load(Ordering::Relaxed),
@@ -185,6 +185,13 @@ pub fn now_ns() -> u64 {
     if let Some(ns) = ANCHOR.read(rdtsc).and_then(|(c, t)| c.at(t)) {
         return ns;
     }
+    vdso_ns()
+}
+
+/// The vDSO clock; out of line where the TSC is read first, so that the TSC path of its
+/// callers needs no stack frame.
+#[cfg_attr(target_arch = "x86_64", cold, inline(never))]
+fn vdso_ns() -> u64 {
     realtime_ns()
 }
 

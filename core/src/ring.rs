@@ -107,7 +107,13 @@ impl Ring {
     /// the consumer's line only when the producer's own view says "over half".
     #[inline]
     pub fn wants_drain(&self) -> bool {
-        let head = self.prod.0.head.load(Ordering::Relaxed);
+        self.wants_drain_at(self.prod.0.head.load(Ordering::Relaxed))
+    }
+
+    /// [`Ring::wants_drain`] given the head the producer just published (from
+    /// [`Ring::try_push`]): saves reloading it.
+    #[inline(always)]
+    pub fn wants_drain_at(&self, head: usize) -> bool {
         let half = self.capacity() / 2;
         if head.wrapping_sub(self.prod.0.tail_seen.load(Ordering::Relaxed)) <= half {
             return false;
@@ -129,6 +135,12 @@ impl Ring {
     /// Must only be called by the ring's single producer.
     #[inline]
     pub fn push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
+        self.try_push(len, fill).is_some()
+    }
+
+    /// As [`Ring::push`], returning the new head (for [`Ring::wants_drain_at`]).
+    #[inline(always)]
+    pub fn try_push(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Option<usize> {
         debug_assert!(len.is_multiple_of(8) && len >= 8 && len <= self.capacity() / 2);
         let cap = self.capacity();
         let mut head = self.prod.0.head.load(Ordering::Relaxed);
@@ -140,7 +152,7 @@ impl Ring {
             let tail = self.cons.0.tail.load(Ordering::Acquire);
             self.prod.0.tail_seen.store(tail, Ordering::Relaxed);
             if head.wrapping_sub(tail) + need > cap {
-                return false;
+                return None;
             }
         }
         if len > to_end {
@@ -157,11 +169,9 @@ impl Ring {
         // SAFETY: [idx, idx + len) is inside the buffer (len <= cap - idx after wrapping) and
         // inside the free region; only this producer writes it until head is published.
         unsafe { self.buf.write(idx, len, fill) };
-        self.prod
-            .0
-            .head
-            .store(head.wrapping_add(len), Ordering::Release);
-        true
+        let head = head.wrapping_add(len);
+        self.prod.0.head.store(head, Ordering::Release);
+        Some(head)
     }
 
     /// Hands complete records to `f`, oldest first, freeing their space, until about

@@ -47,7 +47,9 @@ pub use lifecycle::{
 };
 use output::Output;
 use producer::LOCAL;
-pub use producer::{complete, complete_static, counter, is_enabled, metadata, now};
+pub use producer::{
+    complete, complete_static, counter, enter_hook, hook_busy, is_enabled, metadata, now, Hook,
+};
 pub use writer::flush;
 use writer::Writer;
 
@@ -189,9 +191,21 @@ struct Shared {
     file_ino: AtomicU64,
 }
 
-thread_local! {
-    static INTERNAL: Cell<bool> = const { Cell::new(false) };
+/// This thread's "internal" flag: a field of [`producer::Local`], so that the hot path's
+/// checks and its record share one thread-local access.
+struct InternalFlag;
+
+impl InternalFlag {
+    #[inline(always)]
+    fn try_with<R>(
+        &'static self,
+        f: impl FnOnce(&Cell<bool>) -> R,
+    ) -> Result<R, std::thread::AccessError> {
+        LOCAL.try_with(|l| f(&l.internal))
+    }
 }
+
+static INTERNAL: InternalFlag = InternalFlag;
 
 /// True on threads (or inside sections) where the tracer itself does I/O: interposers must
 /// pass such calls straight through.

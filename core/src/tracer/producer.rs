@@ -2,24 +2,119 @@
 
 use super::*;
 
+/// Everything the hot path needs of this thread, in one thread-local without a destructor:
+/// one TLS access per event (the preload library is a cdylib, so every distinct Rust
+/// thread-local costs a `__tls_get_addr` call), no lazy-registration check, and it stays
+/// readable while the thread's other thread-locals are torn down (glibc runs the main
+/// thread's TLS destructors before `atexit` handlers, which still do I/O).
+///
+/// The thread's strong count of its ring is released by [`RELEASE`]'s destructor, which is
+/// registered when the ring is attached; after it ran, `dead` sends events to
+/// [`record_orphan`].
 pub(super) struct Local {
     pub(super) ring: Cell<*const Ring>,
     pub(super) gen: Cell<u64>,
+    /// The tracer's own thread, or an application thread inside one of its sections: I/O
+    /// passes straight through the interposers (see [`super::is_internal`]).
+    pub(super) internal: Cell<bool>,
+    /// A frontend's recording section is open on this thread (see [`enter_hook`]).
+    busy: Cell<bool>,
+    /// [`RELEASE`] ran: the ring is gone for good on this thread.
+    dead: Cell<bool>,
 }
 
-impl Drop for Local {
+/// Drops the thread's ring at thread exit (registered in [`attach`], off the hot path).
+struct Release;
+
+impl Drop for Release {
     fn drop(&mut self) {
-        let r = self.ring.replace(ptr::null());
-        if !r.is_null() {
-            // SAFETY: `r` came from Arc::into_raw in attach and is released exactly once here.
-            let ring = unsafe { Arc::from_raw(r) };
-            ring.closed.store(true, Ordering::Release);
-        }
+        let _ = LOCAL.try_with(|l| {
+            l.dead.set(true);
+            let r = l.ring.replace(ptr::null());
+            if !r.is_null() {
+                // SAFETY: `r` came from Arc::into_raw in attach and is released exactly once
+                // here (the pointer is nulled first; `dead` keeps attach from setting another).
+                let ring = unsafe { Arc::from_raw(r) };
+                ring.closed.store(true, Ordering::Release);
+            }
+        });
     }
 }
 
 thread_local! {
-    pub(super) static LOCAL: Local = const { Local { ring: Cell::new(ptr::null()), gen: Cell::new(u64::MAX) } };
+    pub(super) static LOCAL: Local = const {
+        Local {
+            ring: Cell::new(ptr::null()),
+            gen: Cell::new(u64::MAX),
+            internal: Cell::new(false),
+            busy: Cell::new(false),
+            dead: Cell::new(false),
+        }
+    };
+    static RELEASE: Release = const { Release };
+}
+
+/// An open recording section of a frontend's hook on this thread (at most one at a time):
+/// from [`enter_hook`] to its drop. It also carries the thread's state, so that the event
+/// it records needs no further thread-local access. Not `Send`: it names this thread's state.
+pub struct Hook {
+    local: *const Local,
+}
+
+/// Opens a recording section for a frontend's hook: `None` when the call must pass straight
+/// through (a tracer thread or section, a section already open on this thread, e.g. a hook
+/// reached from inside another one or from a signal handler that interrupted it).
+#[inline]
+pub fn enter_hook() -> Option<Hook> {
+    LOCAL
+        .try_with(|l| {
+            if l.internal.get() || l.busy.replace(true) {
+                None
+            } else {
+                Some(Hook { local: l })
+            }
+        })
+        .ok()
+        .flatten()
+}
+
+/// True when a recording section is open on this thread (or thread-local state is gone).
+#[inline]
+pub fn hook_busy() -> bool {
+    LOCAL.try_with(|l| l.busy.get()).unwrap_or(true)
+}
+
+impl Hook {
+    #[inline(always)]
+    fn local(&self) -> &Local {
+        // SAFETY: `local` is this thread's LOCAL (a Hook is not Send); a thread-local without
+        // a destructor lives as long as its thread.
+        unsafe { &*self.local }
+    }
+
+    /// As [`complete_static`], without looking up this thread's state again.
+    #[inline(always)]
+    pub fn complete_static(
+        &self,
+        schema: &'static crate::Schema,
+        ts: u64,
+        dur: u64,
+        vals: &[u64],
+        file: Option<crate::FileHandle>,
+    ) {
+        let s = STATE.load(Ordering::Relaxed);
+        if s & 1 == 0 {
+            return;
+        }
+        record_static_in(self.local(), s, schema, ts, dur, vals, file);
+    }
+}
+
+impl Drop for Hook {
+    #[inline]
+    fn drop(&mut self) {
+        self.local().busy.set(false);
+    }
 }
 
 /// One load: is tracing on?
@@ -37,6 +132,7 @@ pub fn now() -> u64 {
     crate::clock::now_in(unit())
 }
 
+#[inline]
 fn unit() -> TimeMetric {
     match UNIT.load(Ordering::Relaxed) {
         0 => TimeMetric::Ns,
@@ -72,13 +168,87 @@ pub fn complete_static(
     vals: &[u64],
     file: Option<crate::FileHandle>,
 ) {
-    record(&Pending::Static {
-        schema,
+    let s = STATE.load(Ordering::Relaxed);
+    if s & 1 == 0 {
+        return;
+    }
+    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file));
+}
+
+/// Bytes of a static record before its values: the header word (length, kind, layer, value
+/// count), the schema, the file and its generation, `ts`, `dur`. The layout is
+/// [`Pending::write`]'s for [`Pending::Static`] (a test checks they agree byte for byte).
+const STATIC_FIXED: usize = 48;
+
+/// The hot path of a static record: the record is written in place as whole words, without
+/// going through [`Pending`]'s general length and write.
+#[inline(always)]
+fn record_static_in(
+    l: &Local,
+    s: u64,
+    schema: &'static crate::Schema,
+    ts: u64,
+    dur: u64,
+    vals: &[u64],
+    file: Option<crate::FileHandle>,
+) {
+    let vals = &vals[..vals.len().min(schema.keys.len())];
+    let ring = l.ring.get();
+    if l.gen.get() == s && !ring.is_null() {
+        // SAFETY: the ring is kept alive by the Arc this thread holds (released only by
+        // Release::drop, on this thread, which nulls the pointer first).
+        let ring = unsafe { &*ring };
+        let len = STATIC_FIXED + 8 * vals.len();
+        if let Some(head) = ring.try_push(len, |buf| write_static(buf, schema, ts, dur, vals, file))
+        {
+            if ring.wants_drain_at(head) {
+                wake_writer();
+            }
+            return;
+        }
+    }
+    record_slow(
+        l,
+        s,
+        &Pending::Static {
+            schema,
+            ts,
+            dur,
+            vals,
+            file,
+        },
+    );
+}
+
+/// Writes a static record (`out` is exactly `STATIC_FIXED + 8 * vals.len()` bytes).
+#[inline(always)]
+fn write_static(
+    out: &mut [u8],
+    schema: &'static crate::Schema,
+    ts: u64,
+    dur: u64,
+    vals: &[u64],
+    file: Option<crate::FileHandle>,
+) {
+    let head = out.len() as u64
+        | (crate::event::KIND_STATIC as u64) << 32
+        | (schema.layer as u64) << 40
+        | (vals.len() as u64) << 48;
+    let words = [
+        head,
+        schema as *const crate::Schema as usize as u64,
+        file.map_or(0, |f| f.file() as *const crate::FileRef as usize as u64),
+        file.map_or(0, |f| f.generation() as u64),
         ts,
         dur,
-        vals,
-        file,
-    });
+    ];
+    let (fixed, rest) = out.split_at_mut(STATIC_FIXED);
+    for (d, w) in fixed.chunks_exact_mut(8).zip(words) {
+        d.copy_from_slice(&w.to_le_bytes());
+    }
+    for (d, v) in rest.chunks_exact_mut(8).zip(vals) {
+        d.copy_from_slice(&v.to_le_bytes());
+    }
 }
 
 /// Records a counter event (ph 2).
@@ -110,28 +280,57 @@ pub fn record(p: &Pending) {
     if s & 1 == 0 {
         return;
     }
-    let local = LOCAL.try_with(|l| {
-        let mut ring = l.ring.get();
-        if l.gen.get() != s || ring.is_null() {
-            ring = attach(l, s);
-            if ring.is_null() {
+    let _ = LOCAL.try_with(|l| {
+        let ring = l.ring.get();
+        if l.gen.get() == s && !ring.is_null() {
+            // SAFETY: as in record_static_in.
+            let ring = unsafe { &*ring };
+            let len = p.len();
+            if let Some(head) = ring.try_push(len, |buf| p.write(buf)) {
+                if ring.wants_drain_at(head) {
+                    wake_writer();
+                }
                 return;
             }
         }
-        // SAFETY: the ring is kept alive by the Arc this thread holds (released only in
-        // Local::drop, on this thread).
-        let ring = unsafe { &*ring };
-        let len = p.len();
-        if !ring.push(len, |buf| p.write(buf)) {
-            ring_full(ring, p, len);
-        } else if ring.wants_drain() {
-            if let Some(sh) = shared() {
-                sh.wake.post();
-            }
-        }
+        record_slow(l, s, p);
     });
-    if local.is_err() {
-        record_orphan(p);
+}
+
+/// A ring more than half full: the writer is posted (once per drain).
+#[cold]
+#[inline(never)]
+fn wake_writer() {
+    if let Some(sh) = shared() {
+        sh.wake.post();
+    }
+}
+
+/// Everything but a push into an attached ring with room: attaching (first event, new fork
+/// generation), a thread whose ring is gone, a full ring.
+#[cold]
+#[inline(never)]
+fn record_slow(l: &Local, s: u64, p: &Pending) {
+    if l.dead.get() {
+        return record_orphan(p);
+    }
+    let mut ring = l.ring.get();
+    if l.gen.get() != s || ring.is_null() {
+        ring = attach(l, s);
+        if ring.is_null() {
+            if l.dead.get() {
+                record_orphan(p);
+            }
+            return;
+        }
+    }
+    // SAFETY: as in record_static_in.
+    let ring = unsafe { &*ring };
+    let len = p.len();
+    if !ring.push(len, |buf| p.write(buf)) {
+        ring_full(ring, p, len);
+    } else if ring.wants_drain() {
+        wake_writer();
     }
 }
 
@@ -167,6 +366,12 @@ fn attach(l: &Local, s: u64) -> *const Ring {
         return ptr::null();
     }
     if l.ring.get().is_null() {
+        // Registers the destructor that releases the ring at thread exit; fails once this
+        // thread's thread-locals are being torn down (the event is then an orphan).
+        if RELEASE.try_with(|_| ()).is_err() {
+            l.dead.set(true);
+            return ptr::null();
+        }
         let _s = Section::new();
         let ring = Arc::new(Ring::new(sh.cfg.ring_size, sys::gettid()));
         sh.rings.lock().push(ring.clone());
@@ -205,5 +410,52 @@ fn ring_full(ring: &Ring, p: &Pending, len: usize) {
             sh.dropped.fetch_add(1, Ordering::Relaxed);
         }
         Err(_) => sh.broken("hand-over of a full ring"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Layer, Schema, Slot};
+
+    static SCHEMA: Schema = Schema::new(
+        Layer::LibcIo,
+        "pread",
+        "POSIX",
+        &[
+            ("fd", Slot::Int),
+            ("count", Slot::UInt),
+            ("offset", Slot::Int),
+            ("ret", Slot::Int),
+        ],
+        "fhash",
+    );
+
+    /// The hot path's own static-record writer and `Pending::write` (which the writer's
+    /// decoder is tested against) produce the same bytes, for every value count (fewer,
+    /// as many as, and more values than slots) and with and without a file.
+    #[test]
+    fn static_writer_matches_pending_write() {
+        let file: &'static crate::FileRef = Box::leak(Box::new(crate::FileRef::new(b"/d/f")));
+        let vals = [7u64, u64::MAX, 1 << 40, 3, 99, 5];
+        for file in [None, Some(file.handle())] {
+            for n in 0..=vals.len() {
+                let p = Pending::Static {
+                    schema: &SCHEMA,
+                    ts: 1_700_000_000_123_456,
+                    dur: 42,
+                    vals: &vals[..n],
+                    file,
+                };
+                let len = p.len();
+                let mut want = vec![0xAAu8; len];
+                p.write(&mut want);
+                let v = &vals[..n.min(SCHEMA.keys.len())];
+                assert_eq!(STATIC_FIXED + 8 * v.len(), len, "{n} values");
+                let mut got = vec![0x55u8; len];
+                write_static(&mut got, &SCHEMA, 1_700_000_000_123_456, 42, v, file);
+                assert_eq!(got, want, "{n} values, file {}", file.is_some());
+            }
+        }
     }
 }

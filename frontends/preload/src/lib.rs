@@ -46,7 +46,6 @@ pub mod real;
 pub mod region;
 pub mod table;
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
@@ -84,14 +83,11 @@ pub(crate) fn filter() -> Option<&'static DataDirs> {
     FILTER.get()
 }
 
-thread_local! {
-    /// This thread is inside a hook's recording section.
-    static BUSY: Cell<bool> = const { Cell::new(false) };
-}
-
 /// Proof that this thread may record: not already recording, not a tracer thread or section,
-/// TLS alive. Dropping it ends the section.
-pub(crate) struct Busy(());
+/// TLS alive. Dropping it ends the section. The section flag lives in the core's per-thread
+/// state ([`dftracer_core::Hook`]), with everything else the hot path needs: one
+/// thread-local access per traced call.
+pub(crate) struct Busy(dftracer_core::Hook);
 
 /// Longest normalised path traced; longer ones are passed through untraced.
 pub const PATH_MAX: usize = 4096;
@@ -109,7 +105,7 @@ impl Busy {
     #[allow(unsafe_code)]
     pub(crate) fn scratch(&mut self) -> Option<&mut [[u8; PATH_MAX]; 2]> {
         let p = SCRATCH.try_with(|c| c.get()).ok()?;
-        // SAFETY: a `Busy` exists at most once per thread at a time (BUSY flag), and only code
+        // SAFETY: a `Busy` exists at most once per thread at a time (the core's section flag), and only code
         // holding it mutably reaches the buffers, so this is the only live reference.
         Some(unsafe { &mut *p })
     }
@@ -118,25 +114,13 @@ impl Busy {
 /// Enters a recording section, or `None` when the call must pass straight through.
 #[inline]
 pub(crate) fn enter() -> Option<Busy> {
-    if dftracer_core::is_internal() {
-        return None;
-    }
-    match BUSY.try_with(|b| b.replace(true)) {
-        Ok(false) => Some(Busy(())),
-        _ => None,
-    }
+    dftracer_core::enter_hook().map(Busy)
 }
 
 /// True when this thread is inside a recording section (a signal handler that interrupted a
 /// hook, for instance): the tracer's locks may be held here.
 pub(crate) fn busy_here() -> bool {
-    BUSY.try_with(|b| b.get()).unwrap_or(true)
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let _ = BUSY.try_with(|b| b.set(false));
-    }
+    dftracer_core::hook_busy()
 }
 
 /// Runs recording work so that a panic can never unwind into C. The program's call has
@@ -179,6 +163,30 @@ pub(crate) fn record_static(
         (&[][..], None)
     };
     dftracer_core::complete_static(schema, t0, t1.saturating_sub(t0), vals, file);
+}
+
+impl Busy {
+    /// As [`record_static`], on this section's thread state (no thread-local lookup).
+    /// Inlined into each hook, where the schema and the number of values are constants: the
+    /// record is a handful of stores (shared, it copied the values with a `memcpy` call).
+    #[inline(always)]
+    pub(crate) fn record_static(
+        &self,
+        schema: &'static dftracer_core::Schema,
+        t0: u64,
+        t1: u64,
+        vals: &[u64],
+        file: &dftracer_core::FileHandle,
+    ) {
+        // Two calls, each with a constant number of values (one `(vals, file)` pair chosen
+        // first would leave the count unknown, and the values copied by a `memcpy` call).
+        let dur = t1.saturating_sub(t0);
+        if MODE.load(Ordering::Relaxed) & METADATA != 0 {
+            self.0.complete_static(schema, t0, dur, vals, Some(*file));
+        } else {
+            self.0.complete_static(schema, t0, dur, &[], None);
+        }
+    }
 }
 
 #[inline(always)]

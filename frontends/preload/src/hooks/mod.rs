@@ -306,7 +306,7 @@ macro_rules! on_fd {
                     let _errno = $crate::SavedErrno::new();
                     let t1 = $crate::now();
                     $crate::guarded(|| {
-                        $crate::record_static(
+                        busy.record_static(
                             &SCHEMA,
                             t0,
                             t1,
@@ -436,7 +436,7 @@ macro_rules! on_file {
                     let _errno = $crate::SavedErrno::new();
                     let t1 = $crate::now();
                     $crate::guarded(|| {
-                        $crate::record_static(
+                        busy.record_static(
                             &SCHEMA,
                             t0,
                             t1,
