@@ -628,7 +628,21 @@ unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
 #[inline(always)]
 unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
     let n = ndigits(v);
-    // SAFETY: `n <= 20`; every index below is `< n`.
+    // SAFETY: `n <= 20` bytes at `d` are writable (the contract).
+    unsafe {
+        write_digits(d, v, n);
+        d.add(n)
+    }
+}
+
+/// Writes the `n` (= `ndigits(v)`) decimal digits of `v` at `d`, back to front, two at a time.
+///
+/// # Safety
+/// `d` writable for `n` bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn write_digits(d: *mut u8, v: u64, n: usize) {
+    // SAFETY: every index below is `< n` (the contract).
     unsafe {
         let mut end = d.add(n);
         let mut v = v;
@@ -643,7 +657,6 @@ unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
         } else {
             *end.sub(1) = b'0' + v as u8;
         }
-        d.add(n)
     }
 }
 
@@ -820,22 +833,8 @@ impl Put<'_> {
     fn num(&mut self, v: u64) {
         let n = ndigits(v);
         self.room(n);
-        // SAFETY: `room` checked `pos + n <= cap`; every index below is `< pos + n`.
-        unsafe {
-            let mut end = self.buf.add(self.pos + n);
-            let mut v = v;
-            while v >= 100 {
-                let r = (v % 100) as usize * 2;
-                v /= 100;
-                end = end.sub(2);
-                std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(r), end, 2);
-            }
-            if v >= 10 {
-                std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(v as usize * 2), end.sub(2), 2);
-            } else {
-                *end.sub(1) = b'0' + v as u8;
-            }
-        }
+        // SAFETY: `room` checked `pos + n <= cap`.
+        unsafe { write_digits(self.buf.add(self.pos), v, n) };
         self.pos += n;
     }
 
