@@ -298,3 +298,29 @@ def test_dft_fn_enter_exit_common_and_general_values(run):
     assert len(r.events("flushed")) == 1
     assert strip(ev["big"]["args"]) == {"epoch": 1.5, "step": str(2**70), "s": "v", "t": True}
     assert "bad\ufffd" in ev, list(ev)
+
+
+def test_interned_events_aggregate_like_the_others(run):
+    """With aggregation on, decorated calls and inline dft_fn regions without args (recorded
+    from the core's interned schemas) land in their ph 3 buckets, every call counted."""
+    r = run(
+        """
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=-1)
+        df = dft_fn("C")
+        @df.log
+        def work(): return 1
+        for _ in range(1000): work()
+        for _ in range(500):
+            with dft_fn("C", name="ctx"): pass
+        log.finalize()
+        """,
+        env={"DFTRACER_ENABLE_AGGREGATION": "1"},
+    )
+    agg = [x for x in r.records() if x.get("ph") == 3 and x["cat"] == "C"]
+    counts = {}
+    for x in agg:
+        assert x["type"] == 6 and x["args"]["hhash"]
+        counts[x["name"]] = counts.get(x["name"], 0) + x["args"]["dft_cnt"]
+    assert counts == {"work": 1000, "ctx": 500}
+    assert not [x for x in r.records() if x.get("ph") == 1 and x["cat"] == "C"]
