@@ -53,6 +53,21 @@ const MAX_MATCH: usize = 258;
 const HASH_BITS: u32 = 15;
 const HASH_LEN: u32 = 6;
 const HASH_SIZE: usize = 1 << HASH_BITS;
+/// A line hint ([`FastDeflate::compress_hinted`]): `at << HINT_SHIFT | (dist - 1)`.
+pub const HINT_SHIFT: u32 = 16;
+const HINT_DIST: u64 = (1 << 15) - 1;
+
+/// The hint for a line at `at` whose reference starts `dist` bytes before it; `None` when the
+/// distance is out of deflate's reach (0 or over 32 KiB).
+#[inline(always)]
+pub fn hint(at: usize, dist: usize) -> Option<u64> {
+    if (1..=WINDOW).contains(&dist) {
+        Some((at as u64) << HINT_SHIFT | (dist - 1) as u64)
+    } else {
+        None
+    }
+}
+
 /// Tokens (literals or matches) per block.
 pub const TOKEN_CAP: usize = 16 * 1024;
 /// The LZ pass handles an input in segments of at most this many bytes so that positions fit
@@ -503,6 +518,14 @@ impl FastDeflate {
     /// block is at most as large as storing it: 5 bytes per 64 KiB stored chunk, and a block
     /// ends only after [`TOKEN_CAP`] tokens, i.e. at least 16 KiB of input, or at the end).
     pub fn compress(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        self.compress_hinted(input, &[], out)
+    }
+
+    /// [`FastDeflate::compress`] with line hints: each entry, [`hint`]`(at, dist)`, says that
+    /// the line starting at `input[at]` is most like the bytes `dist` before it (the previous
+    /// line rendered from the same template). Hints are sorted by `at`. They are only advice:
+    /// every match is compared byte for byte, so a wrong hint costs ratio, never correctness.
+    pub fn compress_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
         // Tokens and frequencies are empty between calls (flush_block clears them).
         debug_assert!(self.tokens.is_empty());
         // An open stream is abandoned (its table entries become stale below).
@@ -523,7 +546,7 @@ impl FastDeflate {
                 self.next = 1;
             }
             let floor = self.next;
-            self.lz(input, s, s, e, floor, out);
+            self.lz(input, s, s, e, floor, (hints, 0), out);
             self.next = floor + n as u32;
             s = e;
         }
@@ -541,6 +564,12 @@ impl FastDeflate {
     /// Output bound: as [`FastDeflate::compress`]; history is copied (at most 1.5 × [`WINDOW`]
     /// bytes plus `input`), held until [`FastDeflate::trim`].
     pub fn stream_push(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        self.stream_push_hinted(input, &[], out)
+    }
+
+    /// [`FastDeflate::stream_push`] with line hints (see [`FastDeflate::compress_hinted`]:
+    /// `at` counts from the start of `input`; `dist` may reach into earlier pushes).
+    pub fn stream_push_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
         debug_assert!(self.tokens.is_empty());
         if !self.stream_open {
             self.stream_open = true;
@@ -556,8 +585,11 @@ impl FastDeflate {
             self.shift = 64 - bits;
         }
         // Pieces small enough for the 32-bit table values.
-        for piece in input.chunks(SEGMENT / 2) {
+        for (k, piece) in input.chunks(SEGMENT / 2).enumerate() {
             let n = piece.len();
+            // Hints count from the input's start: only the first piece (of up to 512 MiB,
+            // so in practice the whole input) takes them.
+            let hints = if k == 0 { hints } else { &[][..] };
             if self.hist.is_empty() {
                 // Nothing to reach back to: compress from the input itself and keep only its
                 // last window (a large first push is not copied whole).
@@ -566,7 +598,7 @@ impl FastDeflate {
                     self.hist_val = 1;
                 }
                 self.blk_start = 0;
-                self.lz(piece, 0, 0, n, self.hist_val, out);
+                self.lz(piece, 0, 0, n, self.hist_val, (hints, 0), out);
                 self.flush_block(piece, n, out, false);
                 let kept = n.min(WINDOW);
                 self.hist.extend_from_slice(&piece[n - kept..]);
@@ -592,7 +624,8 @@ impl FastDeflate {
             }
             let hist = std::mem::take(&mut self.hist);
             self.blk_start = keep;
-            self.lz(&hist, 0, keep, total, self.hist_val, out);
+            // Offsets in `hist` are `keep` further on than in the piece.
+            self.lz(&hist, 0, keep, total, self.hist_val, (hints, keep), out);
             self.flush_block(&hist, total, out, false);
             self.hist = hist;
             self.next = self.hist_val + total as u32;
@@ -654,16 +687,83 @@ impl FastDeflate {
     }
 
     /// Greedy LZ77 over `input[s..e]`, with matches reaching back to `lo` (`lo <= s`); table
-    /// value of position `p` is `floor + (p - lo)`.
-    fn lz(&mut self, input: &[u8], lo: usize, s: usize, e: usize, floor: u32, out: &mut Vec<u8>) {
+    /// value of position `p` is `floor + (p - lo)`. `hints.0` are line hints (see
+    /// [`FastDeflate::compress_hinted`]) whose line starts at `input[at + hints.1]`.
+    #[allow(clippy::too_many_arguments)]
+    fn lz(
+        &mut self,
+        input: &[u8],
+        lo: usize,
+        s: usize,
+        e: usize,
+        floor: u32,
+        (hints, base): (&[u64], usize),
+        out: &mut Vec<u8>,
+    ) {
         let shift = self.shift;
         let mut p = s;
         let mut lit = s;
         let mut last_dist = 0usize;
         let mut dist2 = 0usize;
+        // The next hint's position in `input` (usize::MAX: none left) and its index.
+        let pos_of = |h: u64| (h >> HINT_SHIFT) as usize + base;
+        let mut hi = hints.partition_point(|&h| pos_of(h) < s);
+        let mut next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
         if e - s >= 8 {
             let last = e - 8;
             while p <= last {
+                if p >= next_at {
+                    // Hinted lines: the reference line is known; match at its distance, with
+                    // no hash probes and no scoring, while it keeps finding 4 equal bytes in
+                    // the next 16 (or at one more or less: a number one digit longer or
+                    // shorter). When it finds none, the general path takes over from `p`
+                    // until the next hinted line.
+                    let mut d = 0;
+                    while hi < hints.len() && pos_of(hints[hi]) <= p {
+                        d = (hints[hi] & HINT_DIST) as usize + 1;
+                        hi += 1;
+                    }
+                    next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
+                    while d != 0 && p + 12 <= last {
+                        let ok = |d: usize| d != 0 && d <= WINDOW && d <= p - lo;
+                        let mut run = if ok(d) { rep_run(input, p, p - d) } else { 0 };
+                        if run == 0 {
+                            for nd in [d - 1, d + 1] {
+                                if ok(nd) {
+                                    run = rep_run(input, p, p - nd);
+                                    if run != 0 {
+                                        d = nd;
+                                        break;
+                                    }
+                                }
+                            }
+                            if run == 0 {
+                                break;
+                            }
+                        }
+                        let q = p + run.trailing_zeros() as usize;
+                        let end = e.min(q + MAX_MATCH);
+                        let len = MIN_MATCH + extend(input, q - d + MIN_MATCH, q + MIN_MATCH, end);
+                        self.literals(input, lit, q, out);
+                        self.push_match(input, q, len, d, out);
+                        if d != last_dist {
+                            dist2 = last_dist;
+                        }
+                        last_dist = d;
+                        p = q + len;
+                        lit = p;
+                        if p >= next_at {
+                            while hi < hints.len() && pos_of(hints[hi]) <= p {
+                                d = (hints[hi] & HINT_DIST) as usize + 1;
+                                hi += 1;
+                            }
+                            next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
+                        }
+                    }
+                    if p > last {
+                        break;
+                    }
+                }
                 let x8 = read64(input, p);
                 let x = x8 as u32;
                 let h = hash(x8, shift);
@@ -703,7 +803,7 @@ impl FastDeflate {
                     last_dist = dist;
                     p += len;
                     lit = p;
-                    if p > last {
+                    if p > last || p >= next_at {
                         break;
                     }
                     // Insert the match's last position, so the next line finds the position
@@ -1572,6 +1672,88 @@ mod tests {
             .read_to_end(&mut got)
             .unwrap();
         assert!(got == j);
+    }
+
+    /// Hints as the writer makes them: each line points at the previous line of its kind
+    /// (name and category), `base` bytes of earlier pushes before `lines[0]`.
+    fn template_hints(
+        lines: &[u8],
+        last: &mut std::collections::HashMap<Vec<u8>, usize>,
+        base: usize,
+    ) -> Vec<u64> {
+        let mut v = Vec::new();
+        let mut at = 0;
+        for line in lines.split_inclusive(|&b| b == b'\n') {
+            let key = line.split(|&b| b == b',').nth(1).unwrap_or(b"").to_vec();
+            if let Some(h) = last.get(&key).and_then(|&p| hint(at, base + at - p)) {
+                v.push(h);
+            }
+            last.insert(key, base + at);
+            at += line.len();
+        }
+        v
+    }
+
+    #[test]
+    fn deflate_hints_find_the_line_of_the_same_kind_and_wrong_ones_cost_only_ratio() {
+        let input = periodic_lines(600);
+        let mut d = FastDeflate::new();
+        let plain = roundtrip(&mut d, &input).len();
+        let hints = template_hints(&input, &mut Default::default(), 0);
+        assert!(hints.len() > 4000, "{} hints", hints.len());
+        let mut out = Vec::new();
+        d.compress_hinted(&input, &hints, &mut out);
+        assert_eq!(decompress_to_vec(&out).unwrap(), input);
+        assert!(
+            out.len() * 100 < plain * 97,
+            "hinted {} bytes, plain {plain}",
+            out.len()
+        );
+        // Wrong, far, duplicated and out-of-range hints: still exact, and bounded.
+        let mut r = Rng(5);
+        for round in 0..6 {
+            let mut bad: Vec<u64> = (0..input.len())
+                .step_by(1 + round * 17)
+                .filter_map(|at| hint(at, 1 + (r.next() % 40_000) as usize))
+                .collect();
+            if round == 5 {
+                // Past the input's end, and one line's hint repeated.
+                bad.push((input.len() as u64 + 3) << HINT_SHIFT);
+                bad.insert(0, hints[0]);
+                bad.insert(0, hints[0]);
+                bad.sort_unstable_by_key(|h| h >> HINT_SHIFT);
+            }
+            let mut out = Vec::new();
+            d.compress_hinted(&input, &bad, &mut out);
+            assert!(decompress_to_vec(&out).unwrap() == input, "round {round}");
+            assert!(out.len() <= bound(input.len()));
+        }
+        // Pushes: hints reach into earlier pushes, and past the start of a new stream.
+        let mut last = std::collections::HashMap::new();
+        let mut stream = Vec::new();
+        let (mut all, mut base, mut at) = (Vec::new(), 0, 0);
+        while at < input.len() {
+            let mut end = (at + 700 + (r.next() % 5000) as usize).min(input.len());
+            while input[end - 1] != b'\n' {
+                end += 1;
+            }
+            let piece = &input[at..end];
+            d.stream_push_hinted(piece, &template_hints(piece, &mut last, base), &mut stream);
+            all.extend_from_slice(piece);
+            let mut done = stream.clone();
+            d.stream_end(&mut done);
+            assert!(decompress_to_vec(&done).unwrap() == all, "push at {at}");
+            base += piece.len();
+            at = end;
+        }
+        assert!(stream.len() < plain * 2, "pushes {} bytes", stream.len());
+        d.stream_close();
+        let mut a = Vec::new();
+        // A new stream: the hints' distances point before it.
+        let h = template_hints(&input[..9000], &mut last, base);
+        d.stream_push_hinted(&input[..9000], &h, &mut a);
+        d.stream_end(&mut a);
+        assert_eq!(decompress_to_vec(&a).unwrap(), &input[..9000]);
     }
 
     #[test]

@@ -82,10 +82,16 @@ impl GzipWriter {
     /// Appends one complete gzip member holding `input` to `out`. Closes the member that
     /// [`GzipWriter::push`] kept open, if any.
     pub fn member(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        self.member_hinted(input, &[], out)
+    }
+
+    /// [`GzipWriter::member`] with the deflate encoder's line hints
+    /// ([`crate::deflate::FastDeflate::compress_hinted`]; other levels ignore them).
+    pub fn member_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
         self.close();
         out.extend_from_slice(&HEADER);
         match &mut self.engine {
-            Engine::Fast(f) => f.compress(input, out),
+            Engine::Fast(f) => f.compress_hinted(input, hints, out),
             Engine::Miniz {
                 comp,
                 scratch,
@@ -110,6 +116,18 @@ impl GzipWriter {
     /// full buffer at a high event rate: no copy of it behind the window); members are then
     /// independent as with [`GzipWriter::member`].
     pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>, close_at: usize) -> usize {
+        self.push_hinted(input, &[], out, close_at)
+    }
+
+    /// [`GzipWriter::push`] with the deflate encoder's line hints (offsets in `input`;
+    /// distances may reach into earlier pushes of the open member).
+    pub fn push_hinted(
+        &mut self,
+        input: &[u8],
+        hints: &[u64],
+        out: &mut Vec<u8>,
+        close_at: usize,
+    ) -> usize {
         if input.len() >= FRESH_AT {
             // A large push gains little from the window before it, and continuing would copy
             // it behind that window: the open member ends where it stands, a new one starts.
@@ -117,7 +135,7 @@ impl GzipWriter {
         }
         if self.open.is_none() && input.len() >= close_at {
             // Opened and closed at once (a full buffer): a plain member, no history kept.
-            self.member(input, out);
+            self.member_hinted(input, hints, out);
             return 0;
         }
         let (rewind, mut open) = match self.open.take() {
@@ -137,7 +155,7 @@ impl GzipWriter {
         let closing = open.size >= close_at as u64;
         match &mut self.engine {
             Engine::Fast(f) => {
-                f.stream_push(input, out);
+                f.stream_push_hinted(input, hints, out);
                 f.stream_end(out);
                 if closing {
                     f.stream_close();

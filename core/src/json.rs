@@ -229,23 +229,46 @@ pub fn complete_cached(
     rec: &Record,
     hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
 ) {
+    complete_cached_at(out, cache, ctx, id, tid, rec, hash_of, 0);
+}
+
+/// [`complete_cached`] of a line that starts at stream position `at` (see
+/// [`complete_static_at`]); returns the position of the previous line with the same cached
+/// middle (0: none, or not cached).
+#[allow(clippy::too_many_arguments)]
+pub fn complete_cached_at(
+    out: &mut Vec<u8>,
+    cache: Option<&mut PrefixCache>,
+    ctx: &Ctx,
+    id: u64,
+    tid: u32,
+    rec: &Record,
+    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
+    at: u64,
+) -> u64 {
     let bound = LINE_SLACK
         + ctx.hhash.len()
         + 6 * (rec.name.bytes.len() + rec.cat.bytes.len() + rec.args_len())
         + 64 * (rec.nargs as usize + 2);
     if bound > PUT_MAX {
-        return complete_vec(out, ctx, id, tid, rec, hash_of);
+        complete_vec(out, ctx, id, tid, rec, hash_of);
+        return 0;
     }
+    let mut prev = 0;
     let prefix = cache.and_then(|c| c.named_prefix(ctx, rec, tid));
     reserved(out, bound, |p| {
         p.lit(b"{\"id\":");
         p.num(id);
         match prefix {
-            Some((prefix, n)) => p.padded(prefix, n),
+            Some((prefix, n, last_at)) => {
+                prev = std::mem::replace(last_at, at);
+                p.padded(prefix, n)
+            }
             None => middle(p, ctx, &rec.name, &rec.cat, rec.layer as u64, tid),
         }
         line_end(p, ctx, rec, |p| user_args(p, rec, hash_of));
     });
+    prev
 }
 
 /// Fixed text of a line besides its strings and numbers, with room to spare.
@@ -328,6 +351,8 @@ struct Named {
     key: Vec<u8>,
     /// The middle, then [`COPY_PAD`] zero bytes (for [`Put::padded`]).
     prefix: Vec<u8>,
+    /// Stream position of the last line written with this middle (0: none).
+    last_at: u64,
 }
 
 /// A static record's line as constant pieces around its variable parts, in order: the
@@ -351,6 +376,8 @@ struct Template {
     /// Bytes of a line at most: `{"id":`, the pieces, [`NUM_MAX`] per number (id, ts, dur
     /// and one per key), 16 for the file hash.
     bound: usize,
+    /// Stream position of the last line written from this template (0: none).
+    last_at: u64,
 }
 
 /// Characters of a decimal 64-bit integer at most, sign included.
@@ -403,6 +430,7 @@ impl Template {
         text.extend_from_slice(&[0; COPY_PAD]);
         self.schema = schema as *const Schema as usize;
         self.tid = tid;
+        self.last_at = 0;
         self.pid = ctx.pid;
         self.file = file;
         self.metadata = ctx.metadata;
@@ -446,7 +474,12 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 impl PrefixCache {
     /// The middle of `rec`'s line, padded (its length is the second value); `None` for
     /// clipped names or categories (not cached).
-    fn named_prefix(&mut self, ctx: &Ctx, rec: &Record, tid: u32) -> Option<(&[u8], usize)> {
+    fn named_prefix(
+        &mut self,
+        ctx: &Ctx,
+        rec: &Record,
+        tid: u32,
+    ) -> Option<(&[u8], usize, &mut u64)> {
         let (name, cat) = (&rec.name, &rec.cat);
         if name.truncated() || cat.truncated() || name.bytes.len() + cat.bytes.len() > 512 {
             return None;
@@ -479,8 +512,10 @@ impl PrefixCache {
             slot.name_len = name.bytes.len();
             slot.tid = tid;
             slot.layer = layer;
+            slot.last_at = 0;
         }
-        Some((&slot.prefix, slot.prefix.len() - COPY_PAD))
+        let n = slot.prefix.len() - COPY_PAD;
+        Some((&slot.prefix, n, &mut slot.last_at))
     }
 }
 
@@ -493,7 +528,7 @@ fn template<'c>(
     layer: u64,
     tid: u32,
     file: bool,
-) -> &'c Template {
+) -> &'c mut Template {
     let key = schema as *const Schema as usize;
     let i = (key >> 3 ^ tid as usize ^ file as usize).wrapping_mul(0x9e37_79b9) >> 7
         & (CACHE_SLOTS - 1);
@@ -532,10 +567,29 @@ pub fn complete_static(
     tid: u32,
     rec: &StaticView,
 ) {
+    complete_static_at(out, cache, ctx, id, tid, rec, 0);
+}
+
+/// [`complete_static`] of a line that starts at position `at` of the writer's stream (all
+/// JSON bytes it wrote so far); returns the position of the previous line written from the
+/// same template (0: none). The difference is the compressor's line hint
+/// ([`crate::deflate::hint`]): that line differs from this one in its numbers only.
+#[inline]
+pub fn complete_static_at(
+    out: &mut Vec<u8>,
+    cache: &mut PrefixCache,
+    ctx: &Ctx,
+    id: u64,
+    tid: u32,
+    rec: &StaticView,
+    at: u64,
+) -> u64 {
     let schema = rec.schema;
     let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
     let file = fhash.is_some();
     let t = template(&mut cache.statics, ctx, schema, rec.layer as u64, tid, file);
+    let prev = std::mem::replace(&mut t.last_at, at);
+    let t = &*t;
     let (id_hi, ts_hi) = (&mut cache.id_hi, &mut cache.ts_hi);
     let keys = schema.keys.len();
     let pieces = &t.pieces[..];
@@ -593,6 +647,7 @@ pub fn complete_static(
         assert!(n <= t.bound, "json: line bound exceeded");
         out.set_len(start + n);
     }
+    prev
 }
 
 /// Copies `n` bytes from `s` to `d` in whole 16-byte moves (at least one); returns `d + n`.

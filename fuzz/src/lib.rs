@@ -907,7 +907,7 @@ pub fn fast_deflate(data: &[u8]) {
 }
 
 mod fast_deflate_impl {
-    use dftracer_core::deflate::FastDeflate;
+    use dftracer_core::deflate::{hint, FastDeflate};
     use std::io::Read;
 
     fn inflate(stream: &[u8]) -> Vec<u8> {
@@ -918,10 +918,37 @@ mod fast_deflate_impl {
         out
     }
 
-    fn check(d: &mut FastDeflate, input: &[u8]) {
+    /// Line hints of every kind: at each line start the true previous line, and at every
+    /// `step`-th byte a distance derived from `seed` (often wrong, sometimes out of reach).
+    fn hints(input: &[u8], seed: usize) -> Vec<u64> {
+        let step = 7 + seed % 89;
+        let mut v = Vec::new();
+        let mut prev_line = None;
+        for (i, &b) in input.iter().enumerate() {
+            let start = i == 0 || input[i - 1] == b'\n';
+            if start {
+                if let Some(h) = prev_line.and_then(|p| hint(i, i - p)) {
+                    v.push(h);
+                }
+                prev_line = Some(i);
+            } else if i % step == 0 {
+                if let Some(h) = hint(i, (i * 31 + seed) % 40_000) {
+                    v.push(h);
+                }
+            }
+        }
+        v
+    }
+
+    fn check(d: &mut FastDeflate, input: &[u8], seed: usize) {
+        check_with(d, input, &[]);
+        check_with(d, input, &hints(input, seed));
+    }
+
+    fn check_with(d: &mut FastDeflate, input: &[u8], hints: &[u64]) {
         // Appends: whatever is already in `out` stays.
         let mut out = vec![0x5a; 3];
-        d.compress(input, &mut out);
+        d.compress_hinted(input, hints, &mut out);
         assert_eq!(out[..3], [0x5a; 3]);
         let stream = &out[3..];
         assert!(
@@ -939,7 +966,7 @@ mod fast_deflate_impl {
 
     pub fn fast_deflate(data: &[u8]) {
         if data.len() < 3 {
-            check(&mut FastDeflate::new(), data);
+            check(&mut FastDeflate::new(), data, 0);
             return;
         }
         let mode = data[0];
@@ -955,14 +982,14 @@ mod fast_deflate_impl {
             payload
         };
         let mut d = FastDeflate::new();
-        check(&mut d, input);
+        check(&mut d, input, split);
         let cut = if input.is_empty() {
             0
         } else {
             split % (input.len() + 1)
         };
-        check(&mut d, &input[..cut]);
-        check(&mut d, &input[cut..]);
-        check(&mut d, input);
+        check(&mut d, &input[..cut], split);
+        check(&mut d, &input[cut..], split);
+        check(&mut d, input, split);
     }
 }

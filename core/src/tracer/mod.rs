@@ -291,6 +291,9 @@ impl Shared {
             writer: Mutex::new(Writer {
                 json: Vec::with_capacity(json_cap + crate::event::MAX_RECORD * 8),
                 spare: Vec::new(),
+                hints: Vec::new(),
+                spare_hints: Vec::new(),
+                stream_pos: 0,
                 header_done: false,
                 next_id: 1,
                 paths: crate::files::PathTable::new(crate::files::PATHS_CAP),

@@ -68,7 +68,7 @@ impl Shared {
     /// `write_buffer_size` bytes of JSON; every write leaves the file ending with a complete
     /// member ([`GzipWriter::push`]). Writes held back by earlier write errors go first, so
     /// the file keeps its order.
-    pub(super) fn write_member(&self, o: &mut Output, json: &[u8], pending: u64) {
+    pub(super) fn write_member(&self, o: &mut Output, json: &[u8], hints: &[u64], pending: u64) {
         if o.sink.is_none() && !o.failed {
             let prefix = self.prefix.lock().clone();
             match Sink::create(
@@ -106,7 +106,7 @@ impl Shared {
         let (data, rewind): (&[u8], usize) = match gz.as_mut() {
             Some(g) => {
                 out.clear();
-                let r = g.push(json, out, self.cfg.write_buffer_size.max(1));
+                let r = g.push_hinted(json, hints, out, self.cfg.write_buffer_size.max(1));
                 (out, r)
             }
             None => (json, 0),

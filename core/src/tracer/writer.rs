@@ -9,6 +9,12 @@ pub(super) struct Writer {
     pub(super) json: Vec<u8>,
     /// The previous member's buffer, returned cleared after it was written.
     pub(super) spare: Vec<u8>,
+    /// Line hints for the compressor ([`crate::deflate::hint`]) of the lines in `json`, and
+    /// the previous member's list, returned cleared.
+    pub(super) hints: Vec<u64>,
+    pub(super) spare_hints: Vec<u64>,
+    /// Stream position of `json[0]`: the JSON bytes of every member cut before.
+    pub(super) stream_pos: u64,
     pub(super) header_done: bool,
     pub(super) next_id: u64,
     /// Paths whose `FH` record is in this writer's file (bounded: an evicted path gets its
@@ -207,8 +213,17 @@ impl Shared {
                 fh.store(mark, Ordering::Relaxed);
             }
         }
-        let Writer { json, cache, .. } = w;
-        json::complete_static(json, cache, &ctx, w.next_id, tid, rec);
+        let Writer {
+            json, cache, hints, ..
+        } = w;
+        let start = json.len();
+        let at = w.stream_pos + start as u64;
+        let prev = json::complete_static_at(json, cache, &ctx, w.next_id, tid, rec, at);
+        if let Some(h) = crate::deflate::hint(start, at.wrapping_sub(prev) as usize) {
+            if prev != 0 {
+                hints.push(h);
+            }
+        }
         w.next_id += 1;
         w.events += 1;
         w.pending_events += 1;
@@ -257,7 +272,9 @@ impl Shared {
         let mut hash_of = |p: &[u8]| paths.get(p).copied().unwrap_or_else(|| hash16(p));
         match rec.kind {
             KIND_COMPLETE => {
-                json::complete_cached(
+                let start = w.json.len();
+                let at = w.stream_pos + start as u64;
+                let prev = json::complete_cached_at(
                     &mut w.json,
                     Some(&mut w.cache),
                     &ctx,
@@ -265,7 +282,13 @@ impl Shared {
                     tid,
                     rec,
                     &mut hash_of,
+                    at,
                 );
+                if let Some(h) = crate::deflate::hint(start, at.wrapping_sub(prev) as usize) {
+                    if prev != 0 {
+                        w.hints.push(h);
+                    }
+                }
                 w.next_id += 1;
                 w.events += 1;
                 w.pending_events += 1;
@@ -304,16 +327,21 @@ impl Shared {
         let o = self.output.lock();
         let spare = std::mem::take(&mut w.spare);
         let mut json = std::mem::replace(&mut w.json, spare);
+        let spare_hints = std::mem::take(&mut w.spare_hints);
+        let mut hints = std::mem::replace(&mut w.hints, spare_hints);
+        w.stream_pos += json.len() as u64;
         let pending = std::mem::take(&mut w.pending_events);
         MutexGuard::unlocked(w, || {
             let mut o = o;
             let _g = InternalGuard::new();
-            self.write_member(&mut o, &json, pending);
+            self.write_member(&mut o, &json, &hints, pending);
             drop(o);
         });
         json.clear();
+        hints.clear();
         if json.capacity() <= 64 * 1024 * 1024 {
             w.spare = json;
+            w.spare_hints = hints;
         }
     }
 }
