@@ -307,13 +307,17 @@ fn complete_vec(
     out.extend_from_slice(b"}\n");
 }
 
-/// Rendered constant text of lines, in small direct-mapped tables owned by the writer: per
-/// (schema, tid, file or not) a [`Template`] of a static record's whole line but its numbers
-/// and file hash; per (name, category, layer, tid) the middle
+/// Rendered constant text of lines, in small tables owned by the writer: per (schema, tid,
+/// file or not) a [`Template`] of a static record's whole line but its numbers and file hash
+/// (two-way: a set holds two templates, a miss replaces the one used less recently, so two
+/// kinds of line that hash alike do not evict each other at every line); per (name, category, layer, tid) the middle
 /// (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`) of other lines. A hit replaces
 /// escaped strings and numbers by whole 16-byte copies.
 pub struct PrefixCache {
-    statics: Box<[Template; CACHE_SLOTS]>,
+    statics: Box<[Template; 2 * CACHE_SLOTS]>,
+    /// Per set of `statics`: which of its two templates a miss replaces.
+    victim: [u8; CACHE_SLOTS],
+    named_victim: [u8; CACHE_SLOTS],
     named: Vec<Named>,
     /// The high digits of the last static line's id and ts.
     id_hi: HighDigits,
@@ -324,6 +328,8 @@ impl Default for PrefixCache {
     fn default() -> PrefixCache {
         PrefixCache {
             statics: Box::new(std::array::from_fn(|_| Template::default())),
+            victim: [0; CACHE_SLOTS],
+            named_victim: [0; CACHE_SLOTS],
             named: Vec::new(),
             id_hi: HighDigits::default(),
             ts_hi: HighDigits::default(),
@@ -485,23 +491,34 @@ impl PrefixCache {
             return None;
         }
         if self.named.is_empty() {
-            self.named = (0..CACHE_SLOTS).map(|_| Named::default()).collect();
+            self.named = (0..2 * CACHE_SLOTS).map(|_| Named::default()).collect();
         }
         let mut h = crate::hash::FastHasher::default();
         std::hash::Hasher::write(&mut h, name.bytes);
         std::hash::Hasher::write(&mut h, cat.bytes);
-        let i = (std::hash::Hasher::finish(&h) as usize ^ tid as usize).wrapping_mul(0x9e37_79b9)
-            >> 7
-            & (CACHE_SLOTS - 1);
+        let set = (std::hash::Hasher::finish(&h) ^ tid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (64 - CACHE_SLOTS.trailing_zeros());
+        let set = set as usize & (CACHE_SLOTS - 1);
         let layer = rec.layer as u8;
-        let slot = &mut self.named[i];
-        let hit = !slot.prefix.is_empty()
-            && slot.tid == tid
-            && slot.layer == layer
-            && slot.name_len == name.bytes.len()
-            && slot.key.len() == name.bytes.len() + cat.bytes.len()
-            && slot.key[..name.bytes.len()] == *name.bytes
-            && slot.key[name.bytes.len()..] == *cat.bytes;
+        let fits = |slot: &Named| {
+            !slot.prefix.is_empty()
+                && slot.tid == tid
+                && slot.layer == layer
+                && slot.name_len == name.bytes.len()
+                && slot.key.len() == name.bytes.len() + cat.bytes.len()
+                && slot.key[..name.bytes.len()] == *name.bytes
+                && slot.key[name.bytes.len()..] == *cat.bytes
+        };
+        // Two-way, as the static templates.
+        let (hit, way) = if fits(&self.named[2 * set]) {
+            (true, 0)
+        } else if fits(&self.named[2 * set + 1]) {
+            (true, 1)
+        } else {
+            (false, self.named_victim[set] as usize & 1)
+        };
+        self.named_victim[set] = 1 - way as u8;
+        let slot = &mut self.named[2 * set + way];
         if !hit {
             slot.prefix.clear();
             middle(&mut slot.prefix, ctx, name, cat, layer as u64, tid);
@@ -522,7 +539,8 @@ impl PrefixCache {
 /// The template of (schema, tid, file) for this file's context, built on a miss.
 #[inline(always)]
 fn template<'c>(
-    statics: &'c mut [Template; CACHE_SLOTS],
+    statics: &'c mut [Template; 2 * CACHE_SLOTS],
+    victim: &mut [u8; CACHE_SLOTS],
     ctx: &Ctx,
     schema: &Schema,
     layer: u64,
@@ -530,18 +548,29 @@ fn template<'c>(
     file: bool,
 ) -> &'c mut Template {
     let key = schema as *const Schema as usize;
-    let i = (key >> 3 ^ tid as usize ^ file as usize).wrapping_mul(0x9e37_79b9) >> 7
-        & (CACHE_SLOTS - 1);
-    let slot = &mut statics[i];
-    if slot.schema != key
-        || slot.tid != tid
-        || slot.file != file
-        || slot.pid != ctx.pid
-        || slot.metadata != ctx.metadata
-    {
-        slot.build(ctx, schema, layer, tid, file);
-    }
-    slot
+    let set = ((key >> 3 ^ (tid as usize) << 1 ^ file as usize) as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        >> (64 - CACHE_SLOTS.trailing_zeros());
+    let set = set as usize & (CACHE_SLOTS - 1);
+    let fits = |t: &Template| {
+        t.schema == key
+            && t.tid == tid
+            && t.file == file
+            && t.pid == ctx.pid
+            && t.metadata == ctx.metadata
+    };
+    let way = if fits(&statics[2 * set]) {
+        0
+    } else if fits(&statics[2 * set + 1]) {
+        1
+    } else {
+        let w = victim[set] as usize & 1;
+        statics[2 * set + w].build(ctx, schema, layer, tid, file);
+        w
+    };
+    // The other way is replaced next.
+    victim[set] = 1 - way as u8;
+    &mut statics[2 * set + way]
 }
 
 /// The start of every complete line.
@@ -587,7 +616,15 @@ pub fn complete_static_at(
     let schema = rec.schema;
     let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
     let file = fhash.is_some();
-    let t = template(&mut cache.statics, ctx, schema, rec.layer as u64, tid, file);
+    let t = template(
+        &mut cache.statics,
+        &mut cache.victim,
+        ctx,
+        schema,
+        rec.layer as u64,
+        tid,
+        file,
+    );
     let prev = std::mem::replace(&mut t.last_at, at);
     let t = &*t;
     let (id_hi, ts_hi) = (&mut cache.id_hi, &mut cache.ts_hi);
@@ -1402,6 +1439,127 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `complete_static_at` and `complete_cached_at` name the previous line of the same
+    /// template (the compressor's line hint): never another kind's, and for most lines when a
+    /// dozen kinds alternate (two-way sets: kinds that hash alike do not evict each other).
+    #[test]
+    fn line_hints_name_the_previous_line_of_the_same_template() {
+        use crate::event::FileRef;
+        let schemas: Vec<&'static Schema> = [
+            "open64", "fstat64", "isatty", "lseek64", "read", "close", "pread64", "write", "mmap",
+            "fsync", "stat", "unlink",
+        ]
+        .iter()
+        .map(|n| {
+            &*Box::leak(Box::new(Schema::new(
+                Layer::LibcIo,
+                n,
+                "POSIX",
+                &[("fd", Slot::Int)],
+                "fhash",
+            )))
+        })
+        .collect();
+        let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
+        let ctx = Ctx {
+            pid: 1,
+            hhash: "6882804a826580cd",
+            metadata: true,
+        };
+        let mut cache = PrefixCache::default();
+        let mut out = Vec::new();
+        let mut last: std::collections::HashMap<String, u64> = Default::default();
+        let (mut hinted, mut lines) = (0, 0);
+        for round in 0..20u64 {
+            for (k, schema) in schemas.iter().enumerate() {
+                // Two threads, and every other line without its file: separate templates.
+                for (tid, with_file) in [(5u32, true), (6, false)] {
+                    let p = Pending::Static {
+                        schema,
+                        ts: round * 1000 + k as u64,
+                        dur: 1,
+                        vals: &[k as u64],
+                        file: with_file.then(|| file.handle()),
+                    };
+                    let mut buf = vec![0u8; p.len()];
+                    p.write(&mut buf);
+                    // SAFETY: written just above by Pending::write in this process.
+                    #[allow(unsafe_code)]
+                    let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
+                    let at = 100 + out.len() as u64;
+                    let prev = complete_static_at(
+                        &mut out,
+                        &mut cache,
+                        &ctx,
+                        round,
+                        tid,
+                        &rec.static_view().unwrap(),
+                        at,
+                    );
+                    let key = format!("{} {tid} {with_file}", schema.name);
+                    if prev != 0 {
+                        assert_eq!(Some(&prev), last.get(&key), "{key} round {round}");
+                        hinted += 1;
+                    }
+                    last.insert(key, at);
+                    lines += 1;
+                }
+            }
+        }
+        assert!(hinted * 10 >= lines * 8, "{hinted} of {lines} lines hinted");
+        // Cached middles of other lines, the same way.
+        let mut last = std::collections::HashMap::new();
+        let (mut hinted, mut lines) = (0, 0);
+        for round in 0..20 {
+            for name in [
+                "compute", "read", "step", "epoch", "load", "save", "fwd", "bwd",
+            ] {
+                let args = [Arg::int("step", round)];
+                let p = Pending::Complete {
+                    layer: Layer::Python,
+                    name: name.as_bytes(),
+                    cat: b"train",
+                    ts: 10,
+                    dur: 1,
+                    args: &args,
+                };
+                let mut buf = vec![0u8; p.len()];
+                p.write(&mut buf);
+                let rec = Record::decode(&buf).unwrap();
+                let at = 100 + out.len() as u64;
+                let h = &mut |_: &[u8]| *b"0123456789abcdef";
+                let prev = complete_cached_at(&mut out, Some(&mut cache), &ctx, 1, 5, &rec, h, at);
+                if prev != 0 {
+                    assert_eq!(Some(&prev), last.get(name), "{name}");
+                    hinted += 1;
+                }
+                last.insert(name, at);
+                lines += 1;
+            }
+        }
+        assert!(
+            hinted * 10 >= lines * 8,
+            "{hinted} of {lines} cached lines hinted"
+        );
+        // Without a cache, nothing to name.
+        let p = Pending::Complete {
+            layer: Layer::Python,
+            name: b"x",
+            cat: b"y",
+            ts: 1,
+            dur: 1,
+            args: &[],
+        };
+        let mut buf = vec![0u8; p.len()];
+        p.write(&mut buf);
+        let rec = Record::decode(&buf).unwrap();
+        let h = &mut |_: &[u8]| *b"0123456789abcdef";
+        assert_eq!(
+            complete_cached_at(&mut out, None, &ctx, 1, 5, &rec, h, 7),
+            0
+        );
     }
 
     #[test]
