@@ -160,15 +160,53 @@ fn read32(b: &[u8], i: usize) -> u32 {
 /// Bit k (k < 13) set iff bytes k..k+4 of `b[i..]` and `b[j..]` agree (no branch per byte).
 #[inline(always)]
 fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
-    const L: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    // Bit k set iff byte k of `x` is zero: the high bit of each zero byte (exact, no carries
-    // between bytes), gathered into one byte by a multiply.
-    let zeros = |x: u64| {
-        let z = !(((x & L) + L) | x) & !L;
-        ((z >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
-    };
-    let m = zeros(read64(b, i) ^ read64(b, j)) | zeros(read64(b, i + 8) ^ read64(b, j + 8)) << 8;
+    let m = zero_bytes(read64(b, i) ^ read64(b, j))
+        | zero_bytes(read64(b, i + 8) ^ read64(b, j + 8)) << 8;
     m & (m >> 1) & (m >> 2) & (m >> 3) & 0x1fff
+}
+
+/// Bit k (k < 64) set iff `b[i + k] == b[j + k]`.
+#[inline(always)]
+fn eq_mask(b: &[u8], i: usize, j: usize) -> u64 {
+    let (x, y) = (&b[i..i + 64], &b[j..j + 64]);
+    let mut m = 0u64;
+    for c in 0..4 {
+        m |= (eq16(&x[16 * c..16 * c + 16], &y[16 * c..16 * c + 16]) as u64) << (16 * c);
+    }
+    m
+}
+
+/// Bit k (k < 16) set iff `x[k] == y[k]` (16-byte slices).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn eq16(x: &[u8], y: &[u8]) -> u32 {
+    use core::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8};
+    let (x, y): (&[u8; 16], &[u8; 16]) = (x.try_into().unwrap(), y.try_into().unwrap());
+    // SAFETY: SSE2 is part of the x86_64 baseline; the unaligned loads read the 16 bytes of
+    // `x` and `y` (arrays of exactly 16 bytes).
+    unsafe {
+        let a = _mm_loadu_si128(x.as_ptr() as *const __m128i);
+        let b = _mm_loadu_si128(y.as_ptr() as *const __m128i);
+        _mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) as u32
+    }
+}
+
+/// Bit k (k < 16) set iff `x[k] == y[k]` (16-byte slices).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn eq16(x: &[u8], y: &[u8]) -> u32 {
+    let z = |o: usize| zero_bytes(read64(x, o) ^ read64(y, o));
+    z(0) | z(8) << 8
+}
+
+/// Bit k (k < 8) set iff byte k of `x` is zero: the high bit of each zero byte (exact, no
+/// carries between bytes), gathered into one byte by a multiply.
+#[inline(always)]
+fn zero_bytes(x: u64) -> u32 {
+    const L: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let z = !(((x & L) + L) | x) & !L;
+    ((z >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
 }
 
 #[inline(always)]
@@ -714,52 +752,25 @@ impl FastDeflate {
             while p <= last {
                 if p >= next_at {
                     // Hinted lines: the reference line is known; match at its distance, with
-                    // no hash probes and no scoring, while it keeps finding 4 equal bytes in
-                    // the next 16 (or at one more or less: a number one digit longer or
-                    // shorter). When it finds none, the general path takes over from `p`
-                    // until the next hinted line.
+                    // no hash probes and no scoring (see [`FastDeflate::hinted`]). When it
+                    // finds nothing, the general path takes over from `p` until the next
+                    // hinted line.
                     let mut d = 0;
                     while hi < hints.len() && pos_of(hints[hi]) <= p {
                         d = (hints[hi] & HINT_DIST) as usize + 1;
                         hi += 1;
                     }
-                    next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
-                    while d != 0 && p + 12 <= last {
-                        let ok = |d: usize| d != 0 && d <= WINDOW && d <= p - lo;
-                        let mut run = if ok(d) { rep_run(input, p, p - d) } else { 0 };
-                        if run == 0 {
-                            for nd in [d - 1, d + 1] {
-                                if ok(nd) {
-                                    run = rep_run(input, p, p - nd);
-                                    if run != 0 {
-                                        d = nd;
-                                        break;
-                                    }
-                                }
-                            }
-                            if run == 0 {
-                                break;
-                            }
-                        }
-                        let q = p + run.trailing_zeros() as usize;
-                        let end = e.min(q + MAX_MATCH);
-                        let len = MIN_MATCH + extend(input, q - d + MIN_MATCH, q + MIN_MATCH, end);
-                        self.literals(input, lit, q, out);
-                        self.push_match(input, q, len, d, out);
-                        if d != last_dist {
-                            dist2 = last_dist;
-                        }
-                        last_dist = d;
-                        p = q + len;
+                    if d != 0 {
+                        self.literals(input, lit, p, out);
+                        let (np, nd) = self.hinted(input, lo, p, e, d, (hints, base, &mut hi), out);
+                        p = np;
                         lit = p;
-                        if p >= next_at {
-                            while hi < hints.len() && pos_of(hints[hi]) <= p {
-                                d = (hints[hi] & HINT_DIST) as usize + 1;
-                                hi += 1;
-                            }
-                            next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
+                        if nd != last_dist {
+                            dist2 = last_dist;
+                            last_dist = nd;
                         }
                     }
+                    next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
                     if p > last {
                         break;
                     }
@@ -903,6 +914,86 @@ impl FastDeflate {
             }
         }
         self.literals(input, lit, e, out);
+    }
+
+    /// The hinted path of [`FastDeflate::lz`]: from `p` (no literals pending), matches at the
+    /// hint's distance `d` (or at one more or less: a number one digit longer or shorter), the
+    /// runs of equal bytes found by comparing 64 bytes at a time; the hints `hints.0[*hints.2..]`
+    /// that `p` passes give the distance from there on. Stops where none of the three
+    /// distances has 4 equal bytes in the next 16, or less than 64 bytes before `e`: returns
+    /// the position reached (no literals pending) and the last distance used.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn hinted(
+        &mut self,
+        input: &[u8],
+        lo: usize,
+        mut p: usize,
+        e: usize,
+        mut d: usize,
+        (hints, base, hi): (&[u64], usize, &mut usize),
+        out: &mut Vec<u8>,
+    ) -> (usize, usize) {
+        let pos_of = |h: u64| (h >> HINT_SHIFT) as usize + base;
+        let mut next_at = hints.get(*hi).map_or(usize::MAX, |&h| pos_of(h));
+        let mut last = 0;
+        // The match token's distance part and distance symbol, for `td`.
+        let (mut td, mut tok, mut dc) = (0, 0, 0);
+        while p + 64 <= e {
+            let ok = |d: usize| (1..=WINDOW).contains(&d) && d <= p - lo;
+            let mut m = if ok(d) { eq_mask(input, p, p - d) } else { 0 };
+            let mut m4 = m & (m >> 1) & (m >> 2) & (m >> 3);
+            if m4 & 0x1fff == 0 {
+                // Not in the next 16 bytes: a number one digit longer or shorter?
+                let mut found = false;
+                for nd in [d - 1, d + 1] {
+                    if ok(nd) {
+                        let mm = eq_mask(input, p, p - nd);
+                        let mm4 = mm & (mm >> 1) & (mm >> 2) & (mm >> 3);
+                        if mm4 & 0x1fff != 0 {
+                            (m, m4, d, found) = (mm, mm4, nd, true);
+                            break;
+                        }
+                    }
+                }
+                if !found {
+                    break;
+                }
+            }
+            if d != td {
+                td = d;
+                let d1 = (d - 1) as u32;
+                dc = dist_sym(d1);
+                tok = dc << 25 | d1 << 10 | 256;
+            }
+            if TOKEN_CAP - self.tokens.len() < 16 {
+                self.flush_block(input, p, out, false);
+            }
+            let k = m4.trailing_zeros() as usize;
+            // The run of equal bytes from `k`, extended past the 64 compared.
+            let mut len = (!(m >> k)).trailing_zeros() as usize;
+            if k + len == 64 {
+                len += extend(input, p + 64 - d, p + 64, e.min(p + k + MAX_MATCH));
+            }
+            let q = p + k;
+            for &b in &input[p..q] {
+                self.tokens.push(b as u32 | LIT);
+                self.lit_freq[b as usize] += 1;
+            }
+            self.tokens.push(tok + len as u32);
+            self.lit_freq[257 + LEN_SYM[len] as usize] += 1;
+            self.dist_freq[dc as usize] += 1;
+            last = d;
+            p = q + len;
+            if p >= next_at {
+                while *hi < hints.len() && pos_of(hints[*hi]) <= p {
+                    d = (hints[*hi] & HINT_DIST) as usize + 1;
+                    *hi += 1;
+                }
+                next_at = hints.get(*hi).map_or(usize::MAX, |&h| pos_of(h));
+            }
+        }
+        (p, last)
     }
 
     #[inline(always)]
