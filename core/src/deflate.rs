@@ -137,20 +137,20 @@ fn dist_sym(d1: u32) -> u32 {
     }
 }
 
-/// Tokens are `sym | (dist - 1) << 10 | dist_sym << 25`: `sym` is a literal byte, or
-/// `256 + length` for a match. A literal has dist_sym 30, whose code is empty, so literals and
-/// matches are written by the same branch-free code.
-const LIT: u32 = 30 << 25;
-/// `DIST_BASE - 1` and `DIST_EXTRA` with the two empty entries of literals.
-const DIST_BASE1_32: [u32; 32] = {
-    let mut t = [0u32; 32];
-    let mut i = 0;
-    while i < 30 {
-        t[i] = DIST_BASE[i] as u32 - 1;
-        i += 1;
-    }
-    t
-};
+/// Tokens are `sym | extra << 10 | dist_sym << 27`: `sym` is a literal byte, or
+/// `256 + length` for a match, `extra` the value of the distance's extra bits. A literal has
+/// dist_sym 30, whose code is empty, so literals and matches are written by the same
+/// branch-free code.
+const LIT: u32 = 30 << 27;
+
+/// The distance part of a match token (`extra << 10 | dist_sym << 27`) for `dist - 1`, and
+/// its distance symbol.
+#[inline(always)]
+fn dist_token(d1: u32) -> (u32, u32) {
+    let dc = dist_sym(d1);
+    let extra = d1 + 1 - DIST_BASE[dc as usize & 31] as u32;
+    (extra << 10 | dc << 27, dc)
+}
 
 #[inline(always)]
 fn read32(b: &[u8], i: usize) -> u32 {
@@ -168,7 +168,10 @@ fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
 /// Bit k (k < 64) set iff `b[i + k] == b[j + k]`.
 #[inline(always)]
 fn eq_mask(b: &[u8], i: usize, j: usize) -> u64 {
-    let (x, y) = (&b[i..i + 64], &b[j..j + 64]);
+    let (x, y): (&[u8; 64], &[u8; 64]) = (
+        b[i..i + 64].try_into().unwrap(),
+        b[j..j + 64].try_into().unwrap(),
+    );
     let mut m = 0u64;
     for c in 0..4 {
         m |= (eq16(&x[16 * c..16 * c + 16], &y[16 * c..16 * c + 16]) as u64) << (16 * c);
@@ -224,28 +227,24 @@ fn hash(x: u64, shift: u32) -> usize {
 /// (`a < p`, `end <= b.len()`).
 #[inline(always)]
 fn extend(b: &[u8], a: usize, p: usize, end: usize) -> usize {
+    let x = &b[p..end];
+    let y = &b[a..a + x.len()];
     let mut l = 0;
-    while p + l + 16 <= end {
-        let x0 = read64(b, a + l) ^ read64(b, p + l);
-        let x1 = read64(b, a + l + 8) ^ read64(b, p + l + 8);
-        if x0 | x1 != 0 {
-            let k = if x0 != 0 {
-                x0.trailing_zeros()
-            } else {
-                64 + x1.trailing_zeros()
-            };
-            return l + (k / 8) as usize;
+    for (cx, cy) in x.chunks_exact(16).zip(y.chunks_exact(16)) {
+        let m = eq16(cx, cy);
+        if m != 0xffff {
+            return l + (!m).trailing_zeros() as usize;
         }
         l += 16;
     }
-    while p + l + 8 <= end {
-        let x = read64(b, a + l) ^ read64(b, p + l);
-        if x != 0 {
-            return l + (x.trailing_zeros() / 8) as usize;
+    if l + 8 <= x.len() {
+        let v = read64(x, l) ^ read64(y, l);
+        if v != 0 {
+            return l + (v.trailing_zeros() / 8) as usize;
         }
         l += 8;
     }
-    while p + l < end && b[a + l] == b[p + l] {
+    while l < x.len() && x[l] == y[l] {
         l += 1;
     }
     l
@@ -259,7 +258,9 @@ pub struct FastDeflate {
     shift: u32,
     /// Table value of the next position: values below a segment's start value are stale.
     next: u32,
-    tokens: Vec<u32>,
+    /// The pending block's tokens: `tokens[..ntok]`.
+    tokens: Box<[u32; TOKEN_CAP]>,
+    ntok: usize,
     lit_freq: [u32; 288],
     dist_freq: [u32; 32],
     /// Input offset where the pending block starts.
@@ -298,10 +299,12 @@ enum OpenBlock {
 
 /// Writer tables of a code: see [`Tabs::fill`].
 struct Tabs {
-    /// By token `sym` (literal, 256 = end of block, 256 + length): `bits | nbits << 24`,
+    /// By token `sym` (literal, 256 = end of block, 256 + length): `nbits | bits << 8`,
     /// length extra bits included.
     sym: Box<[u32; 1024]>,
-    /// By distance symbol (30 = none): `code | code length << 16 | with extra bits << 24`.
+    /// By distance symbol (30 and 31: none, all zero): `code length | with extra bits << 8 |
+    /// code << 16`. (The low byte of an entry is its shift: the writer shifts by the whole
+    /// entry, which x86 masks to its low 6 bits.)
     dist: [u32; 32],
 }
 
@@ -315,19 +318,25 @@ impl Tabs {
 
     fn fill(&mut self, lit: &Code<288>, dist: &Code<32>) {
         for i in 0..257 {
-            self.sym[i] = lit.codes[i] as u32 | (lit.lens[i] as u32) << 24;
+            self.sym[i] = lit.lens[i] as u32 | (lit.codes[i] as u32) << 8;
         }
         for (len, &s) in LEN_SYM.iter().enumerate().skip(3) {
             let s = s as usize;
             let cl = lit.lens[257 + s] as u32;
             let x = (len - LEN_BASE[s] as usize) as u32;
             self.sym[256 + len] =
-                (lit.codes[257 + s] as u32 | x << cl) | (cl + LEN_EXTRA[s] as u32) << 24;
+                (cl + LEN_EXTRA[s] as u32) | (lit.codes[257 + s] as u32 | x << cl) << 8;
         }
         for (i, &extra) in DIST_EXTRA.iter().enumerate() {
             let n = dist.lens[i] as u32;
-            self.dist[i] = dist.codes[i] as u32 | n << 16 | (n + extra as u32) << 24;
+            self.dist[i] = n | (n + extra as u32) << 8 | (dist.codes[i] as u32) << 16;
         }
+    }
+
+    /// The end-of-block code: `bits | nbits << 24`.
+    fn eob(&self) -> u32 {
+        let v = self.sym[256];
+        v >> 8 | (v & 0xff) << 24
     }
 }
 
@@ -528,7 +537,8 @@ impl FastDeflate {
             table,
             shift: 64 - HASH_BITS,
             next: 1,
-            tokens: Vec::with_capacity(TOKEN_CAP),
+            tokens: vec![0u32; TOKEN_CAP].into_boxed_slice().try_into().unwrap(),
+            ntok: 0,
             lit_freq: [0; 288],
             dist_freq: [0; 32],
             blk_start: 0,
@@ -565,7 +575,7 @@ impl FastDeflate {
     /// every match is compared byte for byte, so a wrong hint costs ratio, never correctness.
     pub fn compress_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
         // Tokens and frequencies are empty between calls (flush_block clears them).
-        debug_assert!(self.tokens.is_empty());
+        debug_assert!(self.ntok == 0);
         // An open stream is abandoned (its table entries become stale below).
         self.stream_open = false;
         self.blk_start = 0;
@@ -608,7 +618,7 @@ impl FastDeflate {
     /// [`FastDeflate::stream_push`] with line hints (see [`FastDeflate::compress_hinted`]:
     /// `at` counts from the start of `input`; `dist` may reach into earlier pushes).
     pub fn stream_push_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
-        debug_assert!(self.tokens.is_empty());
+        debug_assert!(self.ntok == 0);
         if !self.stream_open {
             self.stream_open = true;
             self.open_blk = OpenBlock::None;
@@ -703,8 +713,8 @@ impl FastDeflate {
         }
         match self.open_blk {
             OpenBlock::None => 0,
-            OpenBlock::Fixed => self.fixed_tabs.sym[256],
-            OpenBlock::Dynamic => self.tabs.sym[256],
+            OpenBlock::Fixed => self.fixed_tabs.eob(),
+            OpenBlock::Dynamic => self.tabs.eob(),
         }
     }
 
@@ -917,13 +927,15 @@ impl FastDeflate {
     }
 
     /// The hinted path of [`FastDeflate::lz`]: from `p` (no literals pending), matches at the
-    /// hint's distance `d` (or at one more or less: a number one digit longer or shorter), the
-    /// runs of equal bytes found by comparing 64 bytes at a time; the hints `hints.0[*hints.2..]`
-    /// that `p` passes give the distance from there on. Stops where none of the three
-    /// distances has 4 equal bytes in the next 16, or less than 64 bytes before `e`: returns
-    /// the position reached (no literals pending) and the last distance used.
+    /// hint's distance `d` (or at one more or less: a number one digit longer or shorter),
+    /// found in a mask of the next 64 bytes' equality at that distance (a match starts at the
+    /// first 4 equal bytes; its length is the run of equal bytes, extended past the 64). The
+    /// hints `hints.0[*hints.2..]` that a match passes give the distance from there on. Stops
+    /// where none of the three distances has 4 equal bytes in the next 16, or less than 64
+    /// bytes before `e`: returns the position reached (no literals pending) and the last
+    /// distance used (0: none).
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
+    #[inline(never)]
     fn hinted(
         &mut self,
         input: &[u8],
@@ -931,27 +943,33 @@ impl FastDeflate {
         mut p: usize,
         e: usize,
         mut d: usize,
-        (hints, base, hi): (&[u64], usize, &mut usize),
+        (hints, base, hint_idx): (&[u64], usize, &mut usize),
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
+        let input = &input[..e];
+        let mut hi = *hint_idx;
         let pos_of = |h: u64| (h >> HINT_SHIFT) as usize + base;
-        let mut next_at = hints.get(*hi).map_or(usize::MAX, |&h| pos_of(h));
+        let mut next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
         let mut last = 0;
-        // The match token's distance part and distance symbol, for `td`.
+        // The match token's distance part and distance symbol, for distance `td`.
         let (mut td, mut tok, mut dc) = (0, 0, 0);
+        let mut n = self.ntok;
+        // `d` is in 1..=WINDOW (a hint's distance); `d <= p - lo` is checked below.
         while p + 64 <= e {
-            let ok = |d: usize| (1..=WINDOW).contains(&d) && d <= p - lo;
-            let mut m = if ok(d) { eq_mask(input, p, p - d) } else { 0 };
-            let mut m4 = m & (m >> 1) & (m >> 2) & (m >> 3);
+            let four = |m: u64| m & (m >> 1) & (m >> 2) & (m >> 3);
+            let (mut m, mut m4) = (0, 0);
+            if d <= p - lo {
+                m = eq_mask(input, p, p - d);
+                m4 = four(m);
+            }
             if m4 & 0x1fff == 0 {
                 // Not in the next 16 bytes: a number one digit longer or shorter?
                 let mut found = false;
                 for nd in [d - 1, d + 1] {
-                    if ok(nd) {
+                    if (1..=WINDOW).contains(&nd) && nd <= p - lo {
                         let mm = eq_mask(input, p, p - nd);
-                        let mm4 = mm & (mm >> 1) & (mm >> 2) & (mm >> 3);
-                        if mm4 & 0x1fff != 0 {
-                            (m, m4, d, found) = (mm, mm4, nd, true);
+                        if four(mm) & 0x1fff != 0 {
+                            (m, m4, d, found) = (mm, four(mm), nd, true);
                             break;
                         }
                     }
@@ -962,37 +980,43 @@ impl FastDeflate {
             }
             if d != td {
                 td = d;
-                let d1 = (d - 1) as u32;
-                dc = dist_sym(d1);
-                tok = dc << 25 | d1 << 10 | 256;
+                let t;
+                (t, dc) = dist_token((d - 1) as u32);
+                tok = t | 256;
             }
-            if TOKEN_CAP - self.tokens.len() < 16 {
+            if n + 16 > TOKEN_CAP {
+                self.ntok = n;
                 self.flush_block(input, p, out, false);
+                n = self.ntok;
             }
-            let k = m4.trailing_zeros() as usize;
+            // At most 13 literals (k < 13) and a match.
+            let k = m4.trailing_zeros() as usize & 15;
             // The run of equal bytes from `k`, extended past the 64 compared.
             let mut len = (!(m >> k)).trailing_zeros() as usize;
             if k + len == 64 {
                 len += extend(input, p + 64 - d, p + 64, e.min(p + k + MAX_MATCH));
             }
-            let q = p + k;
-            for &b in &input[p..q] {
-                self.tokens.push(b as u32 | LIT);
+            let toks = &mut self.tokens[n..n + 16];
+            for (t, &b) in toks.iter_mut().zip(&input[p..p + k]) {
+                *t = b as u32 | LIT;
                 self.lit_freq[b as usize] += 1;
             }
-            self.tokens.push(tok + len as u32);
+            toks[k] = tok + len as u32;
+            n += k + 1;
             self.lit_freq[257 + LEN_SYM[len] as usize] += 1;
-            self.dist_freq[dc as usize] += 1;
+            self.dist_freq[dc as usize & 31] += 1;
             last = d;
-            p = q + len;
+            p += k + len;
             if p >= next_at {
-                while *hi < hints.len() && pos_of(hints[*hi]) <= p {
-                    d = (hints[*hi] & HINT_DIST) as usize + 1;
-                    *hi += 1;
+                while hi < hints.len() && pos_of(hints[hi]) <= p {
+                    d = (hints[hi] & HINT_DIST) as usize + 1;
+                    hi += 1;
                 }
-                next_at = hints.get(*hi).map_or(usize::MAX, |&h| pos_of(h));
+                next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
             }
         }
+        self.ntok = n;
+        *hint_idx = hi;
         (p, last)
     }
 
@@ -1000,27 +1024,30 @@ impl FastDeflate {
     fn literals(&mut self, input: &[u8], from: usize, to: usize, out: &mut Vec<u8>) {
         let mut i = from;
         while i < to {
-            if self.tokens.len() == TOKEN_CAP {
+            if self.ntok == TOKEN_CAP {
                 self.flush_block(input, i, out, false);
             }
-            let n = (to - i).min(TOKEN_CAP - self.tokens.len());
-            for &b in &input[i..i + n] {
-                self.tokens.push(b as u32 | LIT);
+            let n = (to - i).min(TOKEN_CAP - self.ntok);
+            for (t, &b) in self.tokens[self.ntok..self.ntok + n]
+                .iter_mut()
+                .zip(&input[i..i + n])
+            {
+                *t = b as u32 | LIT;
                 self.lit_freq[b as usize] += 1;
             }
+            self.ntok += n;
             i += n;
         }
     }
 
     #[inline(always)]
     fn push_match(&mut self, input: &[u8], p: usize, len: usize, dist: usize, out: &mut Vec<u8>) {
-        if self.tokens.len() == TOKEN_CAP {
+        if self.ntok == TOKEN_CAP {
             self.flush_block(input, p, out, false);
         }
-        let d1 = (dist - 1) as u32;
-        let dc = dist_sym(d1);
-        self.tokens
-            .push((dc << 25) | (d1 << 10) | (256 + len as u32));
+        let (t, dc) = dist_token((dist - 1) as u32);
+        self.tokens[self.ntok] = t | (256 + len as u32);
+        self.ntok += 1;
         self.lit_freq[257 + LEN_SYM[len] as usize] += 1;
         self.dist_freq[dc as usize] += 1;
     }
@@ -1055,7 +1082,7 @@ impl FastDeflate {
         let stored = stored_bits(self.bc, span.len());
 
         // Dynamic code, unless the block is too small for its header to pay off.
-        let dynamic = if self.tokens.len() >= DYN_MIN_TOKENS {
+        let dynamic = if self.ntok >= DYN_MIN_TOKENS {
             Some(self.dynamic_header())
         } else {
             None
@@ -1088,12 +1115,12 @@ impl FastDeflate {
             }
         } else if fixed_bits == best {
             w.put(bfinal | (1 << 1), 3);
-            emit_tokens(&mut w, &self.tokens, &self.fixed_tabs);
+            emit_tokens(&mut w, &self.tokens[..self.ntok], &self.fixed_tabs);
         } else if let Some(h) = &dynamic {
             w.put(bfinal, 1);
             write_dynamic_header(&mut w, h);
             self.tabs.fill(&self.lit, &self.dist);
-            emit_tokens(&mut w, &self.tokens, &self.tabs);
+            emit_tokens(&mut w, &self.tokens[..self.ntok], &self.tabs);
         }
         if last {
             w.align();
@@ -1120,7 +1147,7 @@ impl FastDeflate {
     /// opened, or the span is stored (which ends it).
     fn stream_block(&mut self, input: &[u8], end: usize, out: &mut Vec<u8>) {
         let span = &input[self.blk_start..end];
-        if self.tokens.is_empty() {
+        if self.ntok == 0 {
             self.blk_start = end;
             return;
         }
@@ -1186,7 +1213,7 @@ impl FastDeflate {
                 OpenBlock::Fixed => &self.fixed_tabs,
                 _ => &self.tabs,
             };
-            emit_body(&mut w, &self.tokens, tabs);
+            emit_body(&mut w, &self.tokens[..self.ntok], tabs);
         } else if best == new_stored {
             for c in span.chunks(STORED_MAX) {
                 stored_chunk(&mut w, c, 0);
@@ -1194,14 +1221,14 @@ impl FastDeflate {
             self.open_blk = OpenBlock::None;
         } else if best == new_fixed {
             w.put(1 << 1, 3);
-            emit_body(&mut w, &self.tokens, &self.fixed_tabs);
+            emit_body(&mut w, &self.tokens[..self.ntok], &self.fixed_tabs);
             self.open_blk = OpenBlock::Fixed;
         } else {
             w.put(0, 1);
             write_dynamic_header(&mut w, &h);
             self.tabs.fill(&self.lit, &self.dist);
             self.open_lens = (self.lit.lens, self.dist.lens);
-            emit_body(&mut w, &self.tokens, &self.tabs);
+            emit_body(&mut w, &self.tokens[..self.ntok], &self.tabs);
             self.open_blk = OpenBlock::Dynamic;
         }
         let (pos, bb, bc) = (w.pos, w.bb, w.bc);
@@ -1214,7 +1241,7 @@ impl FastDeflate {
         out.truncate(pos);
         self.bb = bb;
         self.bc = bc;
-        self.tokens.clear();
+        self.ntok = 0;
         self.lit_freq = [0; 288];
         self.dist_freq = [0; 32];
         self.blk_start = end;
@@ -1393,7 +1420,7 @@ fn write_dynamic_header(w: &mut Bits, h: &Header) {
 /// The tokens and end-of-block with the given codes.
 fn emit_tokens(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
     emit_body(w, tokens, tabs);
-    let eob = tabs.sym[256];
+    let eob = tabs.eob();
     w.put(eob & 0xff_ffff, eob >> 24);
     w.flush();
 }
@@ -1406,17 +1433,15 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
     let (mut pos, mut bb, mut bc) = (w.pos, w.bb, w.bc);
     for &t in tokens {
         let sv = sym_tab[(t & 0x3ff) as usize];
-        let dc = ((t >> 25) & 31) as usize;
-        let d1 = (t >> 10) & 0x7fff;
-        let dv = dist_tab[dc];
-        let dbits = (dv & 0xffff) | (d1 - DIST_BASE1_32[dc]) << ((dv >> 16) & 0xff);
-        let sn = sv >> 24;
-        bb |= ((sv & 0xff_ffff) as u64 | (dbits as u64) << sn) << bc;
-        bc += sn + (dv >> 24);
+        let dv = dist_tab[(t >> 27) as usize];
+        let x = ((t >> 10) & 0x1fff) as u64;
+        // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
+        let dbits = (dv >> 16) as u64 | x.wrapping_shl(dv);
+        bb |= ((sv >> 8) as u64 | dbits.wrapping_shl(sv)) << bc;
+        bc += (sv & 0xff) + ((dv >> 8) & 0xff);
         buf[pos..pos + 8].copy_from_slice(&bb.to_le_bytes());
-        let k = bc >> 3;
-        pos += k as usize;
-        bb >>= k * 8;
+        pos += (bc >> 3) as usize;
+        bb >>= bc & !7;
         bc &= 7;
     }
     w.pos = pos;
