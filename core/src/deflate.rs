@@ -1433,12 +1433,17 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
     let (mut pos, mut bb, mut bc) = (w.pos, w.bb, w.bc);
     for &t in tokens {
         let sv = sym_tab[(t & 0x3ff) as usize];
-        let dv = dist_tab[(t >> 27) as usize];
-        let x = ((t >> 10) & 0x1fff) as u64;
-        // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
-        let dbits = (dv >> 16) as u64 | x.wrapping_shl(dv);
-        bb |= ((sv >> 8) as u64 | dbits.wrapping_shl(sv)) << bc;
-        bc += (sv & 0xff) + ((dv >> 8) & 0xff);
+        if t >= LIT {
+            bb |= ((sv >> 8) as u64) << bc;
+            bc += sv & 0xff;
+        } else {
+            let dv = dist_tab[(t >> 27) as usize];
+            let x = ((t >> 10) & 0x1fff) as u64;
+            // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
+            let dbits = (dv >> 16) as u64 | x.wrapping_shl(dv);
+            bb |= ((sv >> 8) as u64 | dbits.wrapping_shl(sv)) << bc;
+            bc += (sv & 0xff) + ((dv >> 8) & 0xff);
+        }
         buf[pos..pos + 8].copy_from_slice(&bb.to_le_bytes());
         pos += (bc >> 3) as usize;
         bb >>= bc & !7;
