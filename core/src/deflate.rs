@@ -953,69 +953,81 @@ impl FastDeflate {
         let mut last = 0;
         // The match token's distance part and distance symbol, for distance `td`.
         let (mut td, mut tok, mut dc) = (0, 0, 0);
-        let mut n = self.ntok;
+        let four = |m: u64| m & (m >> 1) & (m >> 2) & (m >> 3);
         // `d` is in 1..=WINDOW (a hint's distance); `d <= p - lo` is checked below.
-        while p + 64 <= e {
-            let four = |m: u64| m & (m >> 1) & (m >> 2) & (m >> 3);
-            let (mut m, mut m4) = (0, 0);
-            if d <= p - lo {
-                m = eq_mask(input, p, p - d);
-                m4 = four(m);
+        'blocks: loop {
+            if self.ntok + 16 > TOKEN_CAP {
+                self.flush_block(input, p, out, false);
             }
-            if m4 & 0x1fff == 0 {
-                // Not in the next 16 bytes: a number one digit longer or shorter?
-                let mut found = false;
-                for nd in [d - 1, d + 1] {
-                    if (1..=WINDOW).contains(&nd) && nd <= p - lo {
-                        let mm = eq_mask(input, p, p - nd);
-                        if four(mm) & 0x1fff != 0 {
-                            (m, m4, d, found) = (mm, four(mm), nd, true);
+            // Each step writes at most 13 literals (k < 13) and a match: `steps` fit.
+            let steps = (TOKEN_CAP - self.ntok) / 16;
+            let mut n = self.ntok;
+            let (toks, lit_freq, dist_freq) =
+                (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
+            for _ in 0..steps {
+                if p + 64 > e {
+                    self.ntok = n;
+                    break 'blocks;
+                }
+                let (mut m, mut m4) = (0, 0);
+                if d <= p - lo {
+                    m = eq_mask(input, p, p - d);
+                    m4 = four(m);
+                }
+                if m4 & 0x1fff == 0 {
+                    // Not in the next 16 bytes: a number one digit longer or shorter?
+                    let mut found = false;
+                    for nd in [d - 1, d + 1] {
+                        if (1..=WINDOW).contains(&nd) && nd <= p - lo {
+                            let mm = eq_mask(input, p, p - nd);
+                            if four(mm) & 0x1fff != 0 {
+                                (m, m4, d, found) = (mm, four(mm), nd, true);
+                                break;
+                            }
+                        }
+                    }
+                    if !found {
+                        self.ntok = n;
+                        break 'blocks;
+                    }
+                }
+                if d != td {
+                    td = d;
+                    let t;
+                    (t, dc) = dist_token((d - 1) as u32);
+                    tok = t | 256;
+                }
+                let k = m4.trailing_zeros() as usize & 15;
+                // The run of equal bytes from `k`, extended past the 64 compared.
+                let mut len = (!(m >> k)).trailing_zeros() as usize;
+                if k + len == 64 {
+                    len += extend(input, p + 64 - d, p + 64, e.min(p + k + MAX_MATCH));
+                }
+                let t = &mut toks[n..n + 16];
+                for (t, &b) in t.iter_mut().zip(&input[p..p + k]) {
+                    *t = b as u32 | LIT;
+                    lit_freq[b as usize] += 1;
+                }
+                t[k] = tok + len as u32;
+                n += k + 1;
+                lit_freq[257 + LEN_SYM[len] as usize] += 1;
+                dist_freq[dc as usize & 31] += 1;
+                last = d;
+                p += k + len;
+                if p >= next_at {
+                    // Usually one hint (the next line's).
+                    loop {
+                        d = (hints[hi] & HINT_DIST) as usize + 1;
+                        hi += 1;
+                        next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
+                        if next_at > p {
                             break;
                         }
                     }
                 }
-                if !found {
-                    break;
-                }
             }
-            if d != td {
-                td = d;
-                let t;
-                (t, dc) = dist_token((d - 1) as u32);
-                tok = t | 256;
-            }
-            if n + 16 > TOKEN_CAP {
-                self.ntok = n;
-                self.flush_block(input, p, out, false);
-                n = self.ntok;
-            }
-            // At most 13 literals (k < 13) and a match.
-            let k = m4.trailing_zeros() as usize & 15;
-            // The run of equal bytes from `k`, extended past the 64 compared.
-            let mut len = (!(m >> k)).trailing_zeros() as usize;
-            if k + len == 64 {
-                len += extend(input, p + 64 - d, p + 64, e.min(p + k + MAX_MATCH));
-            }
-            let toks = &mut self.tokens[n..n + 16];
-            for (t, &b) in toks.iter_mut().zip(&input[p..p + k]) {
-                *t = b as u32 | LIT;
-                self.lit_freq[b as usize] += 1;
-            }
-            toks[k] = tok + len as u32;
-            n += k + 1;
-            self.lit_freq[257 + LEN_SYM[len] as usize] += 1;
-            self.dist_freq[dc as usize & 31] += 1;
-            last = d;
-            p += k + len;
-            if p >= next_at {
-                while hi < hints.len() && pos_of(hints[hi]) <= p {
-                    d = (hints[hi] & HINT_DIST) as usize + 1;
-                    hi += 1;
-                }
-                next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
-            }
+            self.ntok = n;
         }
-        self.ntok = n;
         *hint_idx = hi;
         (p, last)
     }
