@@ -165,12 +165,14 @@ fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
     m & (m >> 1) & (m >> 2) & (m >> 3) & 0x1fff
 }
 
-/// Bit k (k < 64) set iff `b[i + k] == b[j + k]`.
+/// Bit k (k < 64) set iff `b[i + k] == b[i - d + k]` (`d <= i`).
 #[inline(always)]
-fn eq_mask(b: &[u8], i: usize, j: usize) -> u64 {
+fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
+    // One slice of both: its length tells the compiler that the two below are in it.
+    let w = &b[i - d..i + 64];
     let (x, y): (&[u8; 64], &[u8; 64]) = (
-        b[i..i + 64].try_into().unwrap(),
-        b[j..j + 64].try_into().unwrap(),
+        w[d..].try_into().unwrap(),
+        w[..64].try_into().unwrap(),
     );
     let mut m = 0u64;
     for c in 0..4 {
@@ -971,7 +973,7 @@ impl FastDeflate {
                 }
                 let (mut m, mut m4) = (0, 0);
                 if d <= p - lo {
-                    m = eq_mask(input, p, p - d);
+                    m = eq_mask(input, p, d);
                     m4 = four(m);
                 }
                 if m4 & 0x1fff == 0 {
@@ -979,7 +981,7 @@ impl FastDeflate {
                     let mut found = false;
                     for nd in [d - 1, d + 1] {
                         if (1..=WINDOW).contains(&nd) && nd <= p - lo {
-                            let mm = eq_mask(input, p, p - nd);
+                            let mm = eq_mask(input, p, nd);
                             if four(mm) & 0x1fff != 0 {
                                 (m, m4, d, found) = (mm, four(mm), nd, true);
                                 break;
