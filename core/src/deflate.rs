@@ -1444,6 +1444,8 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
     let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
     // The writer's state in locals, so that it stays in registers.
     let buf = &mut *w.buf;
+    assert!(buf.len() >= 8);
+    let lim = buf.len() - 8;
     let (mut pos, mut bb, mut bc) = (w.pos, w.bb, w.bc);
     for &t in tokens {
         let sv = sym_tab[(t & 0x3ff) as usize];
@@ -1458,7 +1460,11 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
             bb |= ((sv >> 8) as u64 | dbits.wrapping_shl(sv)) << bc;
             bc += (sv & 0xff) + ((dv >> 8) & 0xff);
         }
-        buf[pos..pos + 8].copy_from_slice(&bb.to_le_bytes());
+        // `pos` stays below `lim` (the buffer has room for the block's exact size and 8
+        // bytes): the clamp only spares a bounds check.
+        debug_assert!(pos <= lim);
+        let i = pos.min(lim);
+        buf[i..i + 8].copy_from_slice(&bb.to_le_bytes());
         pos += (bc >> 3) as usize;
         bb >>= bc & !7;
         bc &= 7;
