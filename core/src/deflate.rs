@@ -1016,16 +1016,14 @@ impl FastDeflate {
                 dist_freq[dc as usize & 31] += 1;
                 last = d;
                 p += k + len;
-                if p >= next_at {
+                while p >= next_at {
                     // Usually one hint (the next line's).
-                    loop {
-                        d = (hints[hi] & HINT_DIST) as usize + 1;
-                        hi += 1;
-                        next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
-                        if next_at > p {
-                            break;
-                        }
-                    }
+                    d = (hints[hi] & HINT_DIST) as usize + 1;
+                    hi += 1;
+                    next_at = match hints.get(hi) {
+                        Some(&h) => pos_of(h),
+                        None => usize::MAX,
+                    };
                 }
             }
             self.ntok = n;
