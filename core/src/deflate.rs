@@ -170,10 +170,7 @@ fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
 fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
     // One slice of both: its length tells the compiler that the two below are in it.
     let w = &b[i - d..i + 64];
-    let (x, y): (&[u8; 64], &[u8; 64]) = (
-        w[d..].try_into().unwrap(),
-        w[..64].try_into().unwrap(),
-    );
+    let (x, y): (&[u8; 64], &[u8; 64]) = (w[d..].try_into().unwrap(), w[..64].try_into().unwrap());
     let mut m = 0u64;
     for c in 0..4 {
         m |= (eq16(&x[16 * c..16 * c + 16], &y[16 * c..16 * c + 16]) as u64) << (16 * c);
@@ -1127,12 +1124,22 @@ impl FastDeflate {
             }
         } else if fixed_bits == best {
             w.put(bfinal | (1 << 1), 3);
-            emit_tokens(&mut w, &self.tokens[..self.ntok], &self.fixed_tabs);
+            emit_tokens(
+                &mut w,
+                &self.tokens[..self.ntok],
+                &self.fixed_tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
         } else if let Some(h) = &dynamic {
             w.put(bfinal, 1);
             write_dynamic_header(&mut w, h);
             self.tabs.fill(&self.lit, &self.dist);
-            emit_tokens(&mut w, &self.tokens[..self.ntok], &self.tabs);
+            emit_tokens(
+                &mut w,
+                &self.tokens[..self.ntok],
+                &self.tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
         }
         if last {
             w.align();
@@ -1225,7 +1232,12 @@ impl FastDeflate {
                 OpenBlock::Fixed => &self.fixed_tabs,
                 _ => &self.tabs,
             };
-            emit_body(&mut w, &self.tokens[..self.ntok], tabs);
+            emit_body(
+                &mut w,
+                &self.tokens[..self.ntok],
+                tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
         } else if best == new_stored {
             for c in span.chunks(STORED_MAX) {
                 stored_chunk(&mut w, c, 0);
@@ -1233,14 +1245,24 @@ impl FastDeflate {
             self.open_blk = OpenBlock::None;
         } else if best == new_fixed {
             w.put(1 << 1, 3);
-            emit_body(&mut w, &self.tokens[..self.ntok], &self.fixed_tabs);
+            emit_body(
+                &mut w,
+                &self.tokens[..self.ntok],
+                &self.fixed_tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
             self.open_blk = OpenBlock::Fixed;
         } else {
             w.put(0, 1);
             write_dynamic_header(&mut w, &h);
             self.tabs.fill(&self.lit, &self.dist);
             self.open_lens = (self.lit.lens, self.dist.lens);
-            emit_body(&mut w, &self.tokens[..self.ntok], &self.tabs);
+            emit_body(
+                &mut w,
+                &self.tokens[..self.ntok],
+                &self.tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
             self.open_blk = OpenBlock::Dynamic;
         }
         let (pos, bb, bc) = (w.pos, w.bb, w.bc);
@@ -1429,43 +1451,89 @@ fn write_dynamic_header(w: &mut Bits, h: &Header) {
     }
 }
 
+/// Token frequencies of a block: literals and lengths, distances.
+type Freqs<'a> = (&'a [u32; 288], &'a [u32; 32]);
+
 /// The tokens and end-of-block with the given codes.
-fn emit_tokens(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
-    emit_body(w, tokens, tabs);
+fn emit_tokens(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
+    emit_body(w, tokens, tabs, freq);
     let eob = tabs.eob();
     w.put(eob & 0xff_ffff, eob >> 24);
     w.flush();
 }
 
-/// The tokens with the given codes (no end-of-block).
-fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
+/// Whether any two of the tokens counted in `freq` fit in the bit buffer after 7 pending
+/// bits (at most 57 bits), so that the writer can write two tokens per flush.
+fn pairs_fit(tabs: &Tabs, (lit_freq, dist_freq): Freqs) -> bool {
+    let used = |f: &[u32], bits: &mut dyn FnMut(usize) -> u32| {
+        f.iter()
+            .enumerate()
+            .filter(|&(_, &f)| f != 0)
+            .map(|(s, _)| bits(s))
+            .max()
+            .unwrap_or(0)
+    };
+    let lit = used(&lit_freq[..256], &mut |s| tabs.sym[s] & 0xff);
+    let len = used(&lit_freq[257..286], &mut |s| {
+        tabs.sym[256 + LEN_BASE[s] as usize] & 0xff
+    });
+    let dist = used(&dist_freq[..30], &mut |s| (tabs.dist[s] >> 8) & 0xff);
+    2 * lit.max(len + dist) + 7 <= 64
+}
+
+/// The code of token `t`, and its length in bits (at most 48).
+#[inline(always)]
+fn token_code(t: u32, sym_tab: &[u32; 1024], dist_tab: &[u32; 32]) -> (u64, u32) {
+    let sv = sym_tab[(t & 0x3ff) as usize];
+    if t >= LIT {
+        ((sv >> 8) as u64, sv & 0xff)
+    } else {
+        let dv = dist_tab[(t >> 27) as usize];
+        let x = ((t >> 10) & 0x1fff) as u64;
+        // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
+        let dbits = (dv >> 16) as u64 | x.wrapping_shl(dv);
+        (
+            (sv >> 8) as u64 | dbits.wrapping_shl(sv),
+            (sv & 0xff) + ((dv >> 8) & 0xff),
+        )
+    }
+}
+
+/// The tokens with the given codes (no end-of-block); `freq` counts them.
+fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
     let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
     // The writer's state in locals, so that it stays in registers.
     let buf = &mut *w.buf;
     assert!(buf.len() >= 8);
     let lim = buf.len() - 8;
     let (mut pos, mut bb, mut bc) = (w.pos, w.bb, w.bc);
-    for &t in tokens {
-        let sv = sym_tab[(t & 0x3ff) as usize];
-        if t >= LIT {
-            bb |= ((sv >> 8) as u64) << bc;
-            bc += sv & 0xff;
-        } else {
-            let dv = dist_tab[(t >> 27) as usize];
-            let x = ((t >> 10) & 0x1fff) as u64;
-            // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
-            let dbits = (dv >> 16) as u64 | x.wrapping_shl(dv);
-            bb |= ((sv >> 8) as u64 | dbits.wrapping_shl(sv)) << bc;
-            bc += (sv & 0xff) + ((dv >> 8) & 0xff);
-        }
-        // `pos` stays below `lim` (the buffer has room for the block's exact size and 8
-        // bytes): the clamp only spares a bounds check.
-        debug_assert!(pos <= lim);
-        let i = pos.min(lim);
+    // Writes the whole bytes of `bb`. `pos` stays below `lim` (the buffer has room for the
+    // block's exact size and 8 bytes): the clamp only spares a bounds check.
+    let mut flush = |pos: &mut usize, bb: &mut u64, bc: &mut u32| {
+        debug_assert!(*pos <= lim);
+        let i = (*pos).min(lim);
         buf[i..i + 8].copy_from_slice(&bb.to_le_bytes());
-        pos += (bc >> 3) as usize;
-        bb >>= bc & !7;
-        bc &= 7;
+        *pos += (*bc >> 3) as usize;
+        *bb >>= *bc & !7;
+        *bc &= 7;
+    };
+    let mut single = tokens;
+    if pairs_fit(tabs, freq) {
+        let pairs = tokens.chunks_exact(2);
+        single = pairs.remainder();
+        for pr in pairs {
+            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab);
+            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab);
+            bb |= (v0 | v1 << n0) << bc;
+            bc += n0 + n1;
+            flush(&mut pos, &mut bb, &mut bc);
+        }
+    }
+    for &t in single {
+        let (v, n) = token_code(t, sym_tab, dist_tab);
+        bb |= v << bc;
+        bc += n;
+        flush(&mut pos, &mut bb, &mut bc);
     }
     w.pos = pos;
     w.bb = bb;
