@@ -1473,9 +1473,17 @@ fn emit_tokens(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
     w.flush();
 }
 
-/// Whether any two of the tokens counted in `freq` fit in the bit buffer after 7 pending
-/// bits (at most 57 bits), so that the writer can write two tokens per flush.
-fn pairs_fit(tabs: &Tabs, (lit_freq, dist_freq): Freqs) -> bool {
+/// Which two of the tokens counted in `freq` fit in the bit buffer after 7 pending bits (at
+/// most 57 bits), so that the writer can write them with one flush: any two, or any two but
+/// two matches, or (`Pairs::None`) not every two with a literal.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Pairs {
+    All,
+    WithLiteral,
+    None,
+}
+
+fn pairs_fit(tabs: &Tabs, (lit_freq, dist_freq): Freqs) -> Pairs {
     let used = |f: &[u32], bits: &mut dyn FnMut(usize) -> u32| {
         f.iter()
             .enumerate()
@@ -1489,7 +1497,14 @@ fn pairs_fit(tabs: &Tabs, (lit_freq, dist_freq): Freqs) -> bool {
         tabs.sym[256 + LEN_BASE[s] as usize] & 0xff
     });
     let dist = used(&dist_freq[..30], &mut |s| (tabs.dist[s] >> 8) & 0xff);
-    2 * lit.max(len + dist) + 7 <= 64
+    let (lit, mat) = (lit, len + dist);
+    if 2 * lit.max(mat) + 7 <= 64 {
+        Pairs::All
+    } else if lit + lit.max(mat) + 7 <= 64 {
+        Pairs::WithLiteral
+    } else {
+        Pairs::None
+    }
 }
 
 /// The code of token `t`, and its length in bits (at most 48).
@@ -1529,7 +1544,8 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
         *bc &= 7;
     };
     let mut single = tokens;
-    if pairs_fit(tabs, freq) {
+    let fit = pairs_fit(tabs, freq);
+    if fit == Pairs::All {
         let pairs = tokens.chunks_exact(2);
         single = pairs.remainder();
         for pr in pairs {
@@ -1537,6 +1553,25 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
             let (v1, n1) = token_code(pr[1], sym_tab, dist_tab);
             bb |= (v0 | v1 << n0) << bc;
             bc += n0 + n1;
+            flush(&mut pos, &mut bb, &mut bc);
+        }
+    } else if fit == Pairs::WithLiteral {
+        let pairs = tokens.chunks_exact(2);
+        single = pairs.remainder();
+        for pr in pairs {
+            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab);
+            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab);
+            if pr[0] < LIT && pr[1] < LIT {
+                // Two matches: a flush each.
+                bb |= v0 << bc;
+                bc += n0;
+                flush(&mut pos, &mut bb, &mut bc);
+                bb |= v1 << bc;
+                bc += n1;
+            } else {
+                bb |= (v0 | v1 << n0) << bc;
+                bc += n0 + n1;
+            }
             flush(&mut pos, &mut bb, &mut bc);
         }
     }
@@ -2116,14 +2151,23 @@ mod tests {
         lf[b'a' as usize] = 5;
         lf[257] = 3; // length 3: 7 bits in the fixed code
         df[0] = 3; // distance 1: 5 bits
-        assert!(pairs_fit(&d.fixed_tabs, (&lf, &df)));
+        assert_eq!(pairs_fit(&d.fixed_tabs, (&lf, &df)), Pairs::All);
         // Length 258 (8 bits) at distance 32768 (5 + 13 bits): 26 bits, twice is 52 + 7.
         lf[285] = 1;
         df[29] = 1;
-        assert!(pairs_fit(&d.fixed_tabs, (&lf, &df)));
-        // Length 227 (8 + 5 bits) at 32768: 31 bits, twice with 7 pending is 69.
+        assert_eq!(pairs_fit(&d.fixed_tabs, (&lf, &df)), Pairs::All);
+        // Length 227 (8 + 5 bits) at 32768: 31 bits, twice with 7 pending is 69; with a
+        // literal (8 bits) 46.
         lf[284] = 1;
-        assert!(!pairs_fit(&d.fixed_tabs, (&lf, &df)));
+        assert_eq!(pairs_fit(&d.fixed_tabs, (&lf, &df)), Pairs::WithLiteral);
+        // Lengths and literals of 15 bits in a dynamic code with distances of 15 + 13: no pair.
+        let mut t = Tabs::new();
+        let mut lit = Code::<288>::empty();
+        lit.lens = [15; 288];
+        let mut dist = Code::<32>::empty();
+        dist.lens = [15; 32];
+        t.fill(&lit, &dist);
+        assert_eq!(pairs_fit(&t, (&lf, &df)), Pairs::None);
     }
 
     #[test]
