@@ -49,7 +49,8 @@
 //!   block's exact size. A token is a literal or a match whose distance extra bits are in the
 //!   token; the writer tables hold each symbol's bits with their count (a length's extra bits
 //!   included), so a literal is one lookup, a match two. When the block's longest literal and
-//!   longest match (with its distance) fit twice in 57 bits, two tokens are written per flush.
+//!   longest match (with its distance) fit twice in 57 bits, two tokens are written per flush;
+//!   else, when a literal and the longest token do, two tokens of which one is a literal.
 //!
 //! Each [`FastDeflate::compress`] call writes one complete, self-contained stream (last block
 //! BFINAL, byte-aligned end), so its output can be the body of a gzip member on its own.
