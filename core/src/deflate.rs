@@ -26,6 +26,15 @@
 //!   large.) Positions inside a match are not inserted (only a match's last position and the
 //!   position after it). Misses accelerate: a long run of literals probes every 2nd, 3rd, ...
 //!   position, so incompressible data is cheap.
+//! - Line hints ([`FastDeflate::compress_hinted`]): for a line the writer rendered from a
+//!   template, the distance to the previous line of that template. From a hinted line on, the
+//!   LZ compares the next 64 bytes with the bytes that distance back at once (SSE2 on x86_64:
+//!   a 64-bit mask of equal bytes), starts a match at the first 4 equal bytes among the next
+//!   16 (else at the distance ± 1: a number one digit longer or shorter) and takes the run of
+//!   equal bytes as its length (extended past the 64 while it lasts): no hash probe, no
+//!   scoring, one room check per match. Where none of the three distances has 4 equal bytes
+//!   in the next 16, the general path above takes over until the next hinted line. Hints are
+//!   advice: every match is of bytes compared equal.
 //! - Table reuse: entries hold `generation value + position`; every call starts at a value
 //!   above everything stored by earlier calls, so stale entries are recognised without clearing
 //!   the table (it is cleared only when the 32-bit values would overflow, once per ~4 GiB).
@@ -37,8 +46,11 @@
 //!   every code is complete. A code with fewer than two used symbols gets a second one, so no
 //!   decoder has to accept an incomplete code.
 //! - Output: a 64-bit bit buffer written 8 bytes at a time into space reserved for the
-//!   block's exact size; literals and matches go through one branch-free path (a literal is a
-//!   token whose distance code is empty).
+//!   block's exact size. A token is a literal or a match whose distance extra bits are in the
+//!   token; the writer tables hold each symbol's bits with their count (a length's extra bits
+//!   included), so a literal is one lookup, a match two. When the block's longest literal and
+//!   longest match (with its distance) fit twice in 57 bits, two tokens are written per flush;
+//!   else, when a literal and the longest token do, two tokens of which one is a literal.
 //!
 //! Each [`FastDeflate::compress`] call writes one complete, self-contained stream (last block
 //! BFINAL, byte-aligned end), so its output can be the body of a gzip member on its own.
@@ -137,20 +149,20 @@ fn dist_sym(d1: u32) -> u32 {
     }
 }
 
-/// Tokens are `sym | (dist - 1) << 10 | dist_sym << 25`: `sym` is a literal byte, or
-/// `256 + length` for a match. A literal has dist_sym 30, whose code is empty, so literals and
-/// matches are written by the same branch-free code.
-const LIT: u32 = 30 << 25;
-/// `DIST_BASE - 1` and `DIST_EXTRA` with the two empty entries of literals.
-const DIST_BASE1_32: [u32; 32] = {
-    let mut t = [0u32; 32];
-    let mut i = 0;
-    while i < 30 {
-        t[i] = DIST_BASE[i] as u32 - 1;
-        i += 1;
-    }
-    t
-};
+/// Tokens are `sym | extra << 10 | dist_sym << 27`: `sym` is a literal byte, or
+/// `256 + length` for a match, `extra` the value of the distance's extra bits. A literal has
+/// dist_sym 30, whose code is empty, so literals and matches are written by the same
+/// branch-free code.
+const LIT: u32 = 30 << 27;
+
+/// The distance part of a match token (`extra << 10 | dist_sym << 27`) for `dist - 1`, and
+/// its distance symbol.
+#[inline(always)]
+fn dist_token(d1: u32) -> (u32, u32) {
+    let dc = dist_sym(d1);
+    let extra = d1 + 1 - DIST_BASE[dc as usize & 31] as u32;
+    (extra << 10 | dc << 27, dc)
+}
 
 #[inline(always)]
 fn read32(b: &[u8], i: usize) -> u32 {
@@ -160,15 +172,55 @@ fn read32(b: &[u8], i: usize) -> u32 {
 /// Bit k (k < 13) set iff bytes k..k+4 of `b[i..]` and `b[j..]` agree (no branch per byte).
 #[inline(always)]
 fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
-    const L: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    // Bit k set iff byte k of `x` is zero: the high bit of each zero byte (exact, no carries
-    // between bytes), gathered into one byte by a multiply.
-    let zeros = |x: u64| {
-        let z = !(((x & L) + L) | x) & !L;
-        ((z >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
-    };
-    let m = zeros(read64(b, i) ^ read64(b, j)) | zeros(read64(b, i + 8) ^ read64(b, j + 8)) << 8;
+    let m = zero_bytes(read64(b, i) ^ read64(b, j))
+        | zero_bytes(read64(b, i + 8) ^ read64(b, j + 8)) << 8;
     m & (m >> 1) & (m >> 2) & (m >> 3) & 0x1fff
+}
+
+/// Bit k (k < 64) set iff `b[i + k] == b[i - d + k]` (`d <= i`).
+#[inline(always)]
+fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
+    // One slice of both: its length tells the compiler that the two below are in it.
+    let w = &b[i - d..i + 64];
+    let (x, y): (&[u8; 64], &[u8; 64]) = (w[d..].try_into().unwrap(), w[..64].try_into().unwrap());
+    let mut m = 0u64;
+    for c in 0..4 {
+        m |= (eq16(&x[16 * c..16 * c + 16], &y[16 * c..16 * c + 16]) as u64) << (16 * c);
+    }
+    m
+}
+
+/// Bit k (k < 16) set iff `x[k] == y[k]` (16-byte slices).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn eq16(x: &[u8], y: &[u8]) -> u32 {
+    use core::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8};
+    let (x, y): (&[u8; 16], &[u8; 16]) = (x.try_into().unwrap(), y.try_into().unwrap());
+    // SAFETY: SSE2 is part of the x86_64 baseline; the unaligned loads read the 16 bytes of
+    // `x` and `y` (arrays of exactly 16 bytes).
+    unsafe {
+        let a = _mm_loadu_si128(x.as_ptr() as *const __m128i);
+        let b = _mm_loadu_si128(y.as_ptr() as *const __m128i);
+        _mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) as u32
+    }
+}
+
+/// Bit k (k < 16) set iff `x[k] == y[k]` (16-byte slices).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn eq16(x: &[u8], y: &[u8]) -> u32 {
+    let z = |o: usize| zero_bytes(read64(x, o) ^ read64(y, o));
+    z(0) | z(8) << 8
+}
+
+/// Bit k (k < 8) set iff byte k of `x` is zero: the high bit of each zero byte (exact, no
+/// carries between bytes), gathered into one byte by a multiply.
+#[inline(always)]
+fn zero_bytes(x: u64) -> u32 {
+    const L: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let z = !(((x & L) + L) | x) & !L;
+    ((z >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
 }
 
 #[inline(always)]
@@ -186,28 +238,24 @@ fn hash(x: u64, shift: u32) -> usize {
 /// (`a < p`, `end <= b.len()`).
 #[inline(always)]
 fn extend(b: &[u8], a: usize, p: usize, end: usize) -> usize {
+    let x = &b[p..end];
+    let y = &b[a..a + x.len()];
     let mut l = 0;
-    while p + l + 16 <= end {
-        let x0 = read64(b, a + l) ^ read64(b, p + l);
-        let x1 = read64(b, a + l + 8) ^ read64(b, p + l + 8);
-        if x0 | x1 != 0 {
-            let k = if x0 != 0 {
-                x0.trailing_zeros()
-            } else {
-                64 + x1.trailing_zeros()
-            };
-            return l + (k / 8) as usize;
+    for (cx, cy) in x.chunks_exact(16).zip(y.chunks_exact(16)) {
+        let m = eq16(cx, cy);
+        if m != 0xffff {
+            return l + (!m).trailing_zeros() as usize;
         }
         l += 16;
     }
-    while p + l + 8 <= end {
-        let x = read64(b, a + l) ^ read64(b, p + l);
-        if x != 0 {
-            return l + (x.trailing_zeros() / 8) as usize;
+    if l + 8 <= x.len() {
+        let v = read64(x, l) ^ read64(y, l);
+        if v != 0 {
+            return l + (v.trailing_zeros() / 8) as usize;
         }
         l += 8;
     }
-    while p + l < end && b[a + l] == b[p + l] {
+    while l < x.len() && x[l] == y[l] {
         l += 1;
     }
     l
@@ -221,7 +269,9 @@ pub struct FastDeflate {
     shift: u32,
     /// Table value of the next position: values below a segment's start value are stale.
     next: u32,
-    tokens: Vec<u32>,
+    /// The pending block's tokens: `tokens[..ntok]`.
+    tokens: Box<[u32; TOKEN_CAP]>,
+    ntok: usize,
     lit_freq: [u32; 288],
     dist_freq: [u32; 32],
     /// Input offset where the pending block starts.
@@ -260,10 +310,12 @@ enum OpenBlock {
 
 /// Writer tables of a code: see [`Tabs::fill`].
 struct Tabs {
-    /// By token `sym` (literal, 256 = end of block, 256 + length): `bits | nbits << 24`,
+    /// By token `sym` (literal, 256 = end of block, 256 + length): `nbits | bits << 8`,
     /// length extra bits included.
     sym: Box<[u32; 1024]>,
-    /// By distance symbol (30 = none): `code | code length << 16 | with extra bits << 24`.
+    /// By distance symbol (30 and 31: none, all zero): `code length | with extra bits << 8 |
+    /// code << 16`. (The low byte of an entry is its shift: the writer shifts by the whole
+    /// entry, which x86 masks to its low 6 bits.)
     dist: [u32; 32],
 }
 
@@ -277,19 +329,25 @@ impl Tabs {
 
     fn fill(&mut self, lit: &Code<288>, dist: &Code<32>) {
         for i in 0..257 {
-            self.sym[i] = lit.codes[i] as u32 | (lit.lens[i] as u32) << 24;
+            self.sym[i] = lit.lens[i] as u32 | (lit.codes[i] as u32) << 8;
         }
         for (len, &s) in LEN_SYM.iter().enumerate().skip(3) {
             let s = s as usize;
             let cl = lit.lens[257 + s] as u32;
             let x = (len - LEN_BASE[s] as usize) as u32;
             self.sym[256 + len] =
-                (lit.codes[257 + s] as u32 | x << cl) | (cl + LEN_EXTRA[s] as u32) << 24;
+                (cl + LEN_EXTRA[s] as u32) | (lit.codes[257 + s] as u32 | x << cl) << 8;
         }
         for (i, &extra) in DIST_EXTRA.iter().enumerate() {
             let n = dist.lens[i] as u32;
-            self.dist[i] = dist.codes[i] as u32 | n << 16 | (n + extra as u32) << 24;
+            self.dist[i] = n | (n + extra as u32) << 8 | (dist.codes[i] as u32) << 16;
         }
+    }
+
+    /// The end-of-block code: `bits | nbits << 24`.
+    fn eob(&self) -> u32 {
+        let v = self.sym[256];
+        v >> 8 | (v & 0xff) << 24
     }
 }
 
@@ -490,7 +548,8 @@ impl FastDeflate {
             table,
             shift: 64 - HASH_BITS,
             next: 1,
-            tokens: Vec::with_capacity(TOKEN_CAP),
+            tokens: vec![0u32; TOKEN_CAP].into_boxed_slice().try_into().unwrap(),
+            ntok: 0,
             lit_freq: [0; 288],
             dist_freq: [0; 32],
             blk_start: 0,
@@ -527,7 +586,7 @@ impl FastDeflate {
     /// every match is compared byte for byte, so a wrong hint costs ratio, never correctness.
     pub fn compress_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
         // Tokens and frequencies are empty between calls (flush_block clears them).
-        debug_assert!(self.tokens.is_empty());
+        debug_assert!(self.ntok == 0);
         // An open stream is abandoned (its table entries become stale below).
         self.stream_open = false;
         self.blk_start = 0;
@@ -570,7 +629,7 @@ impl FastDeflate {
     /// [`FastDeflate::stream_push`] with line hints (see [`FastDeflate::compress_hinted`]:
     /// `at` counts from the start of `input`; `dist` may reach into earlier pushes).
     pub fn stream_push_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
-        debug_assert!(self.tokens.is_empty());
+        debug_assert!(self.ntok == 0);
         if !self.stream_open {
             self.stream_open = true;
             self.open_blk = OpenBlock::None;
@@ -665,8 +724,8 @@ impl FastDeflate {
         }
         match self.open_blk {
             OpenBlock::None => 0,
-            OpenBlock::Fixed => self.fixed_tabs.sym[256],
-            OpenBlock::Dynamic => self.tabs.sym[256],
+            OpenBlock::Fixed => self.fixed_tabs.eob(),
+            OpenBlock::Dynamic => self.tabs.eob(),
         }
     }
 
@@ -714,52 +773,25 @@ impl FastDeflate {
             while p <= last {
                 if p >= next_at {
                     // Hinted lines: the reference line is known; match at its distance, with
-                    // no hash probes and no scoring, while it keeps finding 4 equal bytes in
-                    // the next 16 (or at one more or less: a number one digit longer or
-                    // shorter). When it finds none, the general path takes over from `p`
-                    // until the next hinted line.
+                    // no hash probes and no scoring (see [`FastDeflate::hinted`]). When it
+                    // finds nothing, the general path takes over from `p` until the next
+                    // hinted line.
                     let mut d = 0;
                     while hi < hints.len() && pos_of(hints[hi]) <= p {
                         d = (hints[hi] & HINT_DIST) as usize + 1;
                         hi += 1;
                     }
-                    next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
-                    while d != 0 && p + 12 <= last {
-                        let ok = |d: usize| d != 0 && d <= WINDOW && d <= p - lo;
-                        let mut run = if ok(d) { rep_run(input, p, p - d) } else { 0 };
-                        if run == 0 {
-                            for nd in [d - 1, d + 1] {
-                                if ok(nd) {
-                                    run = rep_run(input, p, p - nd);
-                                    if run != 0 {
-                                        d = nd;
-                                        break;
-                                    }
-                                }
-                            }
-                            if run == 0 {
-                                break;
-                            }
-                        }
-                        let q = p + run.trailing_zeros() as usize;
-                        let end = e.min(q + MAX_MATCH);
-                        let len = MIN_MATCH + extend(input, q - d + MIN_MATCH, q + MIN_MATCH, end);
-                        self.literals(input, lit, q, out);
-                        self.push_match(input, q, len, d, out);
-                        if d != last_dist {
-                            dist2 = last_dist;
-                        }
-                        last_dist = d;
-                        p = q + len;
+                    if d != 0 {
+                        self.literals(input, lit, p, out);
+                        let (np, nd) = self.hinted(input, lo, p, e, d, (hints, base, &mut hi), out);
+                        p = np;
                         lit = p;
-                        if p >= next_at {
-                            while hi < hints.len() && pos_of(hints[hi]) <= p {
-                                d = (hints[hi] & HINT_DIST) as usize + 1;
-                                hi += 1;
-                            }
-                            next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
+                        if nd != last_dist {
+                            dist2 = last_dist;
+                            last_dist = nd;
                         }
                     }
+                    next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
                     if p > last {
                         break;
                     }
@@ -905,31 +937,138 @@ impl FastDeflate {
         self.literals(input, lit, e, out);
     }
 
+    /// The hinted path of [`FastDeflate::lz`]: from `p` (no literals pending), matches at the
+    /// hint's distance `d` (or at one more or less: a number one digit longer or shorter),
+    /// found in a mask of the next 64 bytes' equality at that distance (a match starts at the
+    /// first 4 equal bytes; its length is the run of equal bytes, extended past the 64). The
+    /// hints `hints.0[*hints.2..]` that a match passes give the distance from there on. Stops
+    /// where none of the three distances has 4 equal bytes in the next 16, or less than 64
+    /// bytes before `e`: returns the position reached (no literals pending) and the last
+    /// distance used (0: none).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn hinted(
+        &mut self,
+        input: &[u8],
+        lo: usize,
+        mut p: usize,
+        e: usize,
+        mut d: usize,
+        (hints, base, hint_idx): (&[u64], usize, &mut usize),
+        out: &mut Vec<u8>,
+    ) -> (usize, usize) {
+        let input = &input[..e];
+        let mut hi = *hint_idx;
+        let pos_of = |h: u64| (h >> HINT_SHIFT) as usize + base;
+        let mut next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
+        let mut last = 0;
+        // The match token's distance part and distance symbol, for distance `td`.
+        let (mut td, mut tok, mut dc) = (0, 0, 0);
+        let four = |m: u64| m & (m >> 1) & (m >> 2) & (m >> 3);
+        // `d` is in 1..=WINDOW (a hint's distance); `d <= p - lo` is checked below.
+        'blocks: loop {
+            if self.ntok + 16 > TOKEN_CAP {
+                self.flush_block(input, p, out, false);
+            }
+            // Each step writes at most 13 literals (k < 13) and a match: `steps` fit.
+            let steps = (TOKEN_CAP - self.ntok) / 16;
+            let mut n = self.ntok;
+            let (toks, lit_freq, dist_freq) =
+                (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
+            for _ in 0..steps {
+                if p + 64 > e {
+                    self.ntok = n;
+                    break 'blocks;
+                }
+                let (mut m, mut m4) = (0, 0);
+                if d <= p - lo {
+                    m = eq_mask(input, p, d);
+                    m4 = four(m);
+                }
+                if m4 & 0x1fff == 0 {
+                    // Not in the next 16 bytes: a number one digit longer or shorter?
+                    let mut found = false;
+                    for nd in [d - 1, d + 1] {
+                        if (1..=WINDOW).contains(&nd) && nd <= p - lo {
+                            let mm = eq_mask(input, p, nd);
+                            if four(mm) & 0x1fff != 0 {
+                                (m, m4, d, found) = (mm, four(mm), nd, true);
+                                break;
+                            }
+                        }
+                    }
+                    if !found {
+                        self.ntok = n;
+                        break 'blocks;
+                    }
+                }
+                if d != td {
+                    td = d;
+                    let t;
+                    (t, dc) = dist_token((d - 1) as u32);
+                    tok = t | 256;
+                }
+                let k = m4.trailing_zeros() as usize & 15;
+                // The run of equal bytes from `k`, extended past the 64 compared.
+                let mut len = (!(m >> k)).trailing_zeros() as usize;
+                if k + len == 64 {
+                    len += extend(input, p + 64 - d, p + 64, e.min(p + k + MAX_MATCH));
+                }
+                let t = &mut toks[n..n + 16];
+                for (t, &b) in t.iter_mut().zip(&input[p..p + k]) {
+                    *t = b as u32 | LIT;
+                    lit_freq[b as usize] += 1;
+                }
+                t[k] = tok + len as u32;
+                n += k + 1;
+                lit_freq[257 + LEN_SYM[len] as usize] += 1;
+                dist_freq[dc as usize & 31] += 1;
+                last = d;
+                p += k + len;
+                while p >= next_at {
+                    // Usually one hint (the next line's).
+                    d = (hints[hi] & HINT_DIST) as usize + 1;
+                    hi += 1;
+                    next_at = match hints.get(hi) {
+                        Some(&h) => pos_of(h),
+                        None => usize::MAX,
+                    };
+                }
+            }
+            self.ntok = n;
+        }
+        *hint_idx = hi;
+        (p, last)
+    }
+
     #[inline(always)]
     fn literals(&mut self, input: &[u8], from: usize, to: usize, out: &mut Vec<u8>) {
         let mut i = from;
         while i < to {
-            if self.tokens.len() == TOKEN_CAP {
+            if self.ntok == TOKEN_CAP {
                 self.flush_block(input, i, out, false);
             }
-            let n = (to - i).min(TOKEN_CAP - self.tokens.len());
-            for &b in &input[i..i + n] {
-                self.tokens.push(b as u32 | LIT);
+            let n = (to - i).min(TOKEN_CAP - self.ntok);
+            for (t, &b) in self.tokens[self.ntok..self.ntok + n]
+                .iter_mut()
+                .zip(&input[i..i + n])
+            {
+                *t = b as u32 | LIT;
                 self.lit_freq[b as usize] += 1;
             }
+            self.ntok += n;
             i += n;
         }
     }
 
     #[inline(always)]
     fn push_match(&mut self, input: &[u8], p: usize, len: usize, dist: usize, out: &mut Vec<u8>) {
-        if self.tokens.len() == TOKEN_CAP {
+        if self.ntok == TOKEN_CAP {
             self.flush_block(input, p, out, false);
         }
-        let d1 = (dist - 1) as u32;
-        let dc = dist_sym(d1);
-        self.tokens
-            .push((dc << 25) | (d1 << 10) | (256 + len as u32));
+        let (t, dc) = dist_token((dist - 1) as u32);
+        self.tokens[self.ntok] = t | (256 + len as u32);
+        self.ntok += 1;
         self.lit_freq[257 + LEN_SYM[len] as usize] += 1;
         self.dist_freq[dc as usize] += 1;
     }
@@ -964,7 +1103,7 @@ impl FastDeflate {
         let stored = stored_bits(self.bc, span.len());
 
         // Dynamic code, unless the block is too small for its header to pay off.
-        let dynamic = if self.tokens.len() >= DYN_MIN_TOKENS {
+        let dynamic = if self.ntok >= DYN_MIN_TOKENS {
             Some(self.dynamic_header())
         } else {
             None
@@ -997,12 +1136,22 @@ impl FastDeflate {
             }
         } else if fixed_bits == best {
             w.put(bfinal | (1 << 1), 3);
-            emit_tokens(&mut w, &self.tokens, &self.fixed_tabs);
+            emit_tokens(
+                &mut w,
+                &self.tokens[..self.ntok],
+                &self.fixed_tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
         } else if let Some(h) = &dynamic {
             w.put(bfinal, 1);
             write_dynamic_header(&mut w, h);
             self.tabs.fill(&self.lit, &self.dist);
-            emit_tokens(&mut w, &self.tokens, &self.tabs);
+            emit_tokens(
+                &mut w,
+                &self.tokens[..self.ntok],
+                &self.tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
         }
         if last {
             w.align();
@@ -1029,7 +1178,7 @@ impl FastDeflate {
     /// opened, or the span is stored (which ends it).
     fn stream_block(&mut self, input: &[u8], end: usize, out: &mut Vec<u8>) {
         let span = &input[self.blk_start..end];
-        if self.tokens.is_empty() {
+        if self.ntok == 0 {
             self.blk_start = end;
             return;
         }
@@ -1095,7 +1244,12 @@ impl FastDeflate {
                 OpenBlock::Fixed => &self.fixed_tabs,
                 _ => &self.tabs,
             };
-            emit_body(&mut w, &self.tokens, tabs);
+            emit_body(
+                &mut w,
+                &self.tokens[..self.ntok],
+                tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
         } else if best == new_stored {
             for c in span.chunks(STORED_MAX) {
                 stored_chunk(&mut w, c, 0);
@@ -1103,14 +1257,24 @@ impl FastDeflate {
             self.open_blk = OpenBlock::None;
         } else if best == new_fixed {
             w.put(1 << 1, 3);
-            emit_body(&mut w, &self.tokens, &self.fixed_tabs);
+            emit_body(
+                &mut w,
+                &self.tokens[..self.ntok],
+                &self.fixed_tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
             self.open_blk = OpenBlock::Fixed;
         } else {
             w.put(0, 1);
             write_dynamic_header(&mut w, &h);
             self.tabs.fill(&self.lit, &self.dist);
             self.open_lens = (self.lit.lens, self.dist.lens);
-            emit_body(&mut w, &self.tokens, &self.tabs);
+            emit_body(
+                &mut w,
+                &self.tokens[..self.ntok],
+                &self.tabs,
+                (&self.lit_freq, &self.dist_freq),
+            );
             self.open_blk = OpenBlock::Dynamic;
         }
         let (pos, bb, bc) = (w.pos, w.bb, w.bc);
@@ -1123,7 +1287,7 @@ impl FastDeflate {
         out.truncate(pos);
         self.bb = bb;
         self.bc = bc;
-        self.tokens.clear();
+        self.ntok = 0;
         self.lit_freq = [0; 288];
         self.dist_freq = [0; 32];
         self.blk_start = end;
@@ -1299,34 +1463,124 @@ fn write_dynamic_header(w: &mut Bits, h: &Header) {
     }
 }
 
+/// Token frequencies of a block: literals and lengths, distances.
+type Freqs<'a> = (&'a [u32; 288], &'a [u32; 32]);
+
 /// The tokens and end-of-block with the given codes.
-fn emit_tokens(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
-    emit_body(w, tokens, tabs);
-    let eob = tabs.sym[256];
+fn emit_tokens(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
+    emit_body(w, tokens, tabs, freq);
+    let eob = tabs.eob();
     w.put(eob & 0xff_ffff, eob >> 24);
     w.flush();
 }
 
-/// The tokens with the given codes (no end-of-block).
-fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs) {
+/// Which two of the tokens counted in `freq` fit in the bit buffer after 7 pending bits (at
+/// most 57 bits), so that the writer can write them with one flush: any two, or any two but
+/// two matches, or (`Pairs::None`) not every two with a literal.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Pairs {
+    All,
+    WithLiteral,
+    None,
+}
+
+fn pairs_fit(tabs: &Tabs, (lit_freq, dist_freq): Freqs) -> Pairs {
+    let used = |f: &[u32], bits: &mut dyn FnMut(usize) -> u32| {
+        f.iter()
+            .enumerate()
+            .filter(|&(_, &f)| f != 0)
+            .map(|(s, _)| bits(s))
+            .max()
+            .unwrap_or(0)
+    };
+    let lit = used(&lit_freq[..256], &mut |s| tabs.sym[s] & 0xff);
+    let len = used(&lit_freq[257..286], &mut |s| {
+        tabs.sym[256 + LEN_BASE[s] as usize] & 0xff
+    });
+    let dist = used(&dist_freq[..30], &mut |s| (tabs.dist[s] >> 8) & 0xff);
+    let (lit, mat) = (lit, len + dist);
+    if 2 * lit.max(mat) + 7 <= 64 {
+        Pairs::All
+    } else if lit + lit.max(mat) + 7 <= 64 {
+        Pairs::WithLiteral
+    } else {
+        Pairs::None
+    }
+}
+
+/// The code of token `t`, and its length in bits (at most 48).
+#[inline(always)]
+fn token_code(t: u32, sym_tab: &[u32; 1024], dist_tab: &[u32; 32]) -> (u64, u32) {
+    let sv = sym_tab[(t & 0x3ff) as usize];
+    if t >= LIT {
+        ((sv >> 8) as u64, sv & 0xff)
+    } else {
+        let dv = dist_tab[(t >> 27) as usize];
+        let x = ((t >> 10) & 0x1fff) as u64;
+        // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
+        let dbits = (dv >> 16) as u64 | x.wrapping_shl(dv);
+        (
+            (sv >> 8) as u64 | dbits.wrapping_shl(sv),
+            (sv & 0xff) + ((dv >> 8) & 0xff),
+        )
+    }
+}
+
+/// The tokens with the given codes (no end-of-block); `freq` counts them.
+fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
     let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
     // The writer's state in locals, so that it stays in registers.
     let buf = &mut *w.buf;
+    assert!(buf.len() >= 8);
+    let lim = buf.len() - 8;
     let (mut pos, mut bb, mut bc) = (w.pos, w.bb, w.bc);
-    for &t in tokens {
-        let sv = sym_tab[(t & 0x3ff) as usize];
-        let dc = ((t >> 25) & 31) as usize;
-        let d1 = (t >> 10) & 0x7fff;
-        let dv = dist_tab[dc];
-        let dbits = (dv & 0xffff) | (d1 - DIST_BASE1_32[dc]) << ((dv >> 16) & 0xff);
-        let sn = sv >> 24;
-        bb |= ((sv & 0xff_ffff) as u64 | (dbits as u64) << sn) << bc;
-        bc += sn + (dv >> 24);
-        buf[pos..pos + 8].copy_from_slice(&bb.to_le_bytes());
-        let k = bc >> 3;
-        pos += k as usize;
-        bb >>= k * 8;
-        bc &= 7;
+    // Writes the whole bytes of `bb`. `pos` stays below `lim` (the buffer has room for the
+    // block's exact size and 8 bytes): the clamp only spares a bounds check.
+    let mut flush = |pos: &mut usize, bb: &mut u64, bc: &mut u32| {
+        debug_assert!(*pos <= lim);
+        let i = (*pos).min(lim);
+        buf[i..i + 8].copy_from_slice(&bb.to_le_bytes());
+        *pos += (*bc >> 3) as usize;
+        *bb >>= *bc & !7;
+        *bc &= 7;
+    };
+    let mut single = tokens;
+    let fit = pairs_fit(tabs, freq);
+    if fit == Pairs::All {
+        let pairs = tokens.chunks_exact(2);
+        single = pairs.remainder();
+        for pr in pairs {
+            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab);
+            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab);
+            bb |= (v0 | v1 << n0) << bc;
+            bc += n0 + n1;
+            flush(&mut pos, &mut bb, &mut bc);
+        }
+    } else if fit == Pairs::WithLiteral {
+        let pairs = tokens.chunks_exact(2);
+        single = pairs.remainder();
+        for pr in pairs {
+            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab);
+            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab);
+            if pr[0] < LIT && pr[1] < LIT {
+                // Two matches: a flush each.
+                bb |= v0 << bc;
+                bc += n0;
+                flush(&mut pos, &mut bb, &mut bc);
+                bb |= v1 << bc;
+                bc += n1;
+            } else {
+                bb |= (v0 | v1 << n0) << bc;
+                bc += n0 + n1;
+            }
+            flush(&mut pos, &mut bb, &mut bc);
+        }
+    }
+    for &t in single {
+        let (v, n) = token_code(t, sym_tab, dist_tab);
+        bb |= v << bc;
+        bc += n;
+        flush(&mut pos, &mut bb, &mut bc);
     }
     w.pos = pos;
     w.bb = bb;
@@ -1754,6 +2008,167 @@ mod tests {
         d.stream_push_hinted(&input[..9000], &h, &mut a);
         d.stream_end(&mut a);
         assert_eq!(decompress_to_vec(&a).unwrap(), &input[..9000]);
+    }
+
+    #[test]
+    fn deflate_eq_mask_matches_bytes_at_every_edge() {
+        let mut r = Rng(3);
+        let base = r.bytes(300);
+        for d in [1, 2, 15, 16, 17, 63, 64, 65, 100] {
+            for diff in [
+                None,
+                Some(0),
+                Some(15),
+                Some(16),
+                Some(31),
+                Some(32),
+                Some(48),
+                Some(63),
+            ] {
+                // `b[i..i + 64]` equals the bytes `d` before except at `diff` (and where the
+                // random bytes happen to agree).
+                let mut b = base.clone();
+                let i = 150;
+                b.copy_within(i - d..i - d + 64, i);
+                // Overlapping copies (d < 64) repeat the period: rebuild byte by byte.
+                for k in 0..64 {
+                    b[i + k] = b[i + k - d];
+                }
+                if let Some(k) = diff {
+                    b[i + k] ^= 0x55;
+                }
+                let m = eq_mask(&b, i, d);
+                for k in 0..64 {
+                    assert_eq!(m >> k & 1 == 1, b[i + k] == b[i + k - d], "d {d} k {k}");
+                }
+                if let Some(k) = diff {
+                    assert_eq!(m >> k & 1, 0);
+                    if k < 16 {
+                        assert_eq!(eq16(&b[i..i + 16], &b[i - d..i - d + 16]) >> k & 1, 0);
+                    }
+                }
+            }
+        }
+        // At the very end of the input.
+        let b = vec![7u8; 64 + 5];
+        assert_eq!(eq_mask(&b, 5, 5), u64::MAX);
+    }
+
+    /// Uniform lines (a decorated call's) whose numbers grow a digit now and then, hinted as
+    /// the writer hints them (each line: the line before).
+    fn uniform_lines(n: usize, start_id: u64, dur: impl Fn(usize) -> u64) -> (Vec<u8>, Vec<u64>) {
+        let (mut v, mut hints, mut prev) = (Vec::new(), Vec::new(), None);
+        for i in 0..n {
+            let at = v.len();
+            if let Some(p) = prev {
+                hints.extend(hint(at, at - p));
+            }
+            prev = Some(at);
+            v.extend_from_slice(
+                format!(
+                    "{{\"id\":{},\"name\":\"deco\",\"cat\":\"bench\",\"type\":6,\"pid\":26469,\"tid\":26469,\"ts\":{},\"dur\":{},\"ph\":1,\"args\":{{\"hhash\":\"6882804a826580cd\"}}}}\n",
+                    start_id + i as u64,
+                    1_796_069_509_788_823u64 + 7 * i as u64 + (i as u64 % 3),
+                    dur(i)
+                )
+                .as_bytes(),
+            );
+        }
+        (v, hints)
+    }
+
+    #[test]
+    fn deflate_hinted_lines_digit_changes_ends_and_long_runs() {
+        let mut d = FastDeflate::new();
+        let check = |d: &mut FastDeflate, input: &[u8], hints: &[u64]| -> usize {
+            let mut out = Vec::new();
+            d.compress_hinted(input, hints, &mut out);
+            assert!(decompress_to_vec(&out).unwrap() == input);
+            assert!(out.len() <= bound(input.len()));
+            out.len()
+        };
+        // Ids crossing 10, 100, 1000, 10000 (one digit longer: the distance + 1 after it), a
+        // `dur` of 1 to 4 digits (the distance ± 1, or the general path after it).
+        let dur = |i: usize| {
+            let x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+            x % [10, 100, 1000, 10_000][(x >> 20) as usize % 4]
+        };
+        let (input, hints) = uniform_lines(12_000, 5, dur);
+        let plain = roundtrip(&mut d, &input).len();
+        let hinted = check(&mut d, &input, &hints);
+        // More tokens than a block holds: blocks end inside the hinted path.
+        assert!(input.len() > 16 * TOKEN_CAP / 8);
+        // Numbers of random lengths: the previous line is the right reference (25 % fewer
+        // bytes here than the general path's).
+        assert!(hinted * 100 < plain * 80, "hinted {hinted} plain {plain}");
+        // Inputs ending anywhere in a line (the last < 64 bytes go the general way), and
+        // hints whose lines start near or past the end.
+        for cut in [1, 13, 63, 64, 65, 100, 146, 147, 200, 293] {
+            let end = input.len() - cut;
+            let h: Vec<u64> = hints
+                .iter()
+                .copied()
+                .filter(|&h| ((h >> HINT_SHIFT) as usize) < end + 50)
+                .collect();
+            check(&mut d, &input[..end], &h);
+        }
+        // Identical lines longer than a match: matches of 258 one after another at the hint's
+        // distance, and a hint pointing at the bytes just before (distance 1: a run).
+        let line = [b"x".repeat(600), b"\n".to_vec()].concat();
+        let many: Vec<u8> = line.repeat(40);
+        let h: Vec<u64> = (1..40)
+            .filter_map(|k| hint(k * line.len(), line.len()))
+            .collect();
+        let n = check(&mut d, &many, &h);
+        assert!(n < 400, "{n} bytes");
+        let h: Vec<u64> = (1..many.len())
+            .step_by(97)
+            .filter_map(|at| hint(at, 1))
+            .collect();
+        check(&mut d, &many, &h);
+        // The same through stream pushes, lines split across pushes.
+        let mut stream = Vec::new();
+        let (mut at, mut k) = (0, 0);
+        while at < input.len() {
+            let end = (at + 1000 + k * 37 % 3000).min(input.len());
+            let h: Vec<u64> = hints
+                .iter()
+                .filter(|&&h| (at..end).contains(&((h >> HINT_SHIFT) as usize)))
+                .map(|&h| h - ((at as u64) << HINT_SHIFT))
+                .collect();
+            d.stream_push_hinted(&input[at..end], &h, &mut stream);
+            at = end;
+            k += 1;
+        }
+        d.stream_end(&mut stream);
+        assert!(decompress_to_vec(&stream).unwrap() == input);
+        d.stream_close();
+    }
+
+    #[test]
+    fn deflate_pairs_fit_only_when_two_longest_tokens_do() {
+        let d = FastDeflate::new();
+        let (mut lf, mut df) = ([0u32; 288], [0u32; 32]);
+        lf[b'a' as usize] = 5;
+        lf[257] = 3; // length 3: 7 bits in the fixed code
+        df[0] = 3; // distance 1: 5 bits
+        assert_eq!(pairs_fit(&d.fixed_tabs, (&lf, &df)), Pairs::All);
+        // Length 258 (8 bits) at distance 32768 (5 + 13 bits): 26 bits, twice is 52 + 7.
+        lf[285] = 1;
+        df[29] = 1;
+        assert_eq!(pairs_fit(&d.fixed_tabs, (&lf, &df)), Pairs::All);
+        // Length 227 (8 + 5 bits) at 32768: 31 bits, twice with 7 pending is 69; with a
+        // literal (8 bits) 46.
+        lf[284] = 1;
+        assert_eq!(pairs_fit(&d.fixed_tabs, (&lf, &df)), Pairs::WithLiteral);
+        // Lengths and literals of 15 bits in a dynamic code with distances of 15 + 13: no pair.
+        let mut t = Tabs::new();
+        let mut lit = Code::<288>::empty();
+        lit.lens = [15; 288];
+        let mut dist = Code::<32>::empty();
+        dist.lens = [15; 32];
+        t.fill(&lit, &dist);
+        assert_eq!(pairs_fit(&t, (&lf, &df)), Pairs::None);
     }
 
     #[test]
