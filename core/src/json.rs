@@ -319,8 +319,8 @@ pub struct PrefixCache {
     victim: [u8; CACHE_SLOTS],
     named_victim: [u8; CACHE_SLOTS],
     named: Vec<Named>,
-    /// The high digits of the last static line's id and ts.
-    id_hi: HighDigits,
+    /// The last static line's id, and the high digits of its ts.
+    id: IdText,
     ts_hi: HighDigits,
 }
 
@@ -331,7 +331,7 @@ impl Default for PrefixCache {
             victim: [0; CACHE_SLOTS],
             named_victim: [0; CACHE_SLOTS],
             named: Vec::new(),
-            id_hi: HighDigits::default(),
+            id: IdText::default(),
             ts_hi: HighDigits::default(),
         }
     }
@@ -345,6 +345,27 @@ struct HighDigits {
     len: usize,
     /// The digits, then zero bytes (read in whole 16-byte moves).
     txt: [u8; 32],
+}
+
+/// The decimal text of the last static line's id: consecutive static lines have ids one
+/// apart, so the next id is mostly its last digit incremented in place.
+struct IdText {
+    last: u64,
+    len: usize,
+    /// The digits of `last`, then bytes that are never kept (read in whole 16-byte moves).
+    txt: [u8; 32],
+}
+
+impl Default for IdText {
+    fn default() -> IdText {
+        let mut txt = [0; 32];
+        txt[0] = b'0';
+        IdText {
+            last: 0,
+            len: 1,
+            txt,
+        }
+    }
 }
 
 /// A cached middle for a name and category: the key's bytes are kept and compared.
@@ -379,6 +400,9 @@ struct Template {
     cuts: Vec<u32>,
     /// Each piece as (start in `text`, length): what a line copies.
     pieces: Vec<(u32, u32)>,
+    /// With metadata, pieces 2 and 3 as one (start, length): nothing comes between them
+    /// when a record fills every slot (or the schema has none).
+    merged: (u32, u32),
     /// Bytes of a line at most: `{"id":`, the pieces, [`NUM_MAX`] per number (id, ts, dur
     /// and one per key), 16 for the file hash.
     bound: usize,
@@ -432,6 +456,10 @@ impl Template {
         self.pieces.clear();
         self.pieces
             .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
+        self.merged = match cuts.get(4) {
+            Some(&end) if ctx.metadata => (cuts[2], end - cuts[2]),
+            _ => (0, 0),
+        };
         self.bound = ID_OPEN.len() + text.len() + NUM_MAX * (3 + schema.keys.len()) + 16;
         text.extend_from_slice(&[0; COPY_PAD]);
         self.schema = schema as *const Schema as usize;
@@ -603,7 +631,7 @@ pub fn complete_static(
 /// JSON bytes it wrote so far); returns the position of the previous line written from the
 /// same template (0: none). The difference is the compressor's line hint
 /// ([`crate::deflate::hint`]): that line differs from this one in its numbers only.
-#[inline]
+#[inline(always)]
 pub fn complete_static_at(
     out: &mut Vec<u8>,
     cache: &mut PrefixCache,
@@ -627,7 +655,7 @@ pub fn complete_static_at(
     );
     let prev = std::mem::replace(&mut t.last_at, at);
     let t = &*t;
-    let (id_hi, ts_hi) = (&mut cache.id_hi, &mut cache.ts_hi);
+    let (id_text, ts_hi) = (&mut cache.id, &mut cache.ts_hi);
     let keys = schema.keys.len();
     let pieces = &t.pieces[..];
     // The one shape check: the template was built for this (schema, file, metadata).
@@ -637,40 +665,61 @@ pub fn complete_static_at(
         3
     };
     assert!(pieces.len() == want, "json: template shape");
+    // `reserve` leaves at least `t.bound + COPY_PAD` spare bytes (or panics).
     out.reserve(t.bound + COPY_PAD);
-    assert!(out.capacity() - out.len() >= t.bound + COPY_PAD);
     let text = t.text.as_ptr();
     let start = out.len();
+    let vals = rec.vals.chunks_exact(8);
+    // Every slot filled: pieces 2 and 3 are copied as one (`merged`).
+    let full = vals.len() == keys;
     #[allow(unsafe_code)]
     // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
     // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
     // most COPY_PAD). Piece indexes are `< want == pieces.len()`: 0..=2, `3 + i` for
-    // `i < keys`, `3 + keys` and, with a file, `4 + keys`. Every piece lies in `text`
-    // followed by COPY_PAD readable bytes.
+    // `i < keys`, `3 + keys` and, with a file, `4 + keys`; when every slot is filled, `4 + i`
+    // for `i < keys` and, with a file, `4 + keys`. `merged` (pieces 2 and 3, built with
+    // metadata, where `want >= 4`) lies in `text` as every piece does, and every piece is
+    // followed by COPY_PAD readable bytes. Each piece is written at most once: `merged`
+    // replaces pieces 2 and 3.
     unsafe {
         let base = out.as_mut_ptr().add(start);
         let piece = |d: *mut u8, i: usize| {
             let (a, n) = *pieces.get_unchecked(i);
             put_piece(d, text.add(a as usize), n as usize)
         };
+        let slot_val = |d: *mut u8, slot: Slot, v: &[u8]| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(v);
+            let v = u64::from_le_bytes(b);
+            match slot {
+                Slot::Int => put_int(d, v as i64),
+                Slot::UInt => put_num(d, v),
+            }
+        };
         std::ptr::copy_nonoverlapping(ID_OPEN.as_ptr(), base, ID_OPEN.len());
-        let mut d = put_split::<2>(base.add(ID_OPEN.len()), id, id_hi);
+        let mut d = put_id(base.add(ID_OPEN.len()), id, id_text);
         d = piece(d, 0);
-        d = put_split::<6>(d, rec.ts, ts_hi);
+        d = put_split::<4>(d, rec.ts, ts_hi);
         d = piece(d, 1);
         d = put_num(d, rec.dur);
-        d = piece(d, 2);
-        if ctx.metadata {
-            let slots = schema.keys.iter().zip(rec.vals.chunks_exact(8));
-            for (i, (&(_, slot), v)) in slots.enumerate() {
+        if !ctx.metadata {
+            d = piece(d, 2);
+        } else if full {
+            let (a, n) = t.merged;
+            d = put_piece(d, text.add(a as usize), n as usize);
+            for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
+                d = slot_val(d, slot, v);
+                d = piece(d, 4 + i);
+            }
+            if let Some(h) = fhash {
+                d = put_piece(d, h.as_ptr(), 16);
+                d = piece(d, 4 + keys);
+            }
+        } else {
+            d = piece(d, 2);
+            for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
                 d = piece(d, 3 + i);
-                let mut b = [0u8; 8];
-                b.copy_from_slice(v);
-                let v = u64::from_le_bytes(b);
-                d = match slot {
-                    Slot::Int => put_int(d, v as i64),
-                    Slot::UInt => put_num(d, v),
-                };
+                d = slot_val(d, slot, v);
             }
             let mut end = 3 + keys;
             if let Some(h) = fhash {
@@ -685,6 +734,34 @@ pub fn complete_static_at(
         out.set_len(start + n);
     }
     prev
+}
+
+/// Writes `id` in decimal at `d` from the text of the last id `it` wrote (one more than it
+/// and not ending in 9: its last digit incremented in place); returns the end.
+///
+/// # Safety
+/// `d` writable for 32 bytes (20 are kept at most).
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_id(d: *mut u8, id: u64, it: &mut IdText) -> *mut u8 {
+    let last = it.len - 1;
+    if it.last.checked_add(1) == Some(id) && it.txt[last] != b'9' {
+        it.txt[last] += 1;
+        it.last = id;
+    } else if id != it.last {
+        // SAFETY: at most 20 digits into the 32-byte text.
+        let end = unsafe { put_num(it.txt.as_mut_ptr(), id) };
+        // SAFETY: `end` is within `txt`, after its start.
+        it.len = unsafe { end.offset_from(it.txt.as_ptr()) } as usize;
+        it.last = id;
+    }
+    // SAFETY: `txt`'s 32 bytes are read and `d`'s 32 written (the contract); `it.len <= 20`
+    // of them are kept.
+    unsafe {
+        let x = std::ptr::read_unaligned(it.txt.as_ptr().cast::<[u128; 2]>());
+        std::ptr::write_unaligned(d.cast::<[u128; 2]>(), x);
+        d.add(it.len)
+    }
 }
 
 /// Copies `n` bytes from `s` to `d` in whole 16-byte moves (at least one); returns `d + n`.
@@ -1063,26 +1140,61 @@ mod tests {
             x ^= x << 17;
             cases.push(x >> (x % 64));
         }
-        let (mut h2, mut h6) = (HighDigits::default(), HighDigits::default());
+        let (mut h2, mut h4, mut h6) = Default::default();
         for v in cases {
-            for six in [false, true] {
+            for low in [2, 4, 6] {
                 let mut out = b"ab".to_vec();
                 out.reserve(32);
                 #[allow(unsafe_code)]
                 // SAFETY: 32 spare bytes reserved; `n <= 20` of them are written (kept).
                 unsafe {
                     let d = out.as_mut_ptr().add(2);
-                    let end = if six {
-                        put_split::<6>(d, v, &mut h6)
-                    } else {
-                        put_split::<2>(d, v, &mut h2)
+                    let end = match low {
+                        2 => put_split::<2>(d, v, &mut h2),
+                        4 => put_split::<4>(d, v, &mut h4),
+                        _ => put_split::<6>(d, v, &mut h6),
                     };
                     let n = end.offset_from(d) as usize;
                     assert!(n <= 20);
                     out.set_len(2 + n);
                 }
-                assert_eq!(out[2..], *v.to_string().as_bytes(), "{v} {six}");
+                assert_eq!(out[2..], *v.to_string().as_bytes(), "{v} {low}");
             }
+        }
+    }
+
+    /// Ids one apart (incremented in place, across 9s and powers of ten), repeated, and
+    /// jumps format as `to_string` does.
+    #[test]
+    fn put_id_matches_itoa() {
+        let mut cases: Vec<u64> = (0..2_100).collect();
+        cases.extend([
+            5,
+            5,
+            0,
+            0,
+            1,
+            99_999,
+            100_000,
+            100_001,
+            u64::MAX - 1,
+            u64::MAX,
+        ]);
+        cases.extend((0..30).map(|i| 10u64.pow(19) - 15 + i));
+        cases.extend([u64::MAX, 0, 9, 10, 11]);
+        let mut it = IdText::default();
+        for v in cases {
+            let mut out = b"ab".to_vec();
+            out.reserve(32);
+            #[allow(unsafe_code)]
+            // SAFETY: 32 spare bytes reserved; `n <= 20` of them are written (kept).
+            unsafe {
+                let d = out.as_mut_ptr().add(2);
+                let n = put_id(d, v, &mut it).offset_from(d) as usize;
+                assert!(n <= 20);
+                out.set_len(2 + n);
+            }
+            assert_eq!(out[2..], *v.to_string().as_bytes(), "{v}");
         }
     }
 
