@@ -24,7 +24,9 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let path = args.next().expect("usage: same_info_size <json lines> [name to drop ...]");
+    let path = args
+        .next()
+        .expect("usage: same_info_size <json lines> [name to drop ...]");
     let drop: Vec<String> = args.map(|n| format!("\"{n}\"")).collect();
     let text = std::fs::read_to_string(&path).expect("readable JSON lines");
     let mut json = String::new();

@@ -312,7 +312,7 @@ fn complete_vec(
 /// (two-way: a set holds two templates, a miss replaces the one used less recently, so two
 /// kinds of line that hash alike do not evict each other at every line); per (name, category, layer, tid) the middle
 /// (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`) of other lines. A hit replaces
-/// escaped strings and numbers by whole 16-byte copies.
+/// escaped strings and numbers by whole-block copies.
 pub struct PrefixCache {
     statics: Box<[Template; 2 * CACHE_SLOTS]>,
     /// Per set of `statics`: which of its two templates a miss replaces.
@@ -343,7 +343,7 @@ impl Default for PrefixCache {
 struct HighDigits {
     q: u64,
     len: usize,
-    /// The digits, then zero bytes (read in whole 16-byte moves).
+    /// The digits, then zero bytes (read in one 32-byte move).
     txt: [u8; 32],
 }
 
@@ -352,7 +352,7 @@ struct HighDigits {
 struct IdText {
     last: u64,
     len: usize,
-    /// The digits of `last`, then bytes that are never kept (read in whole 16-byte moves).
+    /// The digits of `last`, then bytes that are never kept (read in one 32-byte move).
     txt: [u8; 32],
 }
 
@@ -387,14 +387,11 @@ struct Named {
 /// with metadata one piece `,"<key>":` per schema key (a record may fill fewer slots: the
 /// rest are skipped), then `,"<file_key>":"` before the file hash; the last piece ends the
 /// line. Pieces are stored back to back
-/// and followed by [`COPY_PAD`] zero bytes, so each is copied in whole 16-byte moves.
+/// and followed by [`COPY_PAD`] zero bytes, so each is copied in whole 32-byte moves.
 #[derive(Default)]
 struct Template {
-    schema: usize,
-    tid: u32,
-    pid: u32,
-    file: bool,
-    metadata: bool,
+    /// What the template was built for ([`Template::key`]); `[0, 0]`: an empty slot.
+    key: [u64; 2],
     text: Vec<u8>,
     /// Start of each piece in `text` (one more entry: the end of the last).
     cuts: Vec<u32>,
@@ -414,7 +411,18 @@ struct Template {
 const NUM_MAX: usize = 21;
 
 impl Template {
-    /// Renders the template (an empty slot's `schema` is 0: never a schema's address).
+    /// (schema, file, metadata) and (tid, pid) as two words, compared at every line: a
+    /// schema's address is never 0 and its low two bits are free (alignment of 4 or more).
+    #[inline(always)]
+    fn key(ctx: &Ctx, schema: &Schema, tid: u32, file: bool) -> [u64; 2] {
+        const { assert!(std::mem::align_of::<Schema>() >= 4) };
+        [
+            schema as *const Schema as u64 | file as u64 | (ctx.metadata as u64) << 1,
+            tid as u64 | (ctx.pid as u64) << 32,
+        ]
+    }
+
+    /// Renders the template.
     #[cold]
     #[inline(never)]
     fn build(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32, file: bool) {
@@ -462,12 +470,8 @@ impl Template {
         };
         self.bound = ID_OPEN.len() + text.len() + NUM_MAX * (3 + schema.keys.len()) + 16;
         text.extend_from_slice(&[0; COPY_PAD]);
-        self.schema = schema as *const Schema as usize;
-        self.tid = tid;
+        self.key = Template::key(ctx, schema, tid, file);
         self.last_at = 0;
-        self.pid = ctx.pid;
-        self.file = file;
-        self.metadata = ctx.metadata;
     }
 }
 
@@ -575,18 +579,11 @@ fn template<'c>(
     tid: u32,
     file: bool,
 ) -> &'c mut Template {
-    let key = schema as *const Schema as usize;
-    let set = ((key >> 3 ^ (tid as usize) << 1 ^ file as usize) as u64)
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        >> (64 - CACHE_SLOTS.trailing_zeros());
-    let set = set as usize & (CACHE_SLOTS - 1);
-    let fits = |t: &Template| {
-        t.schema == key
-            && t.tid == tid
-            && t.file == file
-            && t.pid == ctx.pid
-            && t.metadata == ctx.metadata
-    };
+    let key = Template::key(ctx, schema, tid, file);
+    let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
+    let set = set & (CACHE_SLOTS - 1);
+    let fits = |t: &Template| t.key == key;
     let way = if fits(&statics[2 * set]) {
         0
     } else if fits(&statics[2 * set + 1]) {
@@ -712,7 +709,7 @@ pub fn complete_static_at(
                 d = piece(d, 4 + i);
             }
             if let Some(h) = fhash {
-                d = put_piece(d, h.as_ptr(), 16);
+                d = put16(d, h);
                 d = piece(d, 4 + keys);
             }
         } else {
@@ -724,7 +721,7 @@ pub fn complete_static_at(
             let mut end = 3 + keys;
             if let Some(h) = fhash {
                 d = piece(d, end);
-                d = put_piece(d, h.as_ptr(), 16);
+                d = put16(d, h);
                 end += 1;
             }
             d = piece(d, end);
@@ -764,29 +761,43 @@ unsafe fn put_id(d: *mut u8, id: u64, it: &mut IdText) -> *mut u8 {
     }
 }
 
-/// Copies `n` bytes from `s` to `d` in whole 16-byte moves (at least one); returns `d + n`.
+/// Copies `n` bytes from `s` to `d` in whole 32-byte moves (at least one); returns `d + n`.
 ///
 /// # Safety
-/// `s` readable and `d` writable for `n` rounded up to 16 bytes (at least 16): up to 15
+/// `s` readable and `d` writable for `n` rounded up to 32 bytes (at least 32): up to 31
 /// bytes past `d + n` may be written, and are overwritten by what follows or dropped.
 #[allow(unsafe_code)]
 #[inline(always)]
 unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
     let mut i = 0;
     loop {
-        // SAFETY: `i` is 0 or `< n`, so `i + 16` is at most `n` rounded up to 16, or 16
+        // SAFETY: `i` is 0 or `< n`, so `i + 32` is at most `n` rounded up to 32, or 32
         // (the contract).
         unsafe {
-            let x = std::ptr::read_unaligned(s.add(i).cast::<u128>());
-            std::ptr::write_unaligned(d.add(i).cast::<u128>(), x);
+            let x = std::ptr::read_unaligned(s.add(i).cast::<[u128; 2]>());
+            std::ptr::write_unaligned(d.add(i).cast::<[u128; 2]>(), x);
         }
-        i += 16;
+        i += 32;
         if i >= n {
             break;
         }
     }
     // SAFETY: within what the caller made writable.
     unsafe { d.add(n) }
+}
+
+/// Copies the 16 bytes of `h` to `d`; returns `d + 16`.
+///
+/// # Safety
+/// `d` writable for 16 bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put16(d: *mut u8, h: &[u8; 16]) -> *mut u8 {
+    // SAFETY: the contract.
+    unsafe {
+        std::ptr::write_unaligned(d.cast::<[u8; 16]>(), *h);
+        d.add(16)
+    }
 }
 
 /// Writes `v` in decimal at `d`; returns the end (at most 20 bytes on).
@@ -842,7 +853,7 @@ unsafe fn put_split<const LOW: u32>(d: *mut u8, v: u64, hd: &mut HighDigits) -> 
     let q = v / p;
     // SAFETY: every write below is within the contract: `put_num` keeps at most 20 bytes;
     // otherwise the high digits (`len` of them, at most 18 as `q <= u64::MAX / 100`) are
-    // copied in whole 16-byte moves (at most 32 bytes written, read from `txt`'s 32) and
+    // copied in one 32-byte move (32 bytes written, read from `txt`'s 32) and
     // `LOW` digits follow, `len + LOW` bytes kept: the digits of `v`, at most 20.
     unsafe {
         if q == 0 {
@@ -853,7 +864,8 @@ unsafe fn put_split<const LOW: u32>(d: *mut u8, v: u64, hd: &mut HighDigits) -> 
             hd.len = end.offset_from(hd.txt.as_ptr()) as usize;
             hd.q = q;
         }
-        let d = put_piece(d, hd.txt.as_ptr(), hd.len);
+        std::ptr::write_unaligned(d.cast::<[u8; 32]>(), hd.txt);
+        let d = d.add(hd.len);
         let mut r = (v - q * p) as u32;
         let mut k = LOW as usize;
         while k > 0 {
@@ -901,7 +913,7 @@ fn reserved(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put)) {
     };
 }
 
-/// Bytes past a cursor's bound that whole 16-byte copies may write (and later overwrite or
+/// Bytes past a cursor's bound that whole 16- or 32-byte copies may write (and later overwrite or
 /// drop): reserved by [`reserved`], never kept.
 const COPY_PAD: usize = 32;
 

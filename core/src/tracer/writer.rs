@@ -123,8 +123,11 @@ impl Shared {
             } else {
                 self.encode_bytes(wr, tid, bytes);
             }
-            cut |= wr.json.len() >= threshold;
-            cut && may_cut
+            if wr.json.len() >= threshold {
+                cut = true;
+                return may_cut;
+            }
+            false
         });
         self.advance_pass(w);
         if cut {
