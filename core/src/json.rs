@@ -317,6 +317,9 @@ pub struct PrefixCache {
     statics: Box<[Template; 2 * CACHE_SLOTS]>,
     /// Per set of `statics`: which of its two templates a miss replaces.
     victim: [u8; CACHE_SLOTS],
+    /// The key and index in `statics` of the template used last (consecutive lines are
+    /// mostly of one kind): no hashing on a repeat. Always the key of that template.
+    mru: ([u64; 2], usize),
     named_victim: [u8; CACHE_SLOTS],
     named: Vec<Named>,
     /// The last static line's id, and the high digits of its ts.
@@ -329,6 +332,7 @@ impl Default for PrefixCache {
         PrefixCache {
             statics: Box::new(std::array::from_fn(|_| Template::default())),
             victim: [0; CACHE_SLOTS],
+            mru: ([0, 0], 0),
             named_victim: [0; CACHE_SLOTS],
             named: Vec::new(),
             id: IdText::default(),
@@ -573,6 +577,7 @@ impl PrefixCache {
 fn template<'c>(
     statics: &'c mut [Template; 2 * CACHE_SLOTS],
     victim: &mut [u8; CACHE_SLOTS],
+    mru: &mut ([u64; 2], usize),
     ctx: &Ctx,
     schema: &Schema,
     layer: u64,
@@ -580,6 +585,11 @@ fn template<'c>(
     file: bool,
 ) -> &'c mut Template {
     let key = Template::key(ctx, schema, tid, file);
+    // The template used last: its set's victim is already the other way. (An empty slot's
+    // key `[0, 0]` never equals a schema's key.)
+    if key == mru.0 {
+        return &mut statics[mru.1 & (2 * CACHE_SLOTS - 1)];
+    }
     let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
     let set = set & (CACHE_SLOTS - 1);
@@ -595,6 +605,7 @@ fn template<'c>(
     };
     // The other way is replaced next.
     victim[set] = 1 - way as u8;
+    *mru = (key, 2 * set + way);
     &mut statics[2 * set + way]
 }
 
@@ -644,6 +655,7 @@ pub fn complete_static_at(
     let t = template(
         &mut cache.statics,
         &mut cache.victim,
+        &mut cache.mru,
         ctx,
         schema,
         rec.layer as u64,
@@ -684,15 +696,6 @@ pub fn complete_static_at(
             let (a, n) = *pieces.get_unchecked(i);
             put_piece(d, text.add(a as usize), n as usize)
         };
-        let slot_val = |d: *mut u8, slot: Slot, v: &[u8]| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(v);
-            let v = u64::from_le_bytes(b);
-            match slot {
-                Slot::Int => put_int(d, v as i64),
-                Slot::UInt => put_num(d, v),
-            }
-        };
         std::ptr::copy_nonoverlapping(ID_OPEN.as_ptr(), base, ID_OPEN.len());
         let mut d = put_id(base.add(ID_OPEN.len()), id, id_text);
         d = piece(d, 0);
@@ -705,7 +708,7 @@ pub fn complete_static_at(
             let (a, n) = t.merged;
             d = put_piece(d, text.add(a as usize), n as usize);
             for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
-                d = slot_val(d, slot, v);
+                d = put_slot(d, slot, v);
                 d = piece(d, 4 + i);
             }
             if let Some(h) = fhash {
@@ -716,7 +719,7 @@ pub fn complete_static_at(
             d = piece(d, 2);
             for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
                 d = piece(d, 3 + i);
-                d = slot_val(d, slot, v);
+                d = put_slot(d, slot, v);
             }
             let mut end = 3 + keys;
             if let Some(h) = fhash {
@@ -733,6 +736,25 @@ pub fn complete_static_at(
     prev
 }
 
+/// Writes a slot's value (8 little-endian bytes) at `d` as its kind says; returns the end.
+///
+/// # Safety
+/// `d` writable for [`NUM_MAX`] bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(v);
+    let v = u64::from_le_bytes(b);
+    // SAFETY: at most NUM_MAX bytes (the contract).
+    unsafe {
+        match slot {
+            Slot::Int => put_int(d, v as i64),
+            Slot::UInt => put_num(d, v),
+        }
+    }
+}
+
 /// Writes `id` in decimal at `d` from the text of the last id `it` wrote (one more than it
 /// and not ending in 9: its last digit incremented in place); returns the end.
 ///
@@ -741,7 +763,8 @@ pub fn complete_static_at(
 #[allow(unsafe_code)]
 #[inline(always)]
 unsafe fn put_id(d: *mut u8, id: u64, it: &mut IdText) -> *mut u8 {
-    let last = it.len - 1;
+    // `len` is 1..=20: the mask only spares a bounds check.
+    let last = (it.len - 1) & 31;
     if it.last.checked_add(1) == Some(id) && it.txt[last] != b'9' {
         it.txt[last] += 1;
         it.last = id;
@@ -807,6 +830,18 @@ unsafe fn put16(d: *mut u8, h: &[u8; 16]) -> *mut u8 {
 #[allow(unsafe_code)]
 #[inline(always)]
 unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
+    // Small values (durations, descriptors) without counting digits.
+    if v < 100 {
+        // SAFETY: at most 2 bytes at `d` (the contract).
+        unsafe {
+            if v < 10 {
+                *d = b'0' + v as u8;
+                return d.add(1);
+            }
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(v as usize * 2), d, 2);
+            return d.add(2);
+        }
+    }
     let n = ndigits(v);
     // SAFETY: `n <= 20` bytes at `d` are writable (the contract).
     unsafe {
