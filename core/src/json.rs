@@ -574,6 +574,7 @@ impl PrefixCache {
 
 /// The template of (schema, tid, file) for this file's context, built on a miss.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn template<'c>(
     statics: &'c mut [Template; 2 * CACHE_SLOTS],
     victim: &mut [u8; CACHE_SLOTS],
