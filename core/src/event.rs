@@ -598,7 +598,8 @@ impl<'a> StaticRecord<'a> {
             unsafe { FileHandle::from_parts(fp, gen) }.pin_transient()
         };
         Some(StaticRecord {
-            layer: Layer::from_u8(head[5]),
+            // The writer of a static record stores its schema's layer (byte 5).
+            layer: schema.layer,
             schema,
             ts: word(4),
             dur: word(5),

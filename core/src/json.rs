@@ -312,15 +312,18 @@ fn complete_vec(
 /// (two-way: a set holds two templates, a miss replaces the one used less recently, so two
 /// kinds of line that hash alike do not evict each other at every line); per (name, category, layer, tid) the middle
 /// (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`) of other lines. A hit replaces
-/// escaped strings and numbers by whole 16-byte copies.
+/// escaped strings and numbers by whole-block copies.
 pub struct PrefixCache {
     statics: Box<[Template; 2 * CACHE_SLOTS]>,
     /// Per set of `statics`: which of its two templates a miss replaces.
     victim: [u8; CACHE_SLOTS],
+    /// The key and index in `statics` of the template used last (consecutive lines are
+    /// mostly of one kind): no hashing on a repeat. Always the key of that template.
+    mru: ([u64; 2], usize),
     named_victim: [u8; CACHE_SLOTS],
     named: Vec<Named>,
-    /// The high digits of the last static line's id and ts.
-    id_hi: HighDigits,
+    /// The last static line's id, and the high digits of its ts.
+    id: IdText,
     ts_hi: HighDigits,
 }
 
@@ -329,9 +332,10 @@ impl Default for PrefixCache {
         PrefixCache {
             statics: Box::new(std::array::from_fn(|_| Template::default())),
             victim: [0; CACHE_SLOTS],
+            mru: ([0, 0], 0),
             named_victim: [0; CACHE_SLOTS],
             named: Vec::new(),
-            id_hi: HighDigits::default(),
+            id: IdText::default(),
             ts_hi: HighDigits::default(),
         }
     }
@@ -343,8 +347,29 @@ impl Default for PrefixCache {
 struct HighDigits {
     q: u64,
     len: usize,
-    /// The digits, then zero bytes (read in whole 16-byte moves).
+    /// The digits, then zero bytes (read in one 32-byte move).
     txt: [u8; 32],
+}
+
+/// The decimal text of the last static line's id: consecutive static lines have ids one
+/// apart, so the next id is mostly its last digit incremented in place.
+struct IdText {
+    last: u64,
+    len: usize,
+    /// The digits of `last`, then bytes that are never kept (read in one 32-byte move).
+    txt: [u8; 32],
+}
+
+impl Default for IdText {
+    fn default() -> IdText {
+        let mut txt = [0; 32];
+        txt[0] = b'0';
+        IdText {
+            last: 0,
+            len: 1,
+            txt,
+        }
+    }
 }
 
 /// A cached middle for a name and category: the key's bytes are kept and compared.
@@ -366,19 +391,19 @@ struct Named {
 /// with metadata one piece `,"<key>":` per schema key (a record may fill fewer slots: the
 /// rest are skipped), then `,"<file_key>":"` before the file hash; the last piece ends the
 /// line. Pieces are stored back to back
-/// and followed by [`COPY_PAD`] zero bytes, so each is copied in whole 16-byte moves.
+/// and followed by [`COPY_PAD`] zero bytes, so each is copied in whole 32-byte moves.
 #[derive(Default)]
 struct Template {
-    schema: usize,
-    tid: u32,
-    pid: u32,
-    file: bool,
-    metadata: bool,
+    /// What the template was built for ([`Template::key`]); `[0, 0]`: an empty slot.
+    key: [u64; 2],
     text: Vec<u8>,
     /// Start of each piece in `text` (one more entry: the end of the last).
     cuts: Vec<u32>,
     /// Each piece as (start in `text`, length): what a line copies.
     pieces: Vec<(u32, u32)>,
+    /// With metadata, pieces 2 and 3 as one (start, length): nothing comes between them
+    /// when a record fills every slot (or the schema has none).
+    merged: (u32, u32),
     /// Bytes of a line at most: `{"id":`, the pieces, [`NUM_MAX`] per number (id, ts, dur
     /// and one per key), 16 for the file hash.
     bound: usize,
@@ -390,7 +415,18 @@ struct Template {
 const NUM_MAX: usize = 21;
 
 impl Template {
-    /// Renders the template (an empty slot's `schema` is 0: never a schema's address).
+    /// (schema, file, metadata) and (tid, pid) as two words, compared at every line: a
+    /// schema's address is never 0 and its low two bits are free (alignment of 4 or more).
+    #[inline(always)]
+    fn key(ctx: &Ctx, schema: &Schema, tid: u32, file: bool) -> [u64; 2] {
+        const { assert!(std::mem::align_of::<Schema>() >= 4) };
+        [
+            schema as *const Schema as u64 | file as u64 | (ctx.metadata as u64) << 1,
+            tid as u64 | (ctx.pid as u64) << 32,
+        ]
+    }
+
+    /// Renders the template.
     #[cold]
     #[inline(never)]
     fn build(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32, file: bool) {
@@ -432,14 +468,14 @@ impl Template {
         self.pieces.clear();
         self.pieces
             .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
+        self.merged = match cuts.get(4) {
+            Some(&end) if ctx.metadata => (cuts[2], end - cuts[2]),
+            _ => (0, 0),
+        };
         self.bound = ID_OPEN.len() + text.len() + NUM_MAX * (3 + schema.keys.len()) + 16;
         text.extend_from_slice(&[0; COPY_PAD]);
-        self.schema = schema as *const Schema as usize;
-        self.tid = tid;
+        self.key = Template::key(ctx, schema, tid, file);
         self.last_at = 0;
-        self.pid = ctx.pid;
-        self.file = file;
-        self.metadata = ctx.metadata;
     }
 }
 
@@ -538,27 +574,27 @@ impl PrefixCache {
 
 /// The template of (schema, tid, file) for this file's context, built on a miss.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn template<'c>(
     statics: &'c mut [Template; 2 * CACHE_SLOTS],
     victim: &mut [u8; CACHE_SLOTS],
+    mru: &mut ([u64; 2], usize),
     ctx: &Ctx,
     schema: &Schema,
     layer: u64,
     tid: u32,
     file: bool,
 ) -> &'c mut Template {
-    let key = schema as *const Schema as usize;
-    let set = ((key >> 3 ^ (tid as usize) << 1 ^ file as usize) as u64)
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        >> (64 - CACHE_SLOTS.trailing_zeros());
-    let set = set as usize & (CACHE_SLOTS - 1);
-    let fits = |t: &Template| {
-        t.schema == key
-            && t.tid == tid
-            && t.file == file
-            && t.pid == ctx.pid
-            && t.metadata == ctx.metadata
-    };
+    let key = Template::key(ctx, schema, tid, file);
+    // The template used last: its set's victim is already the other way. (An empty slot's
+    // key `[0, 0]` never equals a schema's key.)
+    if key == mru.0 {
+        return &mut statics[mru.1 & (2 * CACHE_SLOTS - 1)];
+    }
+    let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
+    let set = set & (CACHE_SLOTS - 1);
+    let fits = |t: &Template| t.key == key;
     let way = if fits(&statics[2 * set]) {
         0
     } else if fits(&statics[2 * set + 1]) {
@@ -570,6 +606,7 @@ fn template<'c>(
     };
     // The other way is replaced next.
     victim[set] = 1 - way as u8;
+    *mru = (key, 2 * set + way);
     &mut statics[2 * set + way]
 }
 
@@ -603,7 +640,7 @@ pub fn complete_static(
 /// JSON bytes it wrote so far); returns the position of the previous line written from the
 /// same template (0: none). The difference is the compressor's line hint
 /// ([`crate::deflate::hint`]): that line differs from this one in its numbers only.
-#[inline]
+#[inline(always)]
 pub fn complete_static_at(
     out: &mut Vec<u8>,
     cache: &mut PrefixCache,
@@ -619,6 +656,7 @@ pub fn complete_static_at(
     let t = template(
         &mut cache.statics,
         &mut cache.victim,
+        &mut cache.mru,
         ctx,
         schema,
         rec.layer as u64,
@@ -627,7 +665,7 @@ pub fn complete_static_at(
     );
     let prev = std::mem::replace(&mut t.last_at, at);
     let t = &*t;
-    let (id_hi, ts_hi) = (&mut cache.id_hi, &mut cache.ts_hi);
+    let (id_text, ts_hi) = (&mut cache.id, &mut cache.ts_hi);
     let keys = schema.keys.len();
     let pieces = &t.pieces[..];
     // The one shape check: the template was built for this (schema, file, metadata).
@@ -637,16 +675,22 @@ pub fn complete_static_at(
         3
     };
     assert!(pieces.len() == want, "json: template shape");
+    // `reserve` leaves at least `t.bound + COPY_PAD` spare bytes (or panics).
     out.reserve(t.bound + COPY_PAD);
-    assert!(out.capacity() - out.len() >= t.bound + COPY_PAD);
     let text = t.text.as_ptr();
     let start = out.len();
+    let vals = rec.vals.chunks_exact(8);
+    // Every slot filled: pieces 2 and 3 are copied as one (`merged`).
+    let full = vals.len() == keys;
     #[allow(unsafe_code)]
     // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
     // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
     // most COPY_PAD). Piece indexes are `< want == pieces.len()`: 0..=2, `3 + i` for
-    // `i < keys`, `3 + keys` and, with a file, `4 + keys`. Every piece lies in `text`
-    // followed by COPY_PAD readable bytes.
+    // `i < keys`, `3 + keys` and, with a file, `4 + keys`; when every slot is filled, `4 + i`
+    // for `i < keys` and, with a file, `4 + keys`. `merged` (pieces 2 and 3, built with
+    // metadata, where `want >= 4`) lies in `text` as every piece does, and every piece is
+    // followed by COPY_PAD readable bytes. Each piece is written at most once: `merged`
+    // replaces pieces 2 and 3.
     unsafe {
         let base = out.as_mut_ptr().add(start);
         let piece = |d: *mut u8, i: usize| {
@@ -654,28 +698,34 @@ pub fn complete_static_at(
             put_piece(d, text.add(a as usize), n as usize)
         };
         std::ptr::copy_nonoverlapping(ID_OPEN.as_ptr(), base, ID_OPEN.len());
-        let mut d = put_split::<2>(base.add(ID_OPEN.len()), id, id_hi);
+        let mut d = put_id(base.add(ID_OPEN.len()), id, id_text);
         d = piece(d, 0);
-        d = put_split::<6>(d, rec.ts, ts_hi);
+        d = put_split::<4>(d, rec.ts, ts_hi);
         d = piece(d, 1);
         d = put_num(d, rec.dur);
-        d = piece(d, 2);
-        if ctx.metadata {
-            let slots = schema.keys.iter().zip(rec.vals.chunks_exact(8));
-            for (i, (&(_, slot), v)) in slots.enumerate() {
+        if !ctx.metadata {
+            d = piece(d, 2);
+        } else if full {
+            let (a, n) = t.merged;
+            d = put_piece(d, text.add(a as usize), n as usize);
+            for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
+                d = put_slot(d, slot, v);
+                d = piece(d, 4 + i);
+            }
+            if let Some(h) = fhash {
+                d = put16(d, h);
+                d = piece(d, 4 + keys);
+            }
+        } else {
+            d = piece(d, 2);
+            for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
                 d = piece(d, 3 + i);
-                let mut b = [0u8; 8];
-                b.copy_from_slice(v);
-                let v = u64::from_le_bytes(b);
-                d = match slot {
-                    Slot::Int => put_int(d, v as i64),
-                    Slot::UInt => put_num(d, v),
-                };
+                d = put_slot(d, slot, v);
             }
             let mut end = 3 + keys;
             if let Some(h) = fhash {
                 d = piece(d, end);
-                d = put_piece(d, h.as_ptr(), 16);
+                d = put16(d, h);
                 end += 1;
             }
             d = piece(d, end);
@@ -687,29 +737,91 @@ pub fn complete_static_at(
     prev
 }
 
-/// Copies `n` bytes from `s` to `d` in whole 16-byte moves (at least one); returns `d + n`.
+/// Writes a slot's value (8 little-endian bytes) at `d` as its kind says; returns the end.
 ///
 /// # Safety
-/// `s` readable and `d` writable for `n` rounded up to 16 bytes (at least 16): up to 15
+/// `d` writable for [`NUM_MAX`] bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(v);
+    let v = u64::from_le_bytes(b);
+    // SAFETY: at most NUM_MAX bytes (the contract).
+    unsafe {
+        match slot {
+            Slot::Int => put_int(d, v as i64),
+            Slot::UInt => put_num(d, v),
+        }
+    }
+}
+
+/// Writes `id` in decimal at `d` from the text of the last id `it` wrote (one more than it
+/// and not ending in 9: its last digit incremented in place); returns the end.
+///
+/// # Safety
+/// `d` writable for 32 bytes (20 are kept at most).
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_id(d: *mut u8, id: u64, it: &mut IdText) -> *mut u8 {
+    // `len` is 1..=20: the mask only spares a bounds check.
+    let last = (it.len - 1) & 31;
+    if it.last.checked_add(1) == Some(id) && it.txt[last] != b'9' {
+        it.txt[last] += 1;
+        it.last = id;
+    } else if id != it.last {
+        // SAFETY: at most 20 digits into the 32-byte text.
+        let end = unsafe { put_num(it.txt.as_mut_ptr(), id) };
+        // SAFETY: `end` is within `txt`, after its start.
+        it.len = unsafe { end.offset_from(it.txt.as_ptr()) } as usize;
+        it.last = id;
+    }
+    // SAFETY: `txt`'s 32 bytes are read and `d`'s 32 written (the contract); `it.len <= 20`
+    // of them are kept.
+    unsafe {
+        let x = std::ptr::read_unaligned(it.txt.as_ptr().cast::<[u128; 2]>());
+        std::ptr::write_unaligned(d.cast::<[u128; 2]>(), x);
+        d.add(it.len)
+    }
+}
+
+/// Copies `n` bytes from `s` to `d` in whole 32-byte moves (at least one); returns `d + n`.
+///
+/// # Safety
+/// `s` readable and `d` writable for `n` rounded up to 32 bytes (at least 32): up to 31
 /// bytes past `d + n` may be written, and are overwritten by what follows or dropped.
 #[allow(unsafe_code)]
 #[inline(always)]
 unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
     let mut i = 0;
     loop {
-        // SAFETY: `i` is 0 or `< n`, so `i + 16` is at most `n` rounded up to 16, or 16
+        // SAFETY: `i` is 0 or `< n`, so `i + 32` is at most `n` rounded up to 32, or 32
         // (the contract).
         unsafe {
-            let x = std::ptr::read_unaligned(s.add(i).cast::<u128>());
-            std::ptr::write_unaligned(d.add(i).cast::<u128>(), x);
+            let x = std::ptr::read_unaligned(s.add(i).cast::<[u128; 2]>());
+            std::ptr::write_unaligned(d.add(i).cast::<[u128; 2]>(), x);
         }
-        i += 16;
+        i += 32;
         if i >= n {
             break;
         }
     }
     // SAFETY: within what the caller made writable.
     unsafe { d.add(n) }
+}
+
+/// Copies the 16 bytes of `h` to `d`; returns `d + 16`.
+///
+/// # Safety
+/// `d` writable for 16 bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put16(d: *mut u8, h: &[u8; 16]) -> *mut u8 {
+    // SAFETY: the contract.
+    unsafe {
+        std::ptr::write_unaligned(d.cast::<[u8; 16]>(), *h);
+        d.add(16)
+    }
 }
 
 /// Writes `v` in decimal at `d`; returns the end (at most 20 bytes on).
@@ -719,6 +831,18 @@ unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
 #[allow(unsafe_code)]
 #[inline(always)]
 unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
+    // Small values (durations, descriptors) without counting digits.
+    if v < 100 {
+        // SAFETY: at most 2 bytes at `d` (the contract).
+        unsafe {
+            if v < 10 {
+                *d = b'0' + v as u8;
+                return d.add(1);
+            }
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(v as usize * 2), d, 2);
+            return d.add(2);
+        }
+    }
     let n = ndigits(v);
     // SAFETY: `n <= 20` bytes at `d` are writable (the contract).
     unsafe {
@@ -765,7 +889,7 @@ unsafe fn put_split<const LOW: u32>(d: *mut u8, v: u64, hd: &mut HighDigits) -> 
     let q = v / p;
     // SAFETY: every write below is within the contract: `put_num` keeps at most 20 bytes;
     // otherwise the high digits (`len` of them, at most 18 as `q <= u64::MAX / 100`) are
-    // copied in whole 16-byte moves (at most 32 bytes written, read from `txt`'s 32) and
+    // copied in one 32-byte move (32 bytes written, read from `txt`'s 32) and
     // `LOW` digits follow, `len + LOW` bytes kept: the digits of `v`, at most 20.
     unsafe {
         if q == 0 {
@@ -776,7 +900,8 @@ unsafe fn put_split<const LOW: u32>(d: *mut u8, v: u64, hd: &mut HighDigits) -> 
             hd.len = end.offset_from(hd.txt.as_ptr()) as usize;
             hd.q = q;
         }
-        let d = put_piece(d, hd.txt.as_ptr(), hd.len);
+        std::ptr::write_unaligned(d.cast::<[u8; 32]>(), hd.txt);
+        let d = d.add(hd.len);
         let mut r = (v - q * p) as u32;
         let mut k = LOW as usize;
         while k > 0 {
@@ -824,7 +949,7 @@ fn reserved(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put)) {
     };
 }
 
-/// Bytes past a cursor's bound that whole 16-byte copies may write (and later overwrite or
+/// Bytes past a cursor's bound that whole 16- or 32-byte copies may write (and later overwrite or
 /// drop): reserved by [`reserved`], never kept.
 const COPY_PAD: usize = 32;
 
@@ -1063,26 +1188,61 @@ mod tests {
             x ^= x << 17;
             cases.push(x >> (x % 64));
         }
-        let (mut h2, mut h6) = (HighDigits::default(), HighDigits::default());
+        let (mut h2, mut h4, mut h6) = Default::default();
         for v in cases {
-            for six in [false, true] {
+            for low in [2, 4, 6] {
                 let mut out = b"ab".to_vec();
                 out.reserve(32);
                 #[allow(unsafe_code)]
                 // SAFETY: 32 spare bytes reserved; `n <= 20` of them are written (kept).
                 unsafe {
                     let d = out.as_mut_ptr().add(2);
-                    let end = if six {
-                        put_split::<6>(d, v, &mut h6)
-                    } else {
-                        put_split::<2>(d, v, &mut h2)
+                    let end = match low {
+                        2 => put_split::<2>(d, v, &mut h2),
+                        4 => put_split::<4>(d, v, &mut h4),
+                        _ => put_split::<6>(d, v, &mut h6),
                     };
                     let n = end.offset_from(d) as usize;
                     assert!(n <= 20);
                     out.set_len(2 + n);
                 }
-                assert_eq!(out[2..], *v.to_string().as_bytes(), "{v} {six}");
+                assert_eq!(out[2..], *v.to_string().as_bytes(), "{v} {low}");
             }
+        }
+    }
+
+    /// Ids one apart (incremented in place, across 9s and powers of ten), repeated, and
+    /// jumps format as `to_string` does.
+    #[test]
+    fn put_id_matches_itoa() {
+        let mut cases: Vec<u64> = (0..2_100).collect();
+        cases.extend([
+            5,
+            5,
+            0,
+            0,
+            1,
+            99_999,
+            100_000,
+            100_001,
+            u64::MAX - 1,
+            u64::MAX,
+        ]);
+        cases.extend((0..30).map(|i| 10u64.pow(19) - 15 + i));
+        cases.extend([u64::MAX, 0, 9, 10, 11]);
+        let mut it = IdText::default();
+        for v in cases {
+            let mut out = b"ab".to_vec();
+            out.reserve(32);
+            #[allow(unsafe_code)]
+            // SAFETY: 32 spare bytes reserved; `n <= 20` of them are written (kept).
+            unsafe {
+                let d = out.as_mut_ptr().add(2);
+                let n = put_id(d, v, &mut it).offset_from(d) as usize;
+                assert!(n <= 20);
+                out.set_len(2 + n);
+            }
+            assert_eq!(out[2..], *v.to_string().as_bytes(), "{v}");
         }
     }
 

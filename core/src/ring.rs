@@ -177,6 +177,7 @@ impl Ring {
     /// Hands complete records to `f`, oldest first, freeing their space, until about
     /// `max_bytes` were drained or `f` returns true. Returns the bytes drained.
     /// Must only be called by one consumer at a time.
+    #[inline(always)]
     pub fn drain(&self, max_bytes: usize, mut f: impl FnMut(&[u8]) -> bool) -> usize {
         let head = self.prod.0.head.load(Ordering::Acquire);
         let start = self.cons.0.tail.load(Ordering::Relaxed);
@@ -194,7 +195,7 @@ impl Ring {
             let mut stop = false;
             if kind != KIND_PAD {
                 // SAFETY: the producer wrote `len` contiguous bytes here before publishing.
-                stop = unsafe { self.buf.read(idx, len, &mut f) };
+                stop = unsafe { self.buf.read(idx, len, |b| f(b)) };
             }
             tail = tail.wrapping_add(len.max(8));
             // Publish progress as we go so a waiting producer sees space early.

@@ -92,6 +92,10 @@ impl Shared {
 
     /// Encodes up to about `max_bytes` of `ring`; returns the bytes drained. Only the writer
     /// (`may_cut`) cuts members; a producer draining its own ring only encodes.
+    ///
+    /// Not inlined into its callers: the per-record closure then has one call site and is
+    /// inlined into the drain loop (no call and register saves per record).
+    #[inline(never)]
     pub(super) fn drain_ring(
         &self,
         w: &mut MutexGuard<'_, Writer>,
@@ -102,27 +106,28 @@ impl Shared {
         ring.clear_wake();
         let tid = self.tid_of(ring.tid.load(Ordering::Relaxed));
         let threshold = self.cfg.write_buffer_size.max(1);
+        let ctx = self.ctx();
         let mut cut = false;
+        let wr: &mut Writer = w;
+        // Static records (most) skip building a `Record`, unless aggregation may want them.
+        let statics = wr.agg.is_none();
         let drained = ring.drain(max_bytes, |bytes| {
-            // Static records (most) skip building a `Record`, unless aggregation may want
-            // them.
-            if bytes.get(4) == Some(&KIND_STATIC) && w.agg.is_none() {
+            if statics && bytes.get(4) == Some(&KIND_STATIC) {
                 // SAFETY: a ring only ever holds records written by `Pending::write` in
                 // this process (a fork child's copy included: same addresses, same static
                 // data).
                 #[allow(unsafe_code)]
                 if let Some(rec) = unsafe { StaticRecord::decode(bytes) } {
-                    self.encode_static(w, tid, &rec.view());
+                    self.encode_static_in(wr, &ctx, tid, &rec.view());
                 }
             } else {
-                // SAFETY: as above.
-                #[allow(unsafe_code)]
-                if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
-                    self.encode(w, tid, &rec);
-                }
+                self.encode_bytes(wr, tid, bytes);
             }
-            cut |= w.json.len() >= threshold;
-            cut && may_cut
+            if wr.json.len() >= threshold {
+                cut = true;
+                return may_cut;
+            }
+            false
         });
         self.advance_pass(w);
         if cut {
@@ -176,13 +181,27 @@ impl Shared {
         }
     }
 
+    /// Decodes and encodes a record other than a static one taken by the fast path.
+    #[inline(never)]
+    fn encode_bytes(&self, w: &mut Writer, tid: u32, bytes: &[u8]) {
+        // SAFETY: as in `drain_ring`: written by `Pending::write` in this process.
+        #[allow(unsafe_code)]
+        if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
+            self.encode(w, tid, &rec);
+        }
+    }
+
     /// Encodes a static record (aggregation already declined it, or is off).
-    #[inline]
     pub(super) fn encode_static(&self, w: &mut Writer, tid: u32, rec: &StaticView) {
+        self.encode_static_in(w, &self.ctx(), tid, rec)
+    }
+
+    /// [`Shared::encode_static`] with the file's context built by the caller.
+    #[inline(always)]
+    fn encode_static_in(&self, w: &mut Writer, ctx: &Ctx, tid: u32, rec: &StaticView) {
         if !w.header_done {
             self.header(w);
         }
-        let ctx = self.ctx();
         if let Some(f) = rec.file.filter(|_| self.cfg.metadata) {
             let fh = &f.file().fh;
             if !w.paths.marked(fh.load(Ordering::Relaxed)) {
@@ -194,7 +213,7 @@ impl Shared {
                     None => {
                         json::meta(
                             &mut w.json,
-                            &ctx,
+                            ctx,
                             tid,
                             1,
                             &plain("FH"),
@@ -218,7 +237,7 @@ impl Shared {
         } = w;
         let start = json.len();
         let at = w.stream_pos + start as u64;
-        let prev = json::complete_static_at(json, cache, &ctx, w.next_id, tid, rec, at);
+        let prev = json::complete_static_at(json, cache, ctx, w.next_id, tid, rec, at);
         if let Some(h) = crate::deflate::hint(start, at.wrapping_sub(prev) as usize) {
             if prev != 0 {
                 hints.push(h);
