@@ -56,7 +56,16 @@ torch_site() {
   local t0=$SECONDS
   echo "installing torch from PyPI into .venv-torch-site (the first time: about 2.9 GB to download)"
   rm -rf "$ROOT/.venv-torch-site.part"
-  "$PY" -m pip install -q --disable-pip-version-check --target "$ROOT/.venv-torch-site.part" torch
+  # pip holds the downloaded wheels and the installed tree at once: about 8.5 GB at the peak.
+  local free
+  free=$(df -Pk "$ROOT" | awk 'NR == 2 { print int($4 / 1048576) }')
+  echo "free disk where torch goes: ${free} GiB (the install needs about 9 GiB at its peak)"
+  if ! "$PY" -m pip install -q --disable-pip-version-check --no-cache-dir \
+    --target "$ROOT/.venv-torch-site.part" torch; then
+    rm -rf "$ROOT/.venv-torch-site.part"
+    echo "torch could not be installed (free disk before: ${free} GiB; see pip's error above)"
+    return 1
+  fi
   mv "$ROOT/.venv-torch-site.part" "$ROOT/.venv-torch-site"
   echo "torch installed in $((SECONDS - t0)) s"
 }
