@@ -1233,6 +1233,37 @@ impl Wrapped {
 static VC_OFFSET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The vectorcall entry of `_Wrapped`: forwards the caller's argument array unchanged.
+/// Calls `func` with our caller's vectorcall arguments: through `func`'s own vectorcall slot
+/// when it has one (a Python function does), else through `PyObject_Vectorcall`. Unlike
+/// `PyObject_Vectorcall`, the slot's result is not checked here (`_Py_CheckFunctionResult`):
+/// we return it as ours, and whoever called us through vectorcall or `tp_call` checks that.
+///
+/// # Safety
+/// The GIL is held; `func` is a live object and `args`/`nargsf`/`kwnames` are a valid
+/// vectorcall argument list (our caller's own).
+#[inline(always)]
+unsafe fn forward(
+    func: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    use pyo3::ffi;
+    // SAFETY: `func` is live (caller); a type with Py_TPFLAGS_HAVE_VECTORCALL keeps a
+    // (possibly null) vectorcallfunc at its positive tp_vectorcall_offset in each instance.
+    unsafe {
+        let tp = ffi::Py_TYPE(func);
+        let off = (*tp).tp_vectorcall_offset;
+        if ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_HAVE_VECTORCALL) != 0 && off > 0 {
+            let slot = (func as *const u8).offset(off) as *const Option<ffi::vectorcallfunc>;
+            if let Some(f) = *slot {
+                return f(func, args, nargsf, kwnames);
+            }
+        }
+        ffi::PyObject_Vectorcall(func, args, nargsf, kwnames)
+    }
+}
+
 unsafe extern "C" fn wrapped_vectorcall(
     callable: *mut pyo3::ffi::PyObject,
     args: *const *mut pyo3::ffi::PyObject,
@@ -1248,11 +1279,11 @@ unsafe extern "C" fn wrapped_vectorcall(
     let func = w.func.as_ptr();
     if !active() {
         // SAFETY: forwarding the caller's own (valid) vectorcall arguments.
-        return unsafe { ffi::PyObject_Vectorcall(func, args, nargsf, kwnames) };
+        return unsafe { forward(func, args, nargsf, kwnames) };
     }
     let t0 = native::now();
     // SAFETY: as above.
-    let result = unsafe { ffi::PyObject_Vectorcall(func, args, nargsf, kwnames) };
+    let result = unsafe { forward(func, args, nargsf, kwnames) };
     if w.capture.is_empty() {
         // No parameter is recorded: the event has no args (no argument list to build).
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
