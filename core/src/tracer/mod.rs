@@ -289,10 +289,12 @@ impl Shared {
             date: sys::asctime_now(),
             rings: Mutex::new(Vec::new()),
             writer: Mutex::new(Writer {
+                // Both buffers at full size from the start (pages are touched only as they
+                // fill): growing the second one at the first cut copied every byte once more.
                 json: Vec::with_capacity(json_cap + crate::event::MAX_RECORD * 8),
-                spare: Vec::new(),
-                hints: Vec::new(),
-                spare_hints: Vec::new(),
+                spare: Vec::with_capacity(json_cap + crate::event::MAX_RECORD * 8),
+                hints: Vec::with_capacity(json_cap / 64),
+                spare_hints: Vec::with_capacity(json_cap / 64),
                 stream_pos: 0,
                 header_done: false,
                 next_id: 1,
