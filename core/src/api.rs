@@ -38,6 +38,8 @@ pub struct Api {
     pub intern: fn(Layer, &[u8], &[u8]) -> Option<&'static Schema>,
     /// [`crate::complete_static`]: schema, ts, dur, slot values, file.
     pub complete_static: fn(&'static Schema, u64, u64, &[u64], Option<FileHandle>),
+    /// [`crate::end_static`]: schema, begin ts (the clock is read inside).
+    pub end_static: fn(&'static Schema, u64),
     pub metadata: fn(Layer, &[u8], &[u8], &[u8]),
     pub now: fn() -> u64,
     pub finalize: fn(),

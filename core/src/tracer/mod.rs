@@ -48,7 +48,8 @@ pub use lifecycle::{
 use output::Output;
 use producer::LOCAL;
 pub use producer::{
-    complete, complete_static, counter, enter_hook, hook_busy, is_enabled, metadata, now, Hook,
+    complete, complete_static, counter, end_static, enter_hook, hook_busy, is_enabled, metadata,
+    now, Hook,
 };
 pub use writer::flush;
 use writer::Writer;

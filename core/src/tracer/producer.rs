@@ -175,6 +175,20 @@ pub fn complete_static(
     let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file));
 }
 
+/// Ends a static event without args or file that began at `t0` (a [`now`] value): reads the
+/// clock and records `schema`'s complete event from `t0` to now. One call instead of [`now`]
+/// and [`complete_static`] for a frontend that reaches the core through [`crate::api::Api`]
+/// (a decorated Python function's exit). No-op when tracing is off.
+pub fn end_static(schema: &'static crate::Schema, t0: u64) {
+    let s = STATE.load(Ordering::Relaxed);
+    if s & 1 == 0 {
+        return;
+    }
+    let t1 = crate::clock::now_in(unit());
+    let _ =
+        LOCAL.try_with(|l| record_static_in(l, s, schema, t0, t1.saturating_sub(t0), &[], None));
+}
+
 /// Bytes of a static record before its values: the header word (length, kind, layer, value
 /// count), the schema, the file and its generation, `ts`, `dur`. The layout is
 /// [`Pending::write`]'s for [`Pending::Static`] (a test checks they agree byte for byte).

@@ -22,6 +22,7 @@ static API: Api = Api {
     complete: dftracer_core::complete,
     intern: dftracer_core::intern,
     complete_static: dftracer_core::complete_static,
+    end_static: dftracer_core::end_static,
     metadata: dftracer_core::metadata,
     now: dftracer_core::now,
     finalize: dftracer_core::finalize,

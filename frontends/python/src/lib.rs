@@ -1287,10 +1287,7 @@ unsafe extern "C" fn wrapped_vectorcall(
     if w.capture.is_empty() {
         // No parameter is recorded: the event has no args (no argument list to build).
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            w.schema().map(|schema| {
-                let t1 = native::now();
-                native::complete_interned(schema, t0, t1.saturating_sub(t0));
-            })
+            w.schema().map(|schema| native::end_interned(schema, t0))
         }));
         if !matches!(done, Ok(None)) {
             return result;

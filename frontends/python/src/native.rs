@@ -171,6 +171,14 @@ pub fn complete_interned(schema: &'static dftracer_core::Schema, ts: u64, dur: u
     }
 }
 
+/// Ends an event of `schema` begun at `t0` (a [`now`] value): the clock is read in the core.
+#[inline]
+pub fn end_interned(schema: &'static dftracer_core::Schema, t0: u64) {
+    if let Some(a) = api() {
+        (a.end_static)(schema, t0)
+    }
+}
+
 pub fn metadata(layer: Layer, name: &[u8], key: &[u8], value: &[u8]) {
     if let Some(a) = api() {
         (a.metadata)(layer, name, key, value)
