@@ -481,6 +481,20 @@ fn scenario_entry() {
             assert_eq!(status, 0);
             dftracer_core::finalize();
         }
+        "end_static" => {
+            // A decorated function's exit: the core reads the clock and records the event
+            // that began at `t0`; each call lasts at least 50 us (the time metric is us).
+            start_tracer();
+            let schema = dftracer_core::intern(Layer::Python, b"deco", b"bench").expect("schema");
+            for _ in 0..200 {
+                let t0 = dftracer_core::now();
+                while dftracer_core::now() < t0 + 50 {
+                    std::hint::spin_loop();
+                }
+                dftracer_core::end_static(schema, t0);
+            }
+            dftracer_core::finalize();
+        }
         "kinds" => {
             // A training loop's I/O: a dozen kinds of static line alternating, one file per
             // sample, and a Python-layer event with an arg (a cached middle).
@@ -1132,6 +1146,32 @@ fn line_hints_make_alternating_kinds_compress_better() {
         "file {} bytes, the same members without hints {plain}",
         raw.len()
     );
+}
+
+#[test]
+fn end_static_records_from_its_begin_to_the_clock_read_inside() {
+    let dir = scratch("end_static");
+    assert!(run_scenario("end_static", &dir, &[]).success());
+    let fs = files(&dir);
+    assert_eq!(fs.len(), 1, "{fs:?}");
+    let lines = read_trace(&fs[0]);
+    let ev = user_events(&lines);
+    assert_eq!(ev.len(), 200);
+    let mut end = 0;
+    for e in &ev {
+        assert_eq!(
+            (e["name"].as_str(), e["cat"].as_str()),
+            (Some("deco"), Some("bench"))
+        );
+        let (ts, dur) = (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
+        // The clock was read after the spin: at least 50 us; events follow one another.
+        assert!(dur >= 50, "{e}");
+        assert!(
+            ts >= end,
+            "{e} began before the previous event ended ({end})"
+        );
+        end = ts + dur;
+    }
 }
 
 #[test]
