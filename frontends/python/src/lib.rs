@@ -1627,9 +1627,30 @@ impl DftFn {
             self.flushed = true;
             return true;
         }
+        if self.captured.iter().all(Option::is_none) && self.extra.is_empty() {
+            if let Some(schema) = self.plain_schema() {
+                // No args: the core reads the clock and records in one call.
+                native::end_interned(schema, self.t1);
+                self.flushed = true;
+                return true;
+            }
+        }
         let t2 = native::now();
         self.flushed = self.record_fast(t2);
         self.flushed
+    }
+
+    /// The core's schema of this name and category for an event without args, when it has
+    /// one (the line rendered from a cached template, no strings copied into the ring).
+    #[inline]
+    fn plain_schema(&self) -> Option<&'static dftracer_core::Schema> {
+        let text = |s: &Option<Py<PyString>>| match s {
+            // SAFETY: a live str (we hold it), the GIL is held (a method of ours runs), no
+            // exception is set.
+            Some(s) => unsafe { fast::utf8(s.as_ptr()) },
+            None => Some(&b""[..]),
+        };
+        native::intern(Layer::Python, text(&self.name)?, text(&self.cat)?)
     }
 
     /// `record_now` for the common values (see [`fast::plain_value`]) on borrowed pointers;
@@ -1669,9 +1690,8 @@ impl DftFn {
             }
         }
         if args.is_empty() {
-            // No args: the core's schema of this name and category, when it has one (the
-            // line rendered from a cached template, no strings copied into the ring).
-            if let Some(schema) = native::intern(Layer::Python, name, cat) {
+            // No args (all captured values None): as in `finish_fast`.
+            if let Some(schema) = self.plain_schema() {
                 native::complete_interned(schema, self.t1, t2.saturating_sub(self.t1));
                 return true;
             }
