@@ -255,7 +255,20 @@ pub fn complete_cached_at(
         return 0;
     }
     let mut prev = 0;
-    let prefix = cache.and_then(|c| c.named_prefix(ctx, rec, tid));
+    let (prefix, ts_hi) = match cache {
+        Some(c) => {
+            let PrefixCache {
+                named,
+                named_victim,
+                named_mru,
+                ts_hi,
+                ..
+            } = c;
+            let prefix = named_prefix(named, named_victim, named_mru, ctx, rec, tid);
+            (prefix, Some(ts_hi))
+        }
+        None => (None, None),
+    };
     reserved(out, bound, |p| {
         p.lit(b"{\"id\":");
         p.num(id);
@@ -265,6 +278,10 @@ pub fn complete_cached_at(
                 p.padded(prefix, n)
             }
             None => middle(p, ctx, &rec.name, &rec.cat, rec.layer as u64, tid),
+        }
+        match ts_hi {
+            Some(hi) => p.num_split(rec.ts, hi),
+            None => p.num(rec.ts),
         }
         line_end(p, ctx, rec, |p| user_args(p, rec, hash_of));
     });
@@ -322,6 +339,9 @@ pub struct PrefixCache {
     mru: ([u64; 2], usize),
     named_victim: [u8; CACHE_SLOTS],
     named: Vec<Named>,
+    /// Index in `named` of the middle used last (consecutive lines are mostly of one kind):
+    /// compared first, without hashing.
+    named_mru: usize,
     /// The last static line's id, and the high digits of its ts.
     id: IdText,
     ts_hi: HighDigits,
@@ -335,6 +355,7 @@ impl Default for PrefixCache {
             mru: ([0, 0], 0),
             named_victim: [0; CACHE_SLOTS],
             named: Vec::new(),
+            named_mru: 0,
             id: IdText::default(),
             ts_hi: HighDigits::default(),
         }
@@ -499,7 +520,6 @@ fn middle(v: &mut impl Sink, ctx: &Ctx, name: &Text, cat: &Text, layer: u64, tid
 /// Everything after the middle: `ts`, `dur`, `ph` and, with metadata, the args that `args`
 /// writes after `hhash`.
 fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
-    p.num(rec.ts);
     p.lit(b",\"dur\":");
     p.num(rec.dur);
     p.lit(b",\"ph\":1");
@@ -513,48 +533,53 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
     p.lit(b"}\n");
 }
 
-impl PrefixCache {
-    /// The middle of `rec`'s line, padded (its length is the second value); `None` for
-    /// clipped names or categories (not cached).
-    fn named_prefix(
-        &mut self,
-        ctx: &Ctx,
-        rec: &Record,
-        tid: u32,
-    ) -> Option<(&[u8], usize, &mut u64)> {
-        let (name, cat) = (&rec.name, &rec.cat);
-        if name.truncated() || cat.truncated() || name.bytes.len() + cat.bytes.len() > 512 {
-            return None;
-        }
-        if self.named.is_empty() {
-            self.named = (0..2 * CACHE_SLOTS).map(|_| Named::default()).collect();
-        }
+/// The middle of `rec`'s line from `PrefixCache::named`, padded (its length is the second
+/// value); `None` for clipped names or categories (not cached).
+fn named_prefix<'c>(
+    named: &'c mut Vec<Named>,
+    named_victim: &mut [u8; CACHE_SLOTS],
+    mru: &mut usize,
+    ctx: &Ctx,
+    rec: &Record,
+    tid: u32,
+) -> Option<(&'c [u8], usize, &'c mut u64)> {
+    let (name, cat) = (&rec.name, &rec.cat);
+    if name.truncated() || cat.truncated() || name.bytes.len() + cat.bytes.len() > 512 {
+        return None;
+    }
+    if named.is_empty() {
+        *named = (0..2 * CACHE_SLOTS).map(|_| Named::default()).collect();
+    }
+    let layer = rec.layer as u8;
+    let fits = |slot: &Named| {
+        !slot.prefix.is_empty()
+            && slot.tid == tid
+            && slot.layer == layer
+            && slot.name_len == name.bytes.len()
+            && slot.key.len() == name.bytes.len() + cat.bytes.len()
+            && slot.key[..name.bytes.len()] == *name.bytes
+            && slot.key[name.bytes.len()..] == *cat.bytes
+    };
+    // The middle used last: its set's victim is already the other way.
+    let i = if fits(&named[*mru]) {
+        *mru
+    } else {
         let mut h = crate::hash::FastHasher::default();
         std::hash::Hasher::write(&mut h, name.bytes);
         std::hash::Hasher::write(&mut h, cat.bytes);
         let set = (std::hash::Hasher::finish(&h) ^ tid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             >> (64 - CACHE_SLOTS.trailing_zeros());
         let set = set as usize & (CACHE_SLOTS - 1);
-        let layer = rec.layer as u8;
-        let fits = |slot: &Named| {
-            !slot.prefix.is_empty()
-                && slot.tid == tid
-                && slot.layer == layer
-                && slot.name_len == name.bytes.len()
-                && slot.key.len() == name.bytes.len() + cat.bytes.len()
-                && slot.key[..name.bytes.len()] == *name.bytes
-                && slot.key[name.bytes.len()..] == *cat.bytes
-        };
         // Two-way, as the static templates.
-        let (hit, way) = if fits(&self.named[2 * set]) {
+        let (hit, way) = if fits(&named[2 * set]) {
             (true, 0)
-        } else if fits(&self.named[2 * set + 1]) {
+        } else if fits(&named[2 * set + 1]) {
             (true, 1)
         } else {
-            (false, self.named_victim[set] as usize & 1)
+            (false, named_victim[set] as usize & 1)
         };
-        self.named_victim[set] = 1 - way as u8;
-        let slot = &mut self.named[2 * set + way];
+        named_victim[set] = 1 - way as u8;
+        let slot = &mut named[2 * set + way];
         if !hit {
             slot.prefix.clear();
             middle(&mut slot.prefix, ctx, name, cat, layer as u64, tid);
@@ -567,9 +592,12 @@ impl PrefixCache {
             slot.layer = layer;
             slot.last_at = 0;
         }
-        let n = slot.prefix.len() - COPY_PAD;
-        Some((&slot.prefix, n, &mut slot.last_at))
-    }
+        *mru = 2 * set + way;
+        *mru
+    };
+    let slot = &mut named[i];
+    let n = slot.prefix.len() - COPY_PAD;
+    Some((&slot.prefix, n, &mut slot.last_at))
 }
 
 /// The template of (schema, tid, file) for this file's context, built on a miss.
@@ -1045,6 +1073,19 @@ impl Put<'_> {
         self.lit(b"\"");
     }
 
+    /// [`Put::num`] with `v`'s high digits taken from `hd` when they are the same as last
+    /// time (see [`put_split`]).
+    #[inline(always)]
+    fn num_split(&mut self, v: u64, hd: &mut HighDigits) {
+        self.room(20);
+        // SAFETY: `room` checked `pos + 20 <= cap`; `put_split` writes 32 bytes from `pos`
+        // (within `cap + COPY_PAD`) and keeps at most 20, ending at the returned pointer.
+        unsafe {
+            let end = put_split::<4>(self.buf.add(self.pos), v, hd);
+            self.pos = end.offset_from(self.buf) as usize;
+        }
+    }
+
     /// Decimal digits of `v`, written in place back to front, two at a time.
     #[inline(always)]
     fn num(&mut self, v: u64) {
@@ -1515,22 +1556,35 @@ mod tests {
                     for layer in [Layer::Python, Layer::CppApp] {
                         let cat: &[u8] = if i % 2 == 0 { b"train" } else { b"io" };
                         let args = [Arg::int("step", round)];
-                        let p = Pending::Complete {
-                            layer,
-                            name,
-                            cat,
-                            ts: 1_000 + round as u64,
-                            dur: 3,
-                            args: &args,
-                        };
-                        let mut buf = vec![0u8; p.len()];
-                        p.write(&mut buf);
-                        let rec = Record::decode(&buf).unwrap();
-                        let (mut a, mut b) = (Vec::new(), Vec::new());
-                        let h = &mut |_: &[u8]| *b"0123456789abcdef";
-                        complete_cached(&mut a, Some(&mut cache), &ctx, 5, tid, &rec, h);
-                        complete(&mut b, &ctx, 5, tid, &rec, h);
-                        assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+                        // Small, real (high digits kept or not) and extreme timestamps.
+                        let ts = [
+                            1_000 + round as u64,
+                            1_796_000_779_668_786 + 9_973 * round as u64 + i as u64,
+                            99_999_999 + round as u64,
+                            u64::MAX - round as u64,
+                        ][(i + tid as usize + round as usize) % 4];
+                        // Each line twice: the second finds its middle as the last used.
+                        for ts in [ts, ts.saturating_add(1)] {
+                            let p = Pending::Complete {
+                                layer,
+                                name,
+                                cat,
+                                ts,
+                                dur: 3,
+                                args: &args,
+                            };
+                            let mut buf = vec![0u8; p.len()];
+                            p.write(&mut buf);
+                            let rec = Record::decode(&buf).unwrap();
+                            let (mut a, mut b) = (Vec::new(), Vec::new());
+                            let h = &mut |_: &[u8]| *b"0123456789abcdef";
+                            complete_cached(&mut a, Some(&mut cache), &ctx, 5, tid, &rec, h);
+                            complete(&mut b, &ctx, 5, tid, &rec, h);
+                            assert_eq!(
+                                String::from_utf8(a).unwrap(),
+                                String::from_utf8(b).unwrap()
+                            );
+                        }
                     }
                 }
             }
