@@ -96,6 +96,49 @@ def test_every_kind_of_callable(run):
     assert m["epoch"] == 2 and m["step"] == 4, "passed arg plus self attribute"
 
 
+def test_callables_without_a_python_function_behind_them(run):
+    """A decorated call forwards the caller's arguments through the callable's own vectorcall
+    slot when it has one, else through PyObject_Vectorcall: builtins, partials, classes,
+    instances with __call__ and bound methods all get their arguments and return or raise as
+    undecorated, and each call is one event."""
+    r = run(
+        """
+        import functools
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log()
+        df = dft_fn("K")
+        class Point:
+            def __init__(self, x, *, y=0): self.x, self.y = x, y
+        class Adder:
+            def __call__(self, a, b=1): return a + b
+        def add3(a, b, c=0): return a + b + c
+        cases = [
+            (df.log(len), ([1, 2, 3],), {}, 3),
+            (df.log(sorted), ([3, 1, 2],), {"reverse": True}, [3, 2, 1]),
+            (df.log(functools.partial(add3, 1)), (2,), {"c": 3}, 6),
+            (df.log(Adder()), (5,), {"b": 7}, 12),
+            (df.log("a-b".split), ("-",), {}, ["a", "b"]),
+            (df.log(dict), (), {"k": 1}, {"k": 1}),
+        ]
+        for f, a, k, want in cases:
+            for _ in range(3):
+                assert f(*a, **k) == want, (f, a, k)
+        p = df.log(Point)(4, y=5)
+        assert (p.x, p.y) == (4, 5)
+        for f, a in ((df.log(len), (5,)), (df.log(Adder()), ()), (df.log(Point), (1, 2))):
+            try:
+                f(*a)
+            except TypeError:
+                pass
+            else:
+                raise SystemExit(f"no TypeError from {f}{a}")
+        log.finalize()
+        """
+    )
+    names = [e["name"] for e in r.events() if e["cat"] == "K"]
+    assert len(names) == 6 * 3 + 1 + 3, names
+
+
 def test_decorated_function_pickles(run):
     r = run(
         """
