@@ -6,6 +6,7 @@ the calling thread alone until finalize (where the last events are written, by w
 thread gets there first); both are recorded and checked:
 
   python_deco_f      a @dft_fn.log-decorated f() vs the plain f() with tracing off
+  python_deco_step   a decorated f(x, step) called with an int step (its arg recorded) vs the plain one
   python_ctx         `with dft_fn("bench", name="x"): pass` written inline, tracing on, vs
                      `with threading.Lock(): pass` (building and entering a native context
                      manager) with tracing off
@@ -51,11 +52,17 @@ df = dft_fn("bench")
 @df.log
 def deco(): return 1
 def plain(): return 1
+@df.log
+def deco_step(x, step): return x
+def plain_step(x, step): return x
 t = log.get_time() or 1_700_000_000_000_000  # a real timestamp with tracing off too (same int arithmetic)
 mode, n = sys.argv[1], int(sys.argv[3])
 if mode in ("deco", "plain"):
     f = deco if mode == "deco" else plain
     for _ in range(n): f()
+elif mode in ("deco_step", "plain_step"):
+    f = deco_step if mode == "deco_step" else plain_step
+    for i in range(n): f(0, i)
 elif mode == "lock":
     for _ in range(n):
         with threading.Lock(): pass
@@ -156,6 +163,7 @@ def measure(python: str) -> dict:
         py = lambda mode: lambda n: [python, str(script), mode, str(d), str(n)]
         off = clean_env()
         res["python_deco_f"] = per_call(py("deco"), on) - per_call(py("plain"), off)
+        res["python_deco_step"] = per_call(py("deco_step"), on) - per_call(py("plain_step"), off)
         lock = per_call(py("lock"), off)
         res["python_ctx"] = per_call(py("ctx"), on) - lock
         res["python_ctx_off"] = per_call(py("ctx"), off) - lock

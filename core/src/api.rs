@@ -6,7 +6,7 @@
 //! The entries are Rust function pointers passing Rust values, so both sides must come from
 //! the same build of this crate: [`BUILD_ID`] is compared before the table is used.
 
-use crate::{AppValue, Arg, Config, Error, FileHandle, Layer, Origin, Schema, Stats};
+use crate::{AppValue, Arg, Config, Error, FileHandle, Layer, Origin, Schema, SchemaKeys, Stats};
 use std::sync::atomic::AtomicU64;
 
 /// Identifies this build of the core (sources, version, compiler).
@@ -36,6 +36,8 @@ pub struct Api {
     pub complete: CompleteFn,
     /// [`crate::intern`]: the schema of a name and category without args, if it has one.
     pub intern: fn(Layer, &[u8], &[u8]) -> Option<&'static Schema>,
+    /// [`crate::intern_keyed`]: the same with integer args under fixed keys.
+    pub intern_keyed: fn(Layer, &[u8], &[u8], SchemaKeys) -> Option<&'static Schema>,
     /// [`crate::complete_static`]: schema, ts, dur, slot values, file.
     pub complete_static: fn(&'static Schema, u64, u64, &[u64], Option<FileHandle>),
     /// [`crate::end_static`]: schema, begin ts (the clock is read inside).

@@ -15,7 +15,7 @@
 
 #![allow(unsafe_code)]
 
-use crate::event::{Layer, Schema};
+use crate::event::{Layer, Schema, Slot};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// Entries of the table.
@@ -56,35 +56,56 @@ fn word(s: &[u8]) -> u64 {
     (a ^ b.rotate_left(29) ^ n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
+/// Arg keys of a keyed schema: `(key, slot)` in order.
+pub type Keys = &'static [(&'static str, Slot)];
+
 #[inline(always)]
-fn home(layer: Layer, name: &[u8], cat: &[u8]) -> usize {
-    let h = word(name) ^ word(cat).rotate_left(17) ^ layer as u64;
+fn home(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> usize {
+    let first = keys.first().map_or(0, |k| word(k.0.as_bytes()));
+    let h = word(name)
+        ^ word(cat).rotate_left(17)
+        ^ layer as u64
+        ^ (keys.len() as u64) << 8
+        ^ first.rotate_left(41);
     let h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     (h ^ (h >> 32)) as usize
 }
 
 #[inline(always)]
-fn same(s: &Schema, layer: Layer, name: &[u8], cat: &[u8]) -> bool {
-    s.layer == layer && s.name.as_bytes() == name && s.cat.as_bytes() == cat
+fn same(s: &Schema, layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> bool {
+    s.layer == layer
+        && s.name.as_bytes() == name
+        && s.cat.as_bytes() == cat
+        && s.keys.len() == keys.len()
+        && s.keys.iter().zip(keys).all(|(a, b)| a == b)
 }
 
 /// The schema of events named `name` in `cat` on `layer`, with no args: the same one for the
 /// same three values, or `None` (see the module docs) when the caller must record with
 /// [`crate::complete`].
 pub fn intern(layer: Layer, name: &[u8], cat: &[u8]) -> Option<&'static Schema> {
+    intern_keyed(layer, name, cat, &[])
+}
+
+/// The schema of events named `name` in `cat` on `layer` whose args are integer values under
+/// `keys` (in this order, each rendered as its [`Slot`] says, no file): a decorated Python
+/// function's captured `step`, `epoch`, ... The same one for the same values (keys compared
+/// by content), or `None` as for [`intern`], and also for keys that need escaping, a key
+/// `hhash`, or [`crate::event::MAX_ARGS`] keys or more.
+pub fn intern_keyed(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> Option<&'static Schema> {
     if name.len() > MAX_LEN || cat.len() > MAX_LEN {
         return None;
     }
-    let h = home(layer, name, cat);
+    let h = home(layer, name, cat, keys);
     for i in 0..PROBES {
         let slot = &TABLE[(h + i) & (SLOTS - 1)];
         let mut p = slot.load(Ordering::Acquire);
         if p.is_null() {
             // Only plain strings are stored, so a hit (equal bytes) is plain too.
-            if !plain(name) || !plain(cat) {
+            if !plain(name) || !plain(cat) || !keys_ok(keys) {
                 return None;
             }
-            let made = make(layer, name, cat);
+            let made = make(layer, name, cat, keys);
             match slot.compare_exchange(
                 std::ptr::null_mut(),
                 made,
@@ -102,15 +123,23 @@ pub fn intern(layer: Layer, name: &[u8], cat: &[u8]) -> Option<&'static Schema> 
         }
         // SAFETY: a non-null slot holds a leaked, never-freed schema.
         let s: &'static Schema = unsafe { &*p };
-        if same(s, layer, name, cat) {
+        if same(s, layer, name, cat, keys) {
             return Some(s);
         }
     }
     None
 }
 
+/// What [`Schema::new`] requires of keys.
+fn keys_ok(keys: Keys) -> bool {
+    keys.len() < crate::event::MAX_ARGS
+        && keys
+            .iter()
+            .all(|(k, _)| plain(k.as_bytes()) && *k != "hhash")
+}
+
 /// A leaked schema whose name and category are one leaked allocation.
-fn make(layer: Layer, name: &[u8], cat: &[u8]) -> *mut Schema {
+fn make(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> *mut Schema {
     let mut both = Vec::with_capacity(name.len() + cat.len());
     both.extend_from_slice(name);
     both.extend_from_slice(cat);
@@ -125,7 +154,7 @@ fn make(layer: Layer, name: &[u8], cat: &[u8]) -> *mut Schema {
         layer,
         name: n,
         cat: c,
-        keys: &[],
+        keys,
         file_key: "",
     }))
 }
@@ -159,6 +188,32 @@ mod tests {
         // A split of the same bytes is another name.
         let d = intern(Layer::Python, b"train_ste", b"papp").unwrap();
         assert_eq!((d.name, d.cat), ("train_ste", "papp"));
+    }
+
+    #[test]
+    fn keyed_schemas_are_told_apart_by_their_keys() {
+        static STEP: [(&str, Slot); 1] = [("step", Slot::Int)];
+        static STEP_EPOCH: [(&str, Slot); 2] = [("step", Slot::Int), ("epoch", Slot::Int)];
+        static EPOCH_STEP: [(&str, Slot); 2] = [("epoch", Slot::Int), ("step", Slot::Int)];
+        let plain = intern(Layer::Python, b"keyed", b"app").unwrap();
+        let a = intern_keyed(Layer::Python, b"keyed", b"app", &STEP).unwrap();
+        let b = intern_keyed(Layer::Python, b"keyed", b"app", &STEP_EPOCH).unwrap();
+        let c = intern_keyed(Layer::Python, b"keyed", b"app", &EPOCH_STEP).unwrap();
+        for (x, y) in [(plain, a), (a, b), (b, c), (plain, c)] {
+            assert!(!std::ptr::eq(x, y));
+        }
+        assert_eq!(b.keys, &STEP_EPOCH[..]);
+        assert_eq!((b.name, b.cat, b.file_key), ("keyed", "app", ""));
+        // Keys compared by content: another slice with the same keys finds the same schema.
+        let again: &'static [(&str, Slot)] = Box::leak(Box::new([("step", Slot::Int)]));
+        assert!(std::ptr::eq(
+            intern_keyed(Layer::Python, b"keyed", b"app", again).unwrap(),
+            a
+        ));
+        static BAD: [(&str, Slot); 1] = [("q\"", Slot::Int)];
+        static HHASH: [(&str, Slot); 1] = [("hhash", Slot::Int)];
+        assert!(intern_keyed(Layer::Python, b"keyed2", b"app", &BAD).is_none());
+        assert!(intern_keyed(Layer::Python, b"keyed2", b"app", &HHASH).is_none());
     }
 
     #[test]

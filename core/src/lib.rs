@@ -64,7 +64,7 @@ mod tracer;
 pub use config::{Config, ConfigError, InitMode, TimeMetric, KNOBS};
 pub use event::{Arg, Layer, Schema, Slot, Value};
 pub use files::{FileHandle, FileRef, Pinned};
-pub use intern::intern;
+pub use intern::{intern, intern_keyed, Keys as SchemaKeys};
 pub use sink::{check_dir as check_log_dir, prepare_dir as prepare_log_dir, Origin};
 pub use sys::{cwd, dir_writable, eprint_line, hostname};
 

@@ -21,6 +21,7 @@ static API: Api = Api {
     join: crate::join_running,
     complete: dftracer_core::complete,
     intern: dftracer_core::intern,
+    intern_keyed: dftracer_core::intern_keyed,
     complete_static: dftracer_core::complete_static,
     end_static: dftracer_core::end_static,
     metadata: dftracer_core::metadata,

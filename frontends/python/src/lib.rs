@@ -1137,6 +1137,29 @@ struct Wrapped {
     /// The core's schema for `name` and `cat` (`native::intern`), looked up at the first
     /// recorded call without args: null until then, [`NO_SCHEMA`] when there is none.
     schema: std::sync::atomic::AtomicPtr<dftracer_core::Schema>,
+    /// Per capture entry, its index in [`CAPTURED`], when every captured name is one of
+    /// those and nothing else can add args (no `base` values, no `self` attributes): calls
+    /// whose captured values are all ints (or absent) are then recorded from a keyed schema
+    /// (see [`Wrapped::record_ints`]).
+    int_caps: Option<heapless::Vec<u8, 4>>,
+    /// The keyed schemas by the set of capture entries present (bit j: entry j), looked up
+    /// at first use: null until then, [`NO_SCHEMA`] when there is none.
+    keyed: [std::sync::atomic::AtomicPtr<dftracer_core::Schema>; 16],
+}
+
+/// The arg keys of a keyed schema: the [`CAPTURED`] names at `seq` (indices), in that order,
+/// as one leaked slice per sequence (at most 65: the ordered choices among 4 names).
+fn captured_keys(seq: &[u8]) -> &'static [(&'static str, dftracer_core::Slot)] {
+    static LISTS: [OnceLock<&'static [(&'static str, dftracer_core::Slot)]>; 625] =
+        [const { OnceLock::new() }; 625];
+    let code = seq.iter().fold(0usize, |c, &i| c * 5 + i as usize + 1);
+    LISTS[code % 625].get_or_init(|| {
+        let keys: Vec<(&'static str, dftracer_core::Slot)> = seq
+            .iter()
+            .map(|&i| (CAPTURED[i as usize & 3], dftracer_core::Slot::Int))
+            .collect();
+        Box::leak(keys.into_boxed_slice())
+    })
 }
 
 /// [`Wrapped::schema`] when the name or category has no schema (it needs escaping, or the
@@ -1208,6 +1231,94 @@ impl Wrapped {
                 let _ = out.push((name.clone(), py_val(&v)));
             }
         }
+    }
+
+    /// Records the call from a keyed schema when every captured value is an `int` that fits
+    /// 64 bits signed, `None` or absent, and at least one is an `int`: the values go into the
+    /// ring as integers and the writer renders the line from the schema's template, the same
+    /// line the general path writes. False: nothing was recorded (the general path runs).
+    ///
+    /// # Safety
+    /// The GIL is held, no exception is set, and `args`/`nargsf`/`kwnames` are the caller's
+    /// vectorcall arguments.
+    #[inline]
+    unsafe fn record_ints(
+        &self,
+        caps: &[u8],
+        t0: u64,
+        args: *const *mut pyo3::ffi::PyObject,
+        nargsf: usize,
+        kwnames: *mut pyo3::ffi::PyObject,
+    ) -> bool {
+        use pyo3::ffi;
+        let (mut vals, mut seq, mut n, mut mask) = ([0u64; 4], [0u8; 4], 0, 0usize);
+        // SAFETY: see the function's contract; every pointer read is one of the caller's
+        // arguments (positional below `nargs`, keyword values after them, one per name).
+        unsafe {
+            let nargs = ffi::PyVectorcall_NARGS(nargsf) as usize;
+            let nkw = if kwnames.is_null() {
+                0
+            } else {
+                ffi::PyTuple_GET_SIZE(kwnames) as usize
+            };
+            for (j, (c, &ci)) in self.capture.iter().zip(caps).enumerate() {
+                let name = c.name.as_ptr();
+                let mut v: *mut ffi::PyObject = std::ptr::null_mut();
+                // A keyword first, as `gather` looks.
+                for k in 0..nkw {
+                    let kn = ffi::PyTuple_GET_ITEM(kwnames, k as ffi::Py_ssize_t);
+                    if kn == name || ffi::PyUnicode_Compare(kn, name) == 0 {
+                        v = *args.add(nargs + k);
+                        break;
+                    }
+                }
+                if v.is_null() {
+                    match c.index {
+                        Some(i) if i < nargs => v = *args.add(i),
+                        _ => continue,
+                    }
+                }
+                if v == ffi::Py_None() {
+                    continue;
+                }
+                if ffi::PyLong_CheckExact(v) == 0 {
+                    return false;
+                }
+                let mut overflow = 0;
+                let x = ffi::PyLong_AsLongAndOverflow(v, &mut overflow);
+                if overflow != 0 || (x == -1 && !ffi::PyErr_Occurred().is_null()) {
+                    ffi::PyErr_Clear();
+                    return false;
+                }
+                vals[n] = x as i64 as u64;
+                seq[n] = ci;
+                n += 1;
+                mask |= 1 << j;
+            }
+        }
+        if n == 0 {
+            return false;
+        }
+        let slot = &self.keyed[mask & 15];
+        let mut p = slot.load(Ordering::Relaxed);
+        if p.is_null() {
+            p = native::intern_keyed(
+                Layer::Python,
+                self.name.as_bytes(),
+                self.cat.as_bytes(),
+                captured_keys(&seq[..n]),
+            )
+            .map_or(NO_SCHEMA, |s| s as *const _ as *mut _);
+            slot.store(p, Ordering::Relaxed);
+        }
+        if p == NO_SCHEMA {
+            return false;
+        }
+        // SAFETY: a non-null, non-NO_SCHEMA value is an interned schema (never freed).
+        let schema: &'static dftracer_core::Schema = unsafe { &*p };
+        let t1 = native::now();
+        native::complete_keyed(schema, t0, t1.saturating_sub(t0), &vals[..n]);
+        true
     }
 
     fn finish_call(&self, py: Python<'_>, t0: u64, vals: &Collected) {
@@ -1293,10 +1404,21 @@ unsafe extern "C" fn wrapped_vectorcall(
             return result;
         }
     }
+    if !result.is_null() {
+        if let Some(caps) = &w.int_caps {
+            // SAFETY: the caller's own vectorcall arguments; the GIL is held and no exception
+            // is set (the call returned a value).
+            if unsafe { w.record_ints(caps, t0, args, nargsf, kwnames) } {
+                return result;
+            }
+        }
+    }
+    // SAFETY: the GIL is held (we are called from the interpreter).
+    let py = unsafe { Python::assume_gil_acquired() };
+    // Built here, not in the closure: there it was built and then moved (a 1.3 KB copy per
+    // call).
+    let mut vals: Collected = heapless::Vec::new();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: the GIL is held (we are called from the interpreter).
-        let py = unsafe { Python::assume_gil_acquired() };
-        let mut vals: Collected = heapless::Vec::new();
         // Keep a pending exception of the call aside while we look at arguments.
         let saved = if w.capture.is_empty() {
             None
@@ -1328,13 +1450,36 @@ unsafe extern "C" fn wrapped_vectorcall(
             w.gather(py, &positional, &keyword, &mut vals);
         }
         w.finish_call(py, t0, &vals);
-        drop(vals);
+        vals.clear();
         if let Some(e) = saved {
             e.restore(py);
         }
     }));
     let _ = outcome; // recording never affects the call's own result
     result
+}
+
+/// [`Wrapped::int_caps`] of a capture list.
+fn int_caps(
+    capture: &[(Py<PyString>, Option<usize>)],
+    self_attrs: bool,
+    base: &[(Py<PyString>, PyObject)],
+) -> Option<heapless::Vec<u8, 4>> {
+    if self_attrs || !base.is_empty() || capture.is_empty() {
+        return None;
+    }
+    Python::with_gil(|py| {
+        let mut out = heapless::Vec::new();
+        for (name, _) in capture {
+            let name = name.bind(py).to_str().ok()?;
+            let i = CAPTURED.iter().position(|c| *c == name)? as u8;
+            if out.contains(&i) {
+                return None;
+            }
+            out.push(i).ok()?;
+        }
+        Some(out)
+    })
 }
 
 /// Makes `_Wrapped` instances vectorcall-able and bind like functions in `obj.meth()` calls.
@@ -1384,6 +1529,7 @@ impl Wrapped {
             func,
             name: utf8_of(name).into_owned(),
             cat: utf8_of(cat).into_owned(),
+            int_caps: int_caps(&capture, self_attrs, &base),
             capture: capture
                 .into_iter()
                 .map(|(name, index)| Capture { name, index })
@@ -1391,6 +1537,7 @@ impl Wrapped {
             self_attrs,
             base,
             schema: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            keyed: [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; 16],
         }
     }
 

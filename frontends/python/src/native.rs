@@ -163,6 +163,25 @@ pub fn intern(layer: Layer, name: &[u8], cat: &[u8]) -> Option<&'static dftracer
     api().and_then(|a| (a.intern)(layer, name, cat))
 }
 
+/// The core's schema for events named `name` in `cat` with integer args under `keys`
+/// (`dftracer_core::intern_keyed`).
+pub fn intern_keyed(
+    layer: Layer,
+    name: &[u8],
+    cat: &[u8],
+    keys: &'static [(&'static str, dftracer_core::Slot)],
+) -> Option<&'static dftracer_core::Schema> {
+    api().and_then(|a| (a.intern_keyed)(layer, name, cat, keys))
+}
+
+/// An event of an interned keyed schema with its slot values.
+#[inline]
+pub fn complete_keyed(schema: &'static dftracer_core::Schema, ts: u64, dur: u64, vals: &[u64]) {
+    if let Some(a) = api() {
+        (a.complete_static)(schema, ts, dur, vals, None)
+    }
+}
+
 /// An event of an interned schema, without args.
 #[inline]
 pub fn complete_interned(schema: &'static dftracer_core::Schema, ts: u64, dur: u64) {

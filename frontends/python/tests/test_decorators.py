@@ -139,6 +139,51 @@ def test_callables_without_a_python_function_behind_them(run):
     assert len(names) == 6 * 3 + 1 + 3, names
 
 
+def test_captured_ints_and_every_other_value_give_the_same_lines(run):
+    """Calls whose captured values (epoch, step, image_idx, image_size) are all ints or None
+    are recorded from a keyed schema (integers in the ring, the line from a template); any
+    other value takes the general path. Both write the same line: keys in the function's
+    parameter order, ints as JSON numbers, absent and None values left out."""
+    r = run(
+        """
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log()
+        df = dft_fn("K")
+        @df.log
+        def es(x, epoch, step=None): return x
+        @df.log
+        def se(step, epoch, image_idx=None): return step
+        for i in range(3):
+            es(0, i, 10 * i)
+            es(0, epoch=i, step=-5)
+            es(0, i)
+            es(0, i, step=None)
+            se(i, 7)
+            se(step=i, epoch=8, image_idx=2 ** 62)
+        es(0, 2 ** 64, 1)                # too large for 64 bits signed: general path
+        es(0, 1.5, 1)                    # a float: general path
+        es(0, True, 1)                   # a bool is not an int here: general path
+        se("s", 1)                       # a str: general path
+        log.finalize()
+        """
+    )
+    import gzip
+    lines = [l for f in r.files() for l in gzip.open(f, "rt").read().splitlines() if '"cat":"K"' in l]
+    args = [l[l.index('"args":'):] for l in lines]
+    hh = args[0][len('"args":{"hhash":"'):][:16]
+    def a(body):
+        return '"args":{"hhash":"%s"%s}}' % (hh, body)
+    want = []
+    for i in range(3):
+        want += [a(',"epoch":%d,"step":%d' % (i, 10 * i)), a(',"epoch":%d,"step":-5' % i),
+                 a(',"epoch":%d' % i), a(',"epoch":%d' % i),
+                 a(',"step":%d,"epoch":7' % i), a(',"step":%d,"epoch":8,"image_idx":%d' % (i, 2 ** 62))]
+    # (Past 64 bits the general path writes the number as a string.)
+    want += [a(',"epoch":"%d","step":1' % 2 ** 64), a(',"epoch":1.5,"step":1'),
+             a(',"epoch":true,"step":1'), a(',"step":"s","epoch":1')]
+    assert args == want, "\n".join(f"{x}\n{y}\n" for x, y in zip(args, want) if x != y)
+
+
 def test_decorated_function_pickles(run):
     r = run(
         """
