@@ -1774,10 +1774,15 @@ impl DftFn {
             self.flushed = true;
             return true;
         }
-        if self.captured.iter().all(Option::is_none) && self.extra.is_empty() {
-            if let Some(schema) = self.plain_schema() {
-                // No args: the core reads the clock and records in one call.
-                native::end_interned(schema, self.t1);
+        if self.extra.is_empty() {
+            if self.captured.iter().all(Option::is_none) {
+                if let Some(schema) = self.plain_schema() {
+                    // No args: the core reads the clock and records in one call.
+                    native::end_interned(schema, self.t1);
+                    self.flushed = true;
+                    return true;
+                }
+            } else if self.record_ints() {
                 self.flushed = true;
                 return true;
             }
@@ -1785,6 +1790,55 @@ impl DftFn {
         let t2 = native::now();
         self.flushed = self.record_fast(t2);
         self.flushed
+    }
+
+    /// Records the event from a keyed schema when every captured value is an `int` that fits
+    /// 64 bits signed or `None` (as `Wrapped::record_ints`; keys in [`CAPTURED`] order, as the
+    /// general path writes them). False: nothing was recorded.
+    fn record_ints(&self) -> bool {
+        use pyo3::ffi;
+        let (mut vals, mut seq, mut n) = ([0u64; 4], [0u8; 4], 0);
+        for (i, v) in self.captured.iter().enumerate() {
+            let Some(v) = v else { continue };
+            let v = v.as_ptr();
+            // SAFETY: a live object we hold; the GIL is held (a method of ours runs) and no
+            // exception is set.
+            unsafe {
+                if v == ffi::Py_None() {
+                    continue;
+                }
+                if ffi::PyLong_CheckExact(v) == 0 {
+                    return false;
+                }
+                let mut overflow = 0;
+                let x = ffi::PyLong_AsLongAndOverflow(v, &mut overflow);
+                if overflow != 0 || (x == -1 && !ffi::PyErr_Occurred().is_null()) {
+                    ffi::PyErr_Clear();
+                    return false;
+                }
+                vals[n] = x as i64 as u64;
+            }
+            seq[n] = i as u8;
+            n += 1;
+        }
+        let text = |s: &Option<Py<PyString>>| match s {
+            // SAFETY: as in `plain_schema`.
+            Some(s) => unsafe { fast::utf8(s.as_ptr()) },
+            None => Some(&b""[..]),
+        };
+        let (Some(name), Some(cat)) = (text(&self.name), text(&self.cat)) else {
+            return false;
+        };
+        if n == 0 {
+            return false;
+        }
+        let Some(schema) = native::intern_keyed(Layer::Python, name, cat, captured_keys(&seq[..n]))
+        else {
+            return false;
+        };
+        let t2 = native::now();
+        native::complete_keyed(schema, self.t1, t2.saturating_sub(self.t1), &vals[..n]);
+        true
     }
 
     /// The core's schema of this name and category for an event without args, when it has

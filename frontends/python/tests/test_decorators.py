@@ -184,6 +184,42 @@ def test_captured_ints_and_every_other_value_give_the_same_lines(run):
     assert args == want, "\n".join(f"{x}\n{y}\n" for x, y in zip(args, want) if x != y)
 
 
+def test_dft_fn_blocks_with_int_values_write_the_general_lines(run):
+    """`with dft_fn(cat, name=..., step=i, epoch=e)` with int (or None) values is recorded
+    from a keyed schema; other values, and keys set by update() beyond the four captured
+    ones, take the general path. The lines are the same: captured keys in the order epoch,
+    step, image_idx, image_size, then the others."""
+    r = run(
+        """
+        from dftracer.python import dftracer, dft_fn
+        log = dftracer.initialize_log()
+        for i in range(2):
+            with dft_fn("K", name="b", step=i, epoch=3):
+                pass
+            with dft_fn("K", name="b", image_size=-i, step=None):
+                pass
+            with dft_fn("K", name="b", step=2 ** 63) as d:
+                pass
+            with dft_fn("K", name="b", step=i) as d:
+                d.update(epoch=1.5)
+            with dft_fn("K", name="b", step=i) as d:
+                d.update(args={"lr": 2})
+        log.finalize()
+        """
+    )
+    import gzip
+    lines = [l for f in r.files() for l in gzip.open(f, "rt").read().splitlines() if '"cat":"K"' in l]
+    args = [l[l.index('"args":'):] for l in lines]
+    hh = args[0][len('"args":{"hhash":"'):][:16]
+    a = lambda body: '"args":{"hhash":"%s"%s}}' % (hh, body)
+    want = []
+    for i in range(2):
+        want += [a(',"epoch":3,"step":%d' % i), a(',"image_size":%d' % -i),
+                 a(',"step":%d' % 2 ** 63), a(',"epoch":1.5,"step":%d' % i),
+                 a(',"step":%d,"lr":2' % i)]
+    assert args == want, "\n".join(f"{x}\n{y}\n" for x, y in zip(args, want) if x != y)
+
+
 def test_decorated_function_pickles(run):
     r = run(
         """
