@@ -1278,19 +1278,11 @@ impl Wrapped {
                         _ => continue,
                     }
                 }
-                if v == ffi::Py_None() {
-                    continue;
+                match slot_int(v) {
+                    SlotInt::Skip => continue,
+                    SlotInt::Other => return false,
+                    SlotInt::Int(x) => vals[n] = x,
                 }
-                if ffi::PyLong_CheckExact(v) == 0 {
-                    return false;
-                }
-                let mut overflow = 0;
-                let x = ffi::PyLong_AsLongAndOverflow(v, &mut overflow);
-                if overflow != 0 || (x == -1 && !ffi::PyErr_Occurred().is_null()) {
-                    ffi::PyErr_Clear();
-                    return false;
-                }
-                vals[n] = x as i64 as u64;
                 seq[n] = ci;
                 n += 1;
                 mask |= 1 << j;
@@ -1457,6 +1449,41 @@ unsafe extern "C" fn wrapped_vectorcall(
     }));
     let _ = outcome; // recording never affects the call's own result
     result
+}
+
+/// A captured value as a keyed schema's slot sees it.
+enum SlotInt {
+    /// `None`: not recorded.
+    Skip,
+    /// An exact `int` within 64 bits signed: its bits.
+    Int(u64),
+    /// Anything else: the general path records it.
+    Other,
+}
+
+/// [`SlotInt`] of `v`.
+///
+/// # Safety
+/// `v` is a live object, the GIL is held and no exception is set.
+#[inline(always)]
+unsafe fn slot_int(v: *mut pyo3::ffi::PyObject) -> SlotInt {
+    use pyo3::ffi;
+    // SAFETY: the function's contract.
+    unsafe {
+        if v == ffi::Py_None() {
+            return SlotInt::Skip;
+        }
+        if ffi::PyLong_CheckExact(v) == 0 {
+            return SlotInt::Other;
+        }
+        let mut overflow = 0;
+        let x = ffi::PyLong_AsLongAndOverflow(v, &mut overflow);
+        if overflow != 0 || (x == -1 && !ffi::PyErr_Occurred().is_null()) {
+            ffi::PyErr_Clear();
+            return SlotInt::Other;
+        }
+        SlotInt::Int(x as i64 as u64)
+    }
 }
 
 /// [`Wrapped::int_caps`] of a capture list.
@@ -1796,27 +1823,16 @@ impl DftFn {
     /// 64 bits signed or `None` (as `Wrapped::record_ints`; keys in [`CAPTURED`] order, as the
     /// general path writes them). False: nothing was recorded.
     fn record_ints(&self) -> bool {
-        use pyo3::ffi;
         let (mut vals, mut seq, mut n) = ([0u64; 4], [0u8; 4], 0);
         for (i, v) in self.captured.iter().enumerate() {
             let Some(v) = v else { continue };
             let v = v.as_ptr();
             // SAFETY: a live object we hold; the GIL is held (a method of ours runs) and no
             // exception is set.
-            unsafe {
-                if v == ffi::Py_None() {
-                    continue;
-                }
-                if ffi::PyLong_CheckExact(v) == 0 {
-                    return false;
-                }
-                let mut overflow = 0;
-                let x = ffi::PyLong_AsLongAndOverflow(v, &mut overflow);
-                if overflow != 0 || (x == -1 && !ffi::PyErr_Occurred().is_null()) {
-                    ffi::PyErr_Clear();
-                    return false;
-                }
-                vals[n] = x as i64 as u64;
+            match unsafe { slot_int(v) } {
+                SlotInt::Skip => continue,
+                SlotInt::Other => return false,
+                SlotInt::Int(x) => vals[n] = x,
             }
             seq[n] = i as u8;
             n += 1;
