@@ -1183,11 +1183,11 @@ impl Wrapped {
     /// The interned schema of this function's events without args, if any.
     #[inline]
     fn schema(&self) -> Option<&'static dftracer_core::Schema> {
-        let p = self.schema.load(Ordering::Relaxed);
+        let p = self.schema.load(Ordering::Acquire);
         if p.is_null() {
             let s = native::intern(Layer::Python, self.name.as_bytes(), self.cat.as_bytes());
             let p = s.map_or(NO_SCHEMA, |s| s as *const _ as *mut _);
-            self.schema.store(p, Ordering::Relaxed);
+            self.schema.store(p, Ordering::Release);
             return s;
         }
         // SAFETY: a non-null value other than NO_SCHEMA came from `native::intern`: a
@@ -1292,7 +1292,7 @@ impl Wrapped {
             return false;
         }
         let slot = &self.keyed[mask & 15];
-        let mut p = slot.load(Ordering::Relaxed);
+        let mut p = slot.load(Ordering::Acquire);
         if p.is_null() {
             p = native::intern_keyed(
                 Layer::Python,
@@ -1301,7 +1301,7 @@ impl Wrapped {
                 captured_keys(&seq[..n]),
             )
             .map_or(NO_SCHEMA, |s| s as *const _ as *mut _);
-            slot.store(p, Ordering::Relaxed);
+            slot.store(p, Ordering::Release);
         }
         if p == NO_SCHEMA {
             return false;
