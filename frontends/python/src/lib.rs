@@ -1399,8 +1399,11 @@ unsafe extern "C" fn wrapped_vectorcall(
     if !result.is_null() {
         if let Some(caps) = &w.int_caps {
             // SAFETY: the caller's own vectorcall arguments; the GIL is held and no exception
-            // is set (the call returned a value).
-            if unsafe { w.record_ints(caps, t0, args, nargsf, kwnames) } {
+            // is set (the call returned a value). A panic must not cross this extern "C" fn.
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+                w.record_ints(caps, t0, args, nargsf, kwnames)
+            }));
+            if !matches!(done, Ok(false)) {
                 return result;
             }
         }
