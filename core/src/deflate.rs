@@ -218,9 +218,15 @@ fn eq16(x: &[u8], y: &[u8]) -> u32 {
 /// carries between bytes), gathered into one byte by a multiply.
 #[inline(always)]
 fn zero_bytes(x: u64) -> u32 {
-    const L: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let z = !(((x & L) + L) | x) & !L;
+    let z = zero_byte_mask(x);
     ((z >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
+}
+
+/// The high bit of each zero byte of `x`, in place (exact: no carries between bytes).
+#[inline(always)]
+pub(crate) fn zero_byte_mask(x: u64) -> u64 {
+    const L: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    !(((x & L) + L) | x) & !L
 }
 
 #[inline(always)]

@@ -143,22 +143,28 @@ pub fn append_normalized(out: &mut [u8], len: usize, p: &[u8]) -> Option<usize> 
 }
 
 /// Appends the components of `p` to the normalised path `out[..len]` (which starts with `/`).
-fn push_components(p: &[u8], out: &mut [u8], mut len: usize) -> Option<usize> {
+fn push_components(p: &[u8], out: &mut [u8], len: usize) -> Option<usize> {
     // Most paths programs pass are already normal: one copy.
     let q = p.strip_prefix(b"/").unwrap_or(p);
     if plain_components(q) {
-        let need = usize::from(len > 1) + q.len();
-        if len + need > out.len() {
-            return None;
-        }
-        if len > 1 {
-            out[len] = b'/';
-            len += 1;
-        }
-        out[len..len + q.len()].copy_from_slice(q);
-        return Some(len + q.len());
+        return append_component(out, len, q);
     }
     push_components_each(p, out, len)
+}
+
+/// Appends `/c` (just `c` after the root) to `out[..len]`; `None` when it does not fit.
+#[inline]
+fn append_component(out: &mut [u8], mut len: usize, c: &[u8]) -> Option<usize> {
+    let need = usize::from(len > 1) + c.len();
+    if len + need > out.len() {
+        return None;
+    }
+    if len > 1 {
+        out[len] = b'/';
+        len += 1;
+    }
+    out[len..len + c.len()].copy_from_slice(c);
+    Some(len + c.len())
 }
 
 /// Whether `q` is one or more components, none of them empty, `.` or `..` (`a/b.c/d`): only
@@ -179,7 +185,6 @@ fn plain_components(q: &[u8]) -> bool {
     if bad_at(0) {
         return false;
     }
-    const L: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     let mut i = 0;
     while i < n {
         let w = match q.get(i..i + 8) {
@@ -187,9 +192,8 @@ fn plain_components(q: &[u8]) -> bool {
             // The last bytes, zeros after them (not `/`).
             None => q[i..].iter().rev().fold(0u64, |w, &b| w << 8 | b as u64),
         };
-        // High bit of each byte equal to `/` (exact: no carries between bytes).
-        let x = w ^ 0x2f2f_2f2f_2f2f_2f2f;
-        let mut slashes = !(((x & L) + L) | x) & !L;
+        // High bit of each byte equal to `/`.
+        let mut slashes = crate::deflate::zero_byte_mask(w ^ 0x2f2f_2f2f_2f2f_2f2f);
         while slashes != 0 {
             let at = i + (slashes.trailing_zeros() / 8) as usize;
             if at < n && bad_at(at + 1) {
@@ -216,18 +220,7 @@ fn push_components_each(p: &[u8], out: &mut [u8], mut len: usize) -> Option<usiz
                     len -= 1;
                 }
             }
-            c => {
-                let need = usize::from(len > 1) + c.len();
-                if len + need > out.len() {
-                    return None;
-                }
-                if len > 1 {
-                    out[len] = b'/';
-                    len += 1;
-                }
-                out[len..len + c.len()].copy_from_slice(c);
-                len += c.len();
-            }
+            c => len = append_component(out, len, c)?,
         }
     }
     Some(len)
