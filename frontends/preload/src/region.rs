@@ -356,8 +356,16 @@ pub fn end(p: *const DFTracerData, f: impl FnOnce(&Region)) -> bool {
 mod tests {
     use super::*;
 
+    /// The tests share the process's slots, which are reused once ended: a test's ended
+    /// handle may name another test's new region, so they run one at a time.
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn begin_update_end_and_double_end() {
+        let _serial = serial();
         let p = begin(Layer::CApp, false, b"n", b"C_APP", 5).unwrap();
         with_live(p, |r| {
             r.set_int(b"a", 1);
@@ -388,6 +396,7 @@ mod tests {
 
     #[test]
     fn many_args_beyond_the_inline_array_and_the_cap() {
+        let _serial = serial();
         let p = begin(Layer::CApp, false, b"n", b"c", 0).unwrap();
         with_live(p, |r| {
             for i in 0..MAX_REGION_ARGS + 5 {
@@ -406,6 +415,7 @@ mod tests {
 
     #[test]
     fn foreign_pointers_are_ignored() {
+        let _serial = serial();
         let x = 0u64;
         let stack = &x as *const u64 as *const DFTracerData;
         assert!(lookup(std::ptr::null()).is_none());
@@ -419,6 +429,7 @@ mod tests {
 
     #[test]
     fn many_threads_many_regions() {
+        let _serial = serial();
         let hs: Vec<_> = (0..4)
             .map(|t| {
                 std::thread::spawn(move || {
