@@ -290,20 +290,22 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_INIT",
         yaml: "tracer.init",
         default: "FUNCTION",
-        meaning: "FUNCTION: the API starts tracing; PRELOAD: the LD_PRELOAD library does",
+        meaning: "FUNCTION: the API starts tracing and binds I/O in process; PRELOAD: the LD_PRELOAD library starts tracing and owns I/O; HYBRID or NONE: no I/O interception",
         yaml_inverted: false,
         set: |c, raw, w| {
             c.init = match raw.trim().to_ascii_uppercase().as_str() {
                 "FUNCTION" => InitMode::Function,
                 "PRELOAD" => InitMode::Preload,
-                "NONE" => InitMode::None,
+                // HYBRID: a value of the reference's (and of tests written for it), which binds
+                // nothing there either.
+                "NONE" | "HYBRID" => InitMode::None,
                 _ => {
                     // The reference's rule: any other value means NONE.
                     warn_bad(
                         w,
                         "DFTRACER_INIT",
                         raw,
-                        "FUNCTION, PRELOAD or NONE",
+                        "FUNCTION, PRELOAD, HYBRID or NONE",
                         "NONE (nothing starts I/O interception)",
                     );
                     InitMode::None

@@ -22,7 +22,7 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use pyo3::PyTypeInfo;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Most args collected from Python per event (core keeps 32 and counts the rest).
@@ -724,13 +724,30 @@ fn initialize(
     Ok(())
 }
 
-/// Current time in the configured unit; 0 when tracing is off.
+/// Current time in the configured unit; 0 when tracing is off. After `finalize()` the clock
+/// goes on: pydftracer's wrappers (DLIO's finalize runs inside a decorated function) compute
+/// `get_time() - start` after it, and the event they then log is dropped and counted
+/// ([`late_event`]).
 #[pyfunction]
 fn get_time() -> u64 {
-    if active() {
+    if active() || native::is_finalized() {
         native::now()
     } else {
         0
+    }
+}
+
+/// Events given to `log_event` after `finalize()`: dropped (the trace is complete).
+static LATE_EVENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts an event that arrived after `finalize()` (one stderr line the first time).
+#[cold]
+fn late_event() {
+    if LATE_EVENTS.fetch_add(1, Ordering::Relaxed) == 0 && config().logs("WARN") {
+        dftracer_core::eprint_line(
+            "[DFTRACER WARN] an event was logged after finalize(): dropped (the trace is complete); \
+             dftracer.dftracer.stats()['after_finalize'] counts them",
+        );
     }
 }
 
@@ -857,6 +874,8 @@ unsafe fn log_event_fast<const METHOD: bool>(
         fast::log_event(&e, |name, cat, ts, dur, args| {
             if on {
                 native::complete(Layer::Python, name, cat, ts, dur, args);
+            } else if native::is_finalized() {
+                late_event();
             }
         })
     }
@@ -965,6 +984,8 @@ fn log_event(
             dur,
             &vals,
         );
+    } else if native::is_finalized() {
+        late_event();
     }
     Ok(())
 }
@@ -1042,6 +1063,7 @@ fn stats(py: Python<'_>) -> PyResult<PyObject> {
     d.set_item("dropped", s.dropped)?;
     d.set_item("lost", s.lost)?;
     d.set_item("path", s.path)?;
+    d.set_item("after_finalize", LATE_EVENTS.load(Ordering::Relaxed))?;
     Ok(d.into_any().unbind())
 }
 

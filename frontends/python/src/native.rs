@@ -133,19 +133,28 @@ pub fn config_from_env() -> Config {
     }
 }
 
-/// Starts the core; the process's POSIX/stdio calls on the data dirs are traced when the
-/// configuration names data dirs (no data dirs: no binding at all).
+/// Whether the Python API binds the process's POSIX/stdio calls in process: the
+/// configuration names data dirs (none: no binding at all) and `DFTRACER_INIT` is FUNCTION
+/// (the default). PRELOAD leaves interception to the preload library; any other value
+/// (HYBRID included) means none, as in the reference.
+fn binds_io(cfg: &Config) -> bool {
+    cfg.io && cfg.data_dirs.is_some() && cfg.init == dftracer_core::InitMode::Function
+}
+
+/// Starts the core; the process's POSIX/stdio calls on the data dirs are traced when
+/// [`binds_io`] says so.
 pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(), Error> {
     let a = api().ok_or(Error::Disabled)?;
-    let io = cfg.io && cfg.data_dirs.is_some();
+    let io = binds_io(&cfg);
     (a.start)(cfg, origin, api_log_file, io)
 }
 
 /// An explicit `initialize` found the core running (see [`Api::join`]): binds the data dirs
-/// of `cfg` (the argument's, `arg_dirs`, first) when I/O interception is not on yet.
+/// of `cfg` (the argument's, `arg_dirs`, first) when I/O interception is not on yet and
+/// [`binds_io`], or replaces the data dirs of the interception in force.
 pub fn join(cfg: Config, log_file: Option<&str>, arg_dirs: Option<&str>) {
     if let Some(a) = api() {
-        let io = cfg.io && cfg.data_dirs.is_some();
+        let io = binds_io(&cfg);
         (a.join)(cfg, log_file, arg_dirs, io)
     }
 }

@@ -143,7 +143,7 @@ def test_second_initialize_with_another_path_says_it_is_ignored(run):
     assert len(r.events()) == 2
 
 
-def test_initialize_after_events_renames_silently_and_after_finalize_says_so(run):
+def test_initialize_after_events_renames_and_after_finalize_is_ignored_each_in_one_line(run):
     r = run(
         """
         import os
@@ -156,7 +156,10 @@ def test_initialize_after_events_renames_silently_and_after_finalize_says_so(run
         """
     )
     lines = dftracer_lines(r.stderr)
-    assert len(lines) == 1 and "finalized" in lines[0] and "late.pfw" in lines[0], r.stderr
+    assert len(lines) == 2, r.stderr
+    assert lines[0].startswith("[DFTRACER INFO] initialize: tracing had started before it"), lines
+    assert lines[0].endswith("applied: log file prefix " + str(r.out / "named")), lines
+    assert "finalized" in lines[1] and "late.pfw" in lines[1], r.stderr
     assert [f.name.split("-")[0] for f in r.files()] == ["named"]
 
 
