@@ -258,9 +258,11 @@ pub(crate) fn start() {
     if !cfg.enable || cfg.init != dftracer_core::InitMode::Preload {
         return;
     }
-    // PRELOAD means LD_PRELOAD (or a program linked with the library): loaded later by
-    // `dlopen` (the Python module, ctypes) the library leaves starting, and I/O, to the API.
-    if !real::loaded_before_libc() {
+    // PRELOAD means LD_PRELOAD (or a program linked with the library), or a `dlopen` of the
+    // library by its preload name, as the reference's libdftracer_preload.so starts then.
+    // Loaded later as libdftracer_core.so (the Python module, ctypes of the core), it leaves
+    // starting, and I/O, to the API, as the reference's core does.
+    if !real::loaded_before_libc() && !real::loaded_as_preload() {
         return;
     }
     match start_tracing(cfg, dftracer_core::Origin::Preload, None, true) {

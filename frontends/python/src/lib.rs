@@ -1039,6 +1039,17 @@ fn mark_used(name: &str) {
     }
 }
 
+/// Names thread `tid` (`threading.get_native_id()`) in the trace (its `thread_name` record);
+/// `dftracer._threads` calls it for every thread `threading` starts.
+#[pyfunction]
+fn _name_thread(tid: u64, name: &Bound<'_, PyAny>) {
+    if config().enable && !native::is_finalized() {
+        if let Ok(tid) = u32::try_from(tid) {
+            native::name_thread(tid, &text(name));
+        }
+    }
+}
+
 /// Writes `end`, flushes and closes the trace. Idempotent; later events are ignored.
 #[pyfunction]
 fn finalize(py: Python<'_>) {
@@ -2422,6 +2433,7 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     native::export_env_at_init(false);
     m.add_function(wrap_pyfunction!(initialize, m)?)?;
     m.add_function(wrap_pyfunction!(get_time, m)?)?;
+    m.add_function(wrap_pyfunction!(_name_thread, m)?)?;
     m.add_function(wrap_pyfunction!(get_config, m)?)?;
     m.add_function(wrap_pyfunction!(enter_event, m)?)?;
     m.add_function(wrap_pyfunction!(exit_event, m)?)?;
@@ -2451,6 +2463,17 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     if config().enable {
         install_exit_hook(m)?;
+        // Python thread names in the trace (dftracer/_threads.py); a missing or broken file
+        // costs the names, never the import.
+        let names = m
+            .py()
+            .import("dftracer._threads")
+            .and_then(|t| t.call_method1("install", (m.getattr("_name_thread")?,)));
+        if let Err(e) = names {
+            dftracer_core::eprint_line(&format!(
+                "[DFTRACER WARN] Python thread names are not traced: {e}"
+            ));
+        }
     }
     Ok(())
 }

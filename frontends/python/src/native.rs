@@ -253,6 +253,12 @@ pub fn mark_used(name: &str) {
     }
 }
 
+pub fn name_thread(tid: u32, name: &str) {
+    if let Some(a) = api() {
+        (a.name_thread)(tid, name)
+    }
+}
+
 pub fn trace_path() -> Option<String> {
     api().and_then(|a| (a.trace_path)())
 }
