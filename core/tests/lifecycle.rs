@@ -950,24 +950,49 @@ fn missing_log_directories_are_created() {
 }
 
 #[test]
-fn a_prefix_that_is_not_a_regular_file_is_refused() {
+fn a_prefix_naming_a_directory_writes_next_to_it() {
+    // A prefix is a prefix (the reference 2.2.0 writes `<dir>-<hash>-app.pfw.gz` beside
+    // the directory `<dir>`).
+    let dir = scratch("dirprefix");
+    let sub = dir.join("tr");
+    std::fs::create_dir(&sub).unwrap();
+    let out = scenario_cmd("basic", &dir, &[])
+        .env("DFTRACER_LOG_FILE", &sub)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("DFTRACER"), "{err}");
+    let f: Vec<_> = files(&dir)
+        .into_iter()
+        .filter(|f| f.to_string_lossy().contains(".pfw"))
+        .collect();
+    assert_eq!(f.len(), 1, "{f:?}");
+    let name = f[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("tr-") && name.ends_with("-app.pfw.gz"),
+        "{name}"
+    );
+    assert_eq!(user_events(&read_trace(&f[0])).len(), 1000);
+    assert!(files(&sub).is_empty(), "nothing inside the directory");
+}
+
+#[test]
+fn a_prefix_that_is_a_device_is_refused() {
     let dir = scratch("notfile");
-    for (prefix, what) in [
-        ("/dev/full", "a character device"),
-        (dir.to_str().unwrap(), "a directory"),
-    ] {
-        let out = scenario_cmd("start_only", &dir, &[("DFTRACER_LOG_FILE", prefix)])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{err}");
-        let lines: Vec<&str> = err.lines().filter(|l| l.contains("DFTRACER")).collect();
-        assert_eq!(lines.len(), 1, "{err}");
-        assert!(
-            lines[0].contains(&format!("DFTRACER_LOG_FILE={prefix}:")) && lines[0].contains(what),
-            "{err}"
-        );
-    }
+    let prefix = "/dev/full";
+    let out = scenario_cmd("start_only", &dir, &[("DFTRACER_LOG_FILE", prefix)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("DFTRACER")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains(&format!("DFTRACER_LOG_FILE={prefix}:"))
+            && lines[0].contains("a character device"),
+        "{err}"
+    );
     assert!(
         files(Path::new("/dev")).is_empty(),
         "nothing created in /dev"
