@@ -280,6 +280,24 @@ impl Shared {
             .compression
             .then(|| GzipWriter::new(cfg.compression_level));
         let json_cap = cfg.write_buffer_size.clamp(64 * 1024, 16 * 1024 * 1024);
+        // The rules' `app` and `rank`: this process's executable name and launcher rank (the
+        // service is not a rank of the job).
+        let rank = match origin {
+            Origin::Service => None,
+            _ => crate::config::launcher_rank(|k| std::env::var(k).ok()),
+        };
+        let agg = match (&cfg.aggregation_enable, &cfg.aggregation_selection) {
+            (false, _) | (true, crate::config::Selection::Off) => None,
+            (true, crate::config::Selection::All) => Some(crate::aggregate::Aggregator::new(None)),
+            (true, crate::config::Selection::Rules(r)) => {
+                Some(crate::aggregate::Aggregator::new(Some(r.clone())))
+            }
+        }
+        .map(|mut a| {
+            a.app = exec.as_bytes().into();
+            a.rank = rank;
+            a
+        });
         Shared {
             hhash: hash_str(&hash16(host.as_bytes())).to_string(),
             host,
@@ -313,15 +331,7 @@ impl Shared {
                 pending_events: 0,
                 last_member_ns: sys::monotonic_ns(),
                 ended: false,
-                agg: match (&cfg.aggregation_enable, &cfg.aggregation_selection) {
-                    (false, _) | (true, crate::config::Selection::Off) => None,
-                    (true, crate::config::Selection::All) => {
-                        Some(crate::aggregate::Aggregator::new(None))
-                    }
-                    (true, crate::config::Selection::Rules(r)) => {
-                        Some(crate::aggregate::Aggregator::new(Some(r.clone())))
-                    }
-                },
+                agg,
             }),
             output: Mutex::new(Output::new(gz)),
             wake: sys::Wake::new(),
@@ -329,7 +339,7 @@ impl Shared {
             // rank of the job even when a launcher started it.
             app: Mutex::new(match origin {
                 Origin::Fork | Origin::Service => Vec::new(),
-                _ => crate::config::launcher_rank(|k| std::env::var(k).ok())
+                _ => rank
                     .map(|r| vec![("rank".to_string(), AppValue::Int(r))])
                     .unwrap_or_default(),
             }),

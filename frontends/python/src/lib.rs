@@ -1084,10 +1084,13 @@ fn flush(py: Python<'_>) {
     py.allow_threads(native::flush);
 }
 
-/// True when tracing is (or would be, on first use) on in this process.
+/// True when tracing is configured on in this process and not finalized: it records, or will
+/// once started (on first use, or by an `initialize(log_file)` after a start from the
+/// environment failed). Decorators check this when they are applied, so a function decorated
+/// before a later `initialize(log_file=...)` is traced once that starts the tracer.
 #[pyfunction]
 fn is_enabled() -> bool {
-    native::is_enabled() || (config().enable && !native::is_finalized() && !native::start_failed())
+    native::is_enabled() || (config().enable && !native::is_finalized())
 }
 
 /// Replacement of `os._exit`: finishes the trace first (multiprocessing fork workers leave

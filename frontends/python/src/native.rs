@@ -275,10 +275,6 @@ pub fn is_finalized() -> bool {
     api().is_some_and(|a| (a.is_finalized)())
 }
 
-pub fn start_failed() -> bool {
-    api().is_some_and(|a| (a.start_failed)())
-}
-
 pub fn prefix() -> Option<String> {
     api().and_then(|a| (a.prefix)())
 }
