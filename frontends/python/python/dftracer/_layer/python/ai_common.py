@@ -364,6 +364,7 @@ class _DFTracerAI:
             (iter_name or get_iter_handle_name(self._name)) if include_iter else None,
             (block_name or get_iter_block_name(self._name)) if include_block else None,
             ITER_COUNT_NAME,
+            wait_after_body=True,
         )
 
 

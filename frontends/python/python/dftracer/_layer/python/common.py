@@ -307,10 +307,12 @@ def _log(name: str, cat: str, t0: int, args: dict) -> None:
 
 
 def _timed_iter(iterable: Iterable, cat: str, args: dict, wait_name: Optional[str],
-                body_name: Optional[str], count_key: str) -> Iterator:
+                body_name: Optional[str], count_key: str, wait_after_body: bool = False) -> Iterator:
     """Yields the items of `iterable`, recording `wait_name` (getting each item) and
     `body_name` (the caller's loop body) with `count_key` = 1, 2, ...; `args` is read at each
-    event, so updates made inside the loop are recorded. A `None` name records nothing."""
+    event, so updates made inside the loop are recorded. A `None` name records nothing.
+    `wait_after_body`: the wait event is recorded after the body too, with the args the body
+    set (as pydftracer's `ai` tracers do; its `dft_fn.iter` records it before the body)."""
     it = builtins.iter(iterable)
     count = 1
     while True:
@@ -319,13 +321,20 @@ def _timed_iter(iterable: Iterable, cat: str, args: dict, wait_name: Optional[st
             item = next(it)
         except StopIteration:
             return
-        if wait_name:
-            _log(wait_name, cat, t0, {**args, count_key: count})
         t1 = _native.get_time()
+        if wait_name and not wait_after_body:
+            _log_span(wait_name, cat, t0, t1, {**args, count_key: count})
         yield item
+        if wait_name and wait_after_body:
+            _log_span(wait_name, cat, t0, t1, {**args, count_key: count})
         if body_name:
             _log(body_name, cat, t1, {**args, count_key: count})
         count += 1
+
+
+def _log_span(name: str, cat: str, t0: int, t1: int, args: dict) -> None:
+    ints, strings, floats = _split(args)
+    _native.log_event(name, cat, t0, max(t1 - t0, 0), ints, strings, floats)
 
 
 class dftracer(_Tracer):
