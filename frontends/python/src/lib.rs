@@ -1724,6 +1724,16 @@ fn caller_name(py: Python<'_>) -> Py<PyString> {
         .unbind()
 }
 
+/// The value a `dftracer.python` `TagValue` holds (pydftracer's `update(args=...)` records
+/// `TagValue(9, TagDType.INT)` as 9); any other object as it is.
+fn tag_value_inner<'py>(v: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let ty = v.get_type();
+    if ty.name()?.to_str()? == "TagValue" && ty.module()?.to_str()?.starts_with("dftracer.") {
+        return v.getattr(pyo3::intern!(v.py(), "_value"));
+    }
+    Ok(v)
+}
+
 impl DftFn {
     fn blank() -> Self {
         DftFn {
@@ -2326,6 +2336,7 @@ impl DftFn {
                     Ok(s) => s,
                     Err(e) => e.into_inner().str()?,
                 };
+                let v = tag_value_inner(v)?;
                 slf.set_arg(&key, v);
             }
         }

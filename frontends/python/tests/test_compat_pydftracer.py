@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -32,26 +31,8 @@ log.finalize()
 """
 
 
-def _wheel(tmp: Path) -> Path:
-    given = os.environ.get("DFT_WHEEL")
-    if given:
-        return Path(given)
-    out = tmp / "wheel"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(HERE.parent)],
-        check=True,
-    )
-    return next(out.glob("*.whl"))
-
-
-def test_pydftracer_2_0_6_over_our_native_module(tmp_path):
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    py = env_dir / "bin" / "python"
-    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run(pip + [str(_wheel(tmp_path))], check=True)
-    # pydftracer's own files replace our dftracer/python; its dependency typing_extensions.
-    subprocess.run(pip + ["--no-deps", "pydftracer==2.0.6", "typing_extensions"], check=True)
+def test_pydftracer_2_0_6_over_our_native_module(tmp_path, pydftracer_venv):
+    py = pydftracer_venv
     # Ours serves dftracer.python whatever was installed after it; DFTRACER_PYTHON_LAYER picks
     # pydftracer's files.
     layer = dict(os.environ, DFTRACER_PYTHON_LAYER="pydftracer")

@@ -1,69 +1,8 @@
-"""The handler of `dftracer.python.torch` (see the package's docstring)."""
+"""`dftracer.python.torch.profiler`: `trace_handler` and the names of `torch.common` (and
+the module itself as `common`), as pydftracer 2.0.6 has them here."""
 
-from __future__ import annotations
+import dftracer.python.torch.common as common
+from dftracer.python.torch.common import *  # noqa: F401,F403
+from dftracer.python.torch.common import __all__ as _common_all
 
-from typing import Any, Optional
-
-from dftracer import dftracer as _native
-
-__all__ = ["trace_handler"]
-
-_PER_SECOND = {"NS": 1_000_000_000, "US": 1_000_000, "MS": 1_000, "SEC": 1}
-
-
-def _scale() -> int:
-    """Our time units per second (`DFTRACER_TIME_METRIC`)."""
-    return _PER_SECOND.get((_native.get_config("TIME_METRIC") or "US").upper(), 1_000_000)
-
-
-def _trace_start(profiler_result: Any, scale: int) -> Optional[int]:
-    """Kineto's trace start in our units, or None when this torch does not say."""
-    results = getattr(getattr(profiler_result, "profiler", None), "kineto_results", None)
-    for method, per_second in (("trace_start_ns", 1_000_000_000), ("trace_start_us", 1_000_000)):
-        fn = getattr(results, method, None)
-        if fn is None:
-            continue
-        try:
-            start = fn()
-        except Exception:  # torch versions differ; try the next name
-            continue
-        if start:
-            return start * scale // per_second
-    return None
-
-
-def trace_handler(profiler_result: Any) -> None:
-    """`torch.profiler.profile(on_trace_ready=trace_handler)`: writes the profiler's events
-    into this process's trace."""
-    if not _native.is_enabled():
-        return
-    from dftracer.python import dftracer
-
-    dftracer.get_instance().mark_used("torch_profiler")
-    scale = _scale()
-    origin = _trace_start(profiler_result, scale)
-    if origin is None:
-        # No trace start from this torch: anchor at the tracer's start (as pydftracer does);
-        # the events are then shifted earlier by the time between the two starts.
-        origin = dftracer.get_instance().start_time or _native.get_time()
-    for event in profiler_result.events():
-        tr = event.time_range
-        shapes = event.input_shapes
-        _native.log_event(
-            event.key,
-            "PP",
-            origin + int(tr.start * scale) // 1_000_000,
-            int(tr.elapsed_us() * scale) // 1_000_000,
-            {
-                "device": int(event.device_type),
-                "cpu_memory": int(event.cpu_memory_usage),
-                "is_remote": int(event.is_remote),
-                "device_memory_usage": int(event.device_memory_usage),
-                "input_size": sum(len(s) for s in shapes) if shapes else 0,
-            },
-            None,
-            {
-                "total_cpu_percent": float(event.total_cpu_percent),
-                "total_device_percent": float(event.total_device_percent),
-            },
-        )
+__all__ = list(_common_all) + ["common"]
