@@ -259,8 +259,8 @@ pub extern "C" fn initialize_region(
     region_begin(name, cat, event_type, Layer::CApp)
 }
 
-/// Ours (used by the header's C++ `DFTracer`): `initialize_region` with the event's layer
-/// (`TraceEventType`: 2 C_APP, 9 CPP_APP, ...).
+/// Ours (declared in our header): `initialize_region` with the event's layer
+/// (`TraceEventType`: 2 C_APP, 9 CPP_APP, ...). The C++ `DFTracer` is in [`crate::cxx`].
 #[no_mangle]
 pub extern "C" fn dftracer_region_begin(
     name: *const c_char,

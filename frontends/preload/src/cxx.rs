@@ -21,9 +21,11 @@
 //! reference's fields (`event_type`, `initialized`, `name`, `cat`, `type`, `start_time`) are
 //! filled as the reference fills them, and its `metadata` pointer holds our region handle
 //! (the `struct DFTracerData *` of [`crate::region`]). The handle is only ever used through
-//! [`crate::region`]'s address checks, so an object that was never constructed, copied,
-//! already finalized or overwritten by the program is ignored, never dereferenced beyond
-//! its own 48 bytes: a copy that is destroyed after the original ends the region once.
+//! [`crate::region`]'s address checks, so an object that was never constructed, already
+//! finalized or overwritten by the program is never dereferenced beyond its own 48 bytes,
+//! and a region ends once. (The reference's class is copyable: a copy destroyed after the
+//! original finds the region ended and does nothing, unless its slot was reused by a new
+//! region meanwhile, which it then ends: the same as a use after `free`, without the crash.)
 //!
 //! Everything else is the C API's ([`crate::capi`]): tracing off = `initialized` false and
 //! every call returns at once; no panic crosses into C++; `errno` is restored.
