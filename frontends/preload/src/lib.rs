@@ -1,7 +1,9 @@
-//! `libdftracer_preload.so` / `libdftracer_core.so` (one file, SONAME `libdftracer_core.so`):
-//! POSIX and stdio I/O tracing by `LD_PRELOAD`, and the C/C++ API of
-//! `include/dftracer/dftracer.h` (module `capi`: `initialize_main`, regions, ...) for
-//! programs linked with `-ldftracer_core`. Both paths start the same core (`start_tracing`),
+//! `libdftracer_preload.so` / `libdftracer_core.so` / `libdftracer_core.so.4.3.0` (one file,
+//! SONAME `libdftracer_core.so.4.3.0`, the reference's): POSIX and stdio I/O tracing by
+//! `LD_PRELOAD`, and the C/C++ API of `include/dftracer/dftracer.h` (module `capi`:
+//! `initialize_main`, regions, ...; module `cxx`: the C++ class `DFTracer`'s exported members
+//! under the reference's mangled names) for programs linked with `-ldftracer_core`, ours or
+//! the reference's. Both paths start the same core (`start_tracing`),
 //! so a linked program that is also preloaded has one tracer and one trace file.
 //!
 //! ```text
@@ -40,6 +42,8 @@ mod api;
 pub mod bind;
 #[cfg(not(test))]
 mod capi;
+#[cfg(not(test))]
+mod cxx;
 #[cfg(not(test))]
 mod hooks;
 pub mod real;

@@ -71,21 +71,28 @@ fn dlerror() -> String {
     }
 }
 
-/// The copy already in the process (matched by its SONAME), else the one in the wheel.
+/// The copy already in the process (matched by its SONAME, `libdftracer_core.so.4.3.0`, or
+/// by the name an older build had), else the one in the wheel. A loaded library of that name
+/// without our table is another implementation's (the reference's): not ours to share.
 fn load() -> Result<&'static Api, String> {
-    // SAFETY: dlopen with RTLD_NOLOAD only looks up an object already loaded.
-    let loaded = unsafe {
-        libc::dlopen(
-            c"libdftracer_core.so".as_ptr(),
-            libc::RTLD_NOW | libc::RTLD_NOLOAD,
-        )
-    };
-    if !loaded.is_null() {
+    for name in [c"libdftracer_core.so.4.3.0", c"libdftracer_core.so"] {
+        // SAFETY: dlopen with RTLD_NOLOAD only looks up an object already loaded.
+        let loaded = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if loaded.is_null() {
+            continue;
+        }
+        // SAFETY: a valid handle from dlopen; SYMBOL is NUL-terminated.
+        if unsafe { libc::dlsym(loaded, SYMBOL.as_ptr().cast()) }.is_null() {
+            continue;
+        }
         match table(loaded) {
             Ok(api) => return Ok(api),
-            Err(e) => dftracer_core::eprint_line(&format!(
-                "[DFTRACER WARN] the libdftracer_core.so already in this process cannot be shared ({e}); using the module's own copy: this process writes two trace files"
-            )),
+            Err(e) => {
+                dftracer_core::eprint_line(&format!(
+                    "[DFTRACER WARN] the libdftracer_core.so already in this process cannot be shared ({e}); using the module's own copy: this process writes two trace files"
+                ));
+                break;
+            }
         }
     }
     let path = bundled_path().ok_or_else(|| "cannot locate the dftracer package".to_string())?;

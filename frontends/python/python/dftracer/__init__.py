@@ -3,7 +3,9 @@
 pydftracer 1.x import path.
 
 The wheel also carries the native library (`lib/libdftracer_core.so`, the same file as
-`lib/libdftracer_preload.so`), its C/C++ header and pkg-config/CMake files; `paths()` or
+`lib/libdftracer_preload.so` and as `lib/libdftracer_core.so.4.3.0`, its SONAME and the
+reference's, which programs linked against either need), its C/C++ headers and
+pkg-config/CMake files; `paths()` or
 `python -m dftracer <what>` tell where they are, e.g.
 `LD_PRELOAD=$(python -m dftracer preload) DFTRACER_ENABLE=1 DFTRACER_INIT=PRELOAD ./app`.
 
