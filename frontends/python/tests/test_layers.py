@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from test_compat_pydftracer import _wheel
+from conftest import our_wheel as _wheel
 
 APP = """
 import os, sys
