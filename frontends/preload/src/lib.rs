@@ -329,7 +329,10 @@ pub(crate) fn join_running(
     } else if let (Some(_), Some(dirs)) = (arg_dirs, cfg.data_dirs.as_deref()) {
         let env = dftracer_core::child_env();
         let now = env.iter().find(|(k, _)| *k == "DFTRACER_DATA_DIR");
-        if filter().is_some() && now.map(|(_, v)| v.as_str()) != Some(dirs) {
+        // The call's dirs are joined with the environment's: the same dir twice is one.
+        let dirs = &unique_dirs(dirs);
+        let same = now.is_some_and(|(_, v)| unique_dirs(v) == *dirs);
+        if filter().is_some() && !same {
             let cwd = dftracer_core::cwd();
             set_filter(DataDirs::parse(Some(dirs), cwd.as_bytes()), true);
             dftracer_core::set_data_dirs(Some(dirs));
@@ -349,6 +352,17 @@ pub(crate) fn join_running(
             changed.join(", ")
         ));
     }
+}
+
+/// A `:`-separated list of directories without empty or repeated entries, in order.
+fn unique_dirs(list: &str) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for d in list.split(':').filter(|d| !d.is_empty()) {
+        if !seen.contains(&d) {
+            seen.push(d);
+        }
+    }
+    seen.join(":")
 }
 
 /// Whether this library's constructor started the tracer (interception on from the start).
