@@ -242,7 +242,10 @@ def test_a_bad_environment_prefix_never_kills_a_later_initialize_log(run, tmp_pa
     )
     lines = dftracer_lines(r.stderr)
     if prefix.endswith("/tr"):
-        assert not lines, r.stderr
+        # A good prefix: the tracer started from it at import, and the late initialize_log
+        # renamed the trace, which it says.
+        assert len(lines) == 1 and lines[0].startswith("[DFTRACER INFO] initialize:"), r.stderr
+        assert lines[0].endswith(f"applied: log file prefix {out / 'good' / 'run'}"), r.stderr
     else:
         assert len(lines) == 1 and lines[0].startswith(f"[DFTRACER ERROR] DFTRACER_LOG_FILE={prefix}:"), r.stderr
     assert [f.parent for f in r.files()] == [out / "good"], r.files()
