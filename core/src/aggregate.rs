@@ -92,6 +92,34 @@ pub struct Aggregator {
     order: Vec<Key>,
     /// Events folded in so far.
     pub folded: u64,
+    /// The process's executable name (the rules' `app`).
+    pub app: Box<[u8]>,
+    /// The process's rank (the rules' `rank`), when a launcher gave it one.
+    pub rank: Option<i64>,
+}
+
+/// A record's args as the rules' `tags.<key>` see them: the first arg of that name, as the
+/// trace writes it (a file as its hash).
+struct RecordTags<'r, 'a>(&'r Record<'a>);
+
+impl crate::rules::Tags for RecordTags<'_, '_> {
+    fn tag(&self, key: &[u8]) -> Option<crate::rules::Tag<'_>> {
+        use crate::rules::Tag;
+        use std::borrow::Cow;
+        let (_, v) = self.0.args().find(|(k, _)| k.bytes == key)?;
+        Some(match v {
+            ArgValue::Int(i) => Tag::Int(i as i128),
+            ArgValue::UInt(u) => Tag::Int(u as i128),
+            ArgValue::Float(f) => Tag::Float(f),
+            ArgValue::Bool(b) => Tag::Text(Cow::Borrowed(if b { b"true" } else { b"false" })),
+            ArgValue::Str(t) => Tag::Text(Cow::Borrowed(t.bytes)),
+            ArgValue::Path(t) => Tag::Text(Cow::Owned(
+                crate::hash::hash_str(&crate::hash::hash16(t.bytes))
+                    .as_bytes()
+                    .to_vec(),
+            )),
+        })
+    }
 }
 
 fn num_of(v: ArgValue) -> Option<Num> {
@@ -128,6 +156,9 @@ impl Aggregator {
                 cat: rec.cat.bytes,
                 ts: rec.ts,
                 dur: rec.dur,
+                app: &self.app,
+                rank: self.rank,
+                tags: &RecordTags(rec),
             }),
         }
     }

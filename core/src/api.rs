@@ -52,6 +52,8 @@ pub struct Api {
     pub config: fn() -> Option<Config>,
     pub set_app_metadata: fn(&str, AppValue),
     pub mark_used: fn(&str),
+    /// [`crate::name_thread`]: kernel tid, name.
+    pub name_thread: fn(u32, &str),
     pub trace_path: fn() -> Option<String>,
     pub stats: fn() -> Stats,
     pub is_running: fn() -> bool,

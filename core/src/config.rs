@@ -290,20 +290,22 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_INIT",
         yaml: "tracer.init",
         default: "FUNCTION",
-        meaning: "FUNCTION: the API starts tracing; PRELOAD: the LD_PRELOAD library does",
+        meaning: "FUNCTION: the API starts tracing and binds I/O in process; PRELOAD: the LD_PRELOAD library starts tracing and owns I/O; HYBRID or NONE: no I/O interception",
         yaml_inverted: false,
         set: |c, raw, w| {
             c.init = match raw.trim().to_ascii_uppercase().as_str() {
                 "FUNCTION" => InitMode::Function,
                 "PRELOAD" => InitMode::Preload,
-                "NONE" => InitMode::None,
+                // HYBRID: a value of the reference's (and of tests written for it), which binds
+                // nothing there either.
+                "NONE" | "HYBRID" => InitMode::None,
                 _ => {
                     // The reference's rule: any other value means NONE.
                     warn_bad(
                         w,
                         "DFTRACER_INIT",
                         raw,
-                        "FUNCTION, PRELOAD or NONE",
+                        "FUNCTION, PRELOAD, HYBRID or NONE",
                         "NONE (nothing starts I/O interception)",
                     );
                     InitMode::None
@@ -401,7 +403,7 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_AGGREGATION_TYPE",
         yaml: "features.aggregation.type",
         default: "FULL",
-        meaning: "FULL aggregates every event; SELECTIVE only those the rules of DFTRACER_AGGREGATION_FILE pick (syntax: FORMAT.md)",
+        meaning: "FULL aggregates every event; SELECTIVE only those the rules of DFTRACER_AGGREGATION_FILE pick (every event without a file, as the reference; syntax: FORMAT.md)",
         yaml_inverted: false,
         set: |c, raw, w| match raw.trim().to_ascii_uppercase().as_str() {
             t @ ("FULL" | "SELECTIVE") => c.aggregation_type = t.into(),
@@ -419,7 +421,7 @@ pub static KNOBS: &[Knob] = &[
         env: "DFTRACER_AGGREGATION_FILE",
         yaml: "features.aggregation.file",
         default: "(unset)",
-        meaning: "YAML rules file of SELECTIVE aggregation (`inclusion:` and `exclusion:` lists of rule strings); a bad file is one error and no aggregation",
+        meaning: "YAML rules file of SELECTIVE aggregation (`inclusion:` and `exclusion:` lists of rule strings over name, cat, app, tags.<key>, dur, ts, rank); a bad file is one error and no aggregation",
         yaml_inverted: false,
         set: |c, raw, _| c.aggregation_file = (!raw.is_empty()).then(|| raw.to_string()),
         get: |c| c.aggregation_file.clone().unwrap_or_default(),
@@ -618,20 +620,20 @@ impl Config {
         self.libuv_threads = self.libuv_threads.max(1);
         self.aggregation_selection = Selection::All;
         if self.aggregation_enable && self.aggregation_type == "SELECTIVE" {
-            // A bad rules file turns aggregation off (events are written one by one) and
-            // says why once; tracing goes on. The knobs keep the values given.
-            let loaded = match self.aggregation_file.as_deref() {
-                None => Err("DFTRACER_AGGREGATION_TYPE=SELECTIVE needs DFTRACER_AGGREGATION_FILE (a YAML file of rules)".to_string()),
-                Some(path) => crate::rules::Rules::load(path)
-                    .map_err(|e| format!("DFTRACER_AGGREGATION_FILE={path}: {e}")),
-            };
-            self.aggregation_selection = match loaded {
-                Ok(rules) => Selection::Rules(std::sync::Arc::new(rules)),
-                Err(e) => {
-                    warnings.push(format!("{ERROR_MARK}{e}; aggregation is off"));
-                    Selection::Off
-                }
-            };
+            // Without a rules file: every event, as the reference. A bad rules file turns
+            // aggregation off (events are written one by one) and says why once; tracing
+            // goes on. The end record's cfg says what was done (records.rs).
+            if let Some(path) = self.aggregation_file.as_deref() {
+                self.aggregation_selection = match crate::rules::Rules::load(path) {
+                    Ok(rules) => Selection::Rules(std::sync::Arc::new(rules)),
+                    Err(e) => {
+                        warnings.push(format!(
+                            "{ERROR_MARK}DFTRACER_AGGREGATION_FILE={path}: {e}; aggregation is off"
+                        ));
+                        Selection::Off
+                    }
+                };
+            }
         }
     }
 
@@ -877,5 +879,17 @@ mod tests {
             assert!(warnings[0].starts_with(ERROR_MARK), "{warnings:?}");
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn selective_without_a_rules_file_aggregates_every_event() {
+        // The reference 2.2.0 aggregated every event for SELECTIVE without a file.
+        let (cfg, warnings, err) = resolve(|k: &str| match k {
+            "DFTRACER_ENABLE_AGGREGATION" => Some("1".to_string()),
+            "DFTRACER_AGGREGATION_TYPE" => Some("SELECTIVE".to_string()),
+            _ => None,
+        });
+        assert!(err.is_none() && warnings.is_empty(), "{warnings:?}");
+        assert_eq!(cfg.aggregation_selection, Selection::All);
     }
 }

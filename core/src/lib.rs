@@ -75,7 +75,7 @@ pub use tracer::STATE as STATE_WORD;
 pub use tracer::{
     before_self_signal, child_env, claim_for_app, complete, complete_static, config, counter,
     end_static, enter_hook, export_env_at_init, finalize, flush, hook_busy, init, is_enabled,
-    is_finalized, is_internal, is_running, mark_used, metadata, now, prefix, prefix_for, retarget,
-    set_app_metadata, set_bind, set_data_dirs, start_failed, stats, trace_path, AppValue, Error,
-    Hook, Stats,
+    is_finalized, is_internal, is_running, mark_used, metadata, name_thread, now, prefix,
+    prefix_for, retarget, set_app_metadata, set_bind, set_data_dirs, start_failed, stats,
+    trace_path, AppValue, Error, Hook, Stats,
 };

@@ -10,24 +10,37 @@
 //!   - "name IN {open64, close}"
 //! ```
 //!
-//! The syntax is the reference's (2.2.0, established by running it; FORMAT.md lists the
-//! differences): a rule compares the event's `name`, `cat` (strings, case-sensitive) or
-//! `dur`, `ts` (integers in the trace's time unit) with `==`, `!=` (all fields), `<`, `<=`,
-//! `>`, `>=` (integers), `LIKE 'glob'` (strings; `*` matches any run of characters, every
-//! other character itself, the whole value must match) or `IN {a, b}`; combined with `AND`,
-//! `OR`, `NOT` and parentheses. Values are quoted with `'` or `"`, or bare words. Where the
-//! reference is undefined or broken, ours is defined here:
+//! The language is the reference's (2.2.0, established by running it; FORMAT.md lists the
+//! differences). A rule tests an event's fields:
+//! - `name`, `cat` (strings, case-sensitive), `app` (the process's executable name, the one in
+//!   the file name's hash) and `tags.<key>` (the event's arg `<key>` as the trace writes it:
+//!   a string as is, a number in decimal, a file as its hash; `""` when the event has no such
+//!   arg) take `==`, `!=`, `LIKE 'glob'` (`*` matches any run of characters, every other
+//!   character itself, the whole value must match) and `IN {a, b}`; `tags.<key>` also takes
+//!   `<`, `<=`, `>`, `>=` with a number (false when the arg is not a number);
+//! - `dur`, `ts` (integers in the trace's time unit) and `rank` (the launcher's rank, see
+//!   `config::launcher_rank`; every test of it is false when the process has none) take
+//!   `==`, `!=`, `<`, `<=`, `>`, `>=` and `IN {..}` with numbers (integers or decimals).
+//!
+//! Rules combine tests with `AND`, `OR`, `NOT` and parentheses. Values are quoted with `'` or
+//! `"`, or bare words. Where the reference is undefined or broken, ours is defined here:
 //! - keywords are case-insensitive (the reference only knows upper case and otherwise
 //!   aggregates everything);
 //! - parentheses group (the reference mis-parses them);
 //! - `AND` and `OR` at the same level without parentheses is an error (the reference
 //!   evaluates left to right, SQL gives `AND` precedence: a rule file must not mean two
 //!   things);
+//! - `IN` on a number, a decimal compared with `dur`, a numeric tag compared with a number,
+//!   spaces inside `{ }`: they compare (the reference's are always false);
+//! - `app` is known whatever `DFTRACER_INC_METADATA` says (the reference's only with it);
 //! - an absent or empty `inclusion` list means every event (the reference aggregates nothing
 //!   when only `exclusion` is given);
 //! - anything that does not parse (an unknown field or key, `=`, a string compared with `<`,
 //!   bad YAML) makes the whole file an error: one line on stderr and no aggregation at all,
 //!   never a guess (the reference aggregates everything on a bad rule and throws on bad YAML).
+//!
+//! SELECTIVE without a rules file aggregates every event, as the reference does
+//! ([`Rules::all`]).
 //!
 //! Events of category `dftracer` are never aggregated, whatever the rules say.
 
@@ -43,17 +56,21 @@ pub struct Rules {
     exclusion: Vec<Expr>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Field {
     Name,
     Cat,
+    App,
+    /// `tags.<key>`: an arg of the event.
+    Tag(Vec<u8>),
     Dur,
     Ts,
+    Rank,
 }
 
 impl Field {
-    fn numeric(self) -> bool {
-        matches!(self, Field::Dur | Field::Ts)
+    fn numeric(&self) -> bool {
+        matches!(self, Field::Dur | Field::Ts | Field::Rank)
     }
 }
 
@@ -70,7 +87,44 @@ enum Op {
 #[derive(Clone, Debug, PartialEq)]
 enum Value {
     Str(Vec<u8>),
-    Num(i128),
+    Num(Num),
+}
+
+/// A number of a rule or an event: integers compare exactly, a decimal as `f64`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+impl Num {
+    fn cmp(self, other: Num) -> Option<std::cmp::Ordering> {
+        match (self, other) {
+            (Num::Int(a), Num::Int(b)) => Some(a.cmp(&b)),
+            (a, b) => a.as_f64().partial_cmp(&b.as_f64()),
+        }
+    }
+    fn as_f64(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+    /// A number as a rule or an arg's text writes it (`-5`, `1.5`, `1e3`).
+    fn parse(s: &str) -> Option<Num> {
+        let s = s.trim();
+        if let Ok(i) = s.parse::<i128>() {
+            return Some(Num::Int(i));
+        }
+        // Only what reads as a number: not `inf`, `nan`, `infinity`.
+        if !s.bytes().any(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(Num::Float)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -84,12 +138,70 @@ enum Expr {
 }
 
 /// What the rules look at in an event.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Subject<'a> {
     pub name: &'a [u8],
     pub cat: &'a [u8],
     pub ts: u64,
     pub dur: u64,
+    /// The process's executable name (`app`).
+    pub app: &'a [u8],
+    /// The process's rank (`rank`), when a launcher gave it one.
+    pub rank: Option<i64>,
+    /// The event's args (`tags.<key>`).
+    pub tags: &'a dyn Tags,
+}
+
+/// An event's args, as `tags.<key>` sees them.
+pub trait Tags {
+    /// The arg `key` (the first of that name), `None` when the event has none.
+    fn tag(&self, key: &[u8]) -> Option<Tag<'_>>;
+}
+
+/// No args.
+impl Tags for () {
+    fn tag(&self, _: &[u8]) -> Option<Tag<'_>> {
+        None
+    }
+}
+
+/// An arg's value for a rule: its text as the trace writes it, and its number when it is one.
+pub enum Tag<'a> {
+    Text(std::borrow::Cow<'a, [u8]>),
+    Int(i128),
+    Float(f64),
+}
+
+impl Tag<'_> {
+    fn text(&self) -> std::borrow::Cow<'_, [u8]> {
+        match self {
+            Tag::Text(t) => std::borrow::Cow::Borrowed(&t[..]),
+            Tag::Int(i) => std::borrow::Cow::Owned(i.to_string().into_bytes()),
+            Tag::Float(f) => {
+                let mut v = Vec::new();
+                crate::json::write_f64(&mut v, *f);
+                std::borrow::Cow::Owned(v)
+            }
+        }
+    }
+    fn num(&self) -> Option<Num> {
+        match self {
+            Tag::Int(i) => Some(Num::Int(*i)),
+            Tag::Float(f) => f.is_finite().then_some(Num::Float(*f)),
+            Tag::Text(t) => std::str::from_utf8(t).ok().and_then(Num::parse),
+        }
+    }
+}
+
+impl std::fmt::Debug for Subject<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subject")
+            .field("name", &String::from_utf8_lossy(self.name))
+            .field("cat", &String::from_utf8_lossy(self.cat))
+            .field("ts", &self.ts)
+            .field("dur", &self.dur)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why a rules file was refused.
@@ -103,6 +215,14 @@ impl fmt::Display for RuleError {
 }
 
 impl Rules {
+    /// The rule of SELECTIVE without a rules file: every event (as the reference).
+    pub fn all() -> Rules {
+        Rules {
+            inclusion: Vec::new(),
+            exclusion: Vec::new(),
+        }
+    }
+
     /// Reads and parses the rules file at `path`.
     /// Only a regular file of at most [`MAX_FILE`] bytes is read (a FIFO or `/dev/zero` must
     /// not hang the traced program's start).
@@ -178,54 +298,67 @@ impl Rules {
 
 impl Expr {
     fn eval(&self, s: &Subject<'_>) -> bool {
-        fn get(f: Field, s: &Subject<'_>) -> Value {
-            match f {
-                Field::Name => Value::Str(s.name.to_vec()),
-                Field::Cat => Value::Str(s.cat.to_vec()),
-                Field::Dur => Value::Num(s.dur as i128),
-                Field::Ts => Value::Num(s.ts as i128),
-            }
-        }
-        fn text<'a>(f: Field, s: &Subject<'a>) -> &'a [u8] {
-            match f {
-                Field::Name => s.name,
-                _ => s.cat,
-            }
-        }
         match self {
-            Expr::Cmp(f, op, v) => match (v, f.numeric()) {
-                (Value::Num(n), true) => {
-                    let x = match *f {
-                        Field::Dur => s.dur as i128,
-                        _ => s.ts as i128,
-                    };
-                    match op {
-                        Op::Eq => x == *n,
-                        Op::Ne => x != *n,
-                        Op::Lt => x < *n,
-                        Op::Le => x <= *n,
-                        Op::Gt => x > *n,
-                        Op::Ge => x >= *n,
-                    }
-                }
-                (Value::Str(t), false) => {
-                    let eq = text(*f, s) == &t[..];
-                    if *op == Op::Ne {
-                        !eq
-                    } else {
-                        eq
-                    }
-                }
-                _ => false,
-            },
-            Expr::Like(f, pat) => glob(pat, text(*f, s)),
-            Expr::In(f, vals) => {
-                let x = get(*f, s);
-                vals.contains(&x)
-            }
+            Expr::Cmp(f, op, v) => cmp(f, *op, v, s),
+            Expr::Like(f, pat) => text_of(f, s).is_some_and(|t| glob(pat, &t)),
+            Expr::In(f, vals) => vals.iter().any(|v| cmp(f, Op::Eq, v, s)),
             Expr::Not(e) => !e.eval(s),
             Expr::And(es) => es.iter().all(|e| e.eval(s)),
             Expr::Or(es) => es.iter().any(|e| e.eval(s)),
+        }
+    }
+}
+
+/// A string field's value (`None` for a numeric field).
+fn text_of<'a>(f: &Field, s: &Subject<'a>) -> Option<std::borrow::Cow<'a, [u8]>> {
+    use std::borrow::Cow;
+    Some(match f {
+        Field::Name => Cow::Borrowed(s.name),
+        Field::Cat => Cow::Borrowed(s.cat),
+        Field::App => Cow::Borrowed(s.app),
+        // An event without the arg: the empty string (as the reference).
+        Field::Tag(k) => match s.tags.tag(k) {
+            Some(t) => Cow::Owned(t.text().into_owned()),
+            None => Cow::Borrowed(&b""[..]),
+        },
+        Field::Dur | Field::Ts | Field::Rank => return None,
+    })
+}
+
+/// A numeric field's value (`None`: the event or process has none).
+fn num_of(f: &Field, s: &Subject<'_>) -> Option<Num> {
+    match f {
+        Field::Dur => Some(Num::Int(s.dur as i128)),
+        Field::Ts => Some(Num::Int(s.ts as i128)),
+        Field::Rank => s.rank.map(|r| Num::Int(r as i128)),
+        Field::Tag(k) => s.tags.tag(k).and_then(|t| t.num()),
+        Field::Name | Field::Cat | Field::App => None,
+    }
+}
+
+fn cmp(f: &Field, op: Op, v: &Value, s: &Subject<'_>) -> bool {
+    use std::cmp::Ordering::*;
+    match v {
+        Value::Num(n) => {
+            let Some(x) = num_of(f, s).and_then(|x| x.cmp(*n)) else {
+                return false;
+            };
+            match op {
+                Op::Eq => x == Equal,
+                Op::Ne => x != Equal,
+                Op::Lt => x == Less,
+                Op::Le => x != Greater,
+                Op::Gt => x == Greater,
+                Op::Ge => x != Less,
+            }
+        }
+        Value::Str(t) => {
+            let Some(x) = text_of(f, s) else { return false };
+            match op {
+                Op::Eq => x[..] == t[..],
+                Op::Ne => x[..] != t[..],
+                _ => false,
+            }
         }
     }
 }
@@ -447,13 +580,14 @@ impl Parser {
             Some(Tok::Word(w)) => match w.as_str() {
                 "name" => Field::Name,
                 "cat" => Field::Cat,
+                "app" => Field::App,
                 "dur" => Field::Dur,
                 "ts" => Field::Ts,
-                _ => {
-                    return Err(format!(
-                        "unknown field `{w}` at {at} (fields: name, cat, dur, ts)"
-                    ))
+                "rank" => Field::Rank,
+                _ if w.starts_with("tags.") && w.len() > "tags.".len() => {
+                    Field::Tag(w.as_bytes()["tags.".len()..].to_vec())
                 }
+                _ => return Err(format!("unknown field `{w}` at {at} (fields: {FIELDS})")),
             },
             Some(t) => return Err(format!("expected a field at {at}, found {}", show(&t))),
             None => return Err("expected a field at the end".into()),
@@ -461,23 +595,28 @@ impl Parser {
         let at = self.column();
         match self.next() {
             Some(Tok::Op(op)) => {
-                if !field.numeric() && !matches!(op, Op::Eq | Op::Ne) {
+                let ordering = !matches!(op, Op::Eq | Op::Ne);
+                if ordering && matches!(field, Field::Name | Field::Cat | Field::App) {
                     return Err(format!(
-                        "{} at {at}: `name` and `cat` take ==, !=, LIKE or IN",
+                        "{} at {at}: `name`, `cat` and `app` take ==, !=, LIKE or IN",
                         show(&Tok::Op(op))
                     ));
                 }
-                let v = self.value(field)?;
+                // A tag compares as text, or as a number with <, <=, >, >=.
+                let numeric = field.numeric() || ordering;
+                let v = self.value(&field, numeric)?;
                 Ok(Expr::Cmp(field, op, v))
             }
             Some(Tok::Assign) => Err(format!("`=` at {at}: write `==`")),
             Some(Tok::Word(w)) if w.eq_ignore_ascii_case("LIKE") => {
                 if field.numeric() {
-                    return Err(format!("LIKE at {at} takes `name` or `cat`"));
+                    return Err(format!(
+                        "LIKE at {at} takes `name`, `cat`, `app` or `tags.<key>`"
+                    ));
                 }
-                match self.value(field)? {
+                match self.value(&field, false)? {
                     Value::Str(p) => Ok(Expr::Like(field, p)),
-                    Value::Num(_) => unreachable!("string field"),
+                    Value::Num(_) => unreachable!("a text value"),
                 }
             }
             Some(Tok::Word(w)) if w.eq_ignore_ascii_case("IN") => {
@@ -488,10 +627,11 @@ impl Parser {
                         self.column()
                     ));
                 }
-                let mut vals = vec![self.value(field)?];
+                let numeric = field.numeric();
+                let mut vals = vec![self.value(&field, numeric)?];
                 loop {
                     match self.next() {
-                        Some(Tok::Comma) => vals.push(self.value(field)?),
+                        Some(Tok::Comma) => vals.push(self.value(&field, numeric)?),
                         Some(Tok::RBrace) => break,
                         _ => {
                             self.pos -= 1;
@@ -509,7 +649,8 @@ impl Parser {
         }
     }
 
-    fn value(&mut self, field: Field) -> Result<Value, String> {
+    /// A value for `field`: a number when `numeric`, else text.
+    fn value(&mut self, field: &Field, numeric: bool) -> Result<Value, String> {
         let at = self.column();
         let raw = match self.next() {
             Some(Tok::Word(w)) => {
@@ -527,16 +668,20 @@ impl Parser {
             Some(t) => return Err(format!("expected a value at {at}, found {}", show(&t))),
             None => return Err("expected a value at the end".into()),
         };
-        if field.numeric() {
-            raw.trim()
-                .parse::<i64>()
-                .map(|n| Value::Num(n as i128))
-                .map_err(|_| format!("`{raw}` at {at} is not an integer (dur and ts are)"))
-        } else {
-            Ok(Value::Str(raw.into_bytes()))
+        if !numeric {
+            return Ok(Value::Str(raw.into_bytes()));
         }
+        Num::parse(&raw).map(Value::Num).ok_or_else(|| match field {
+            Field::Tag(_) => format!(
+                "`{raw}` at {at} is not a number (a tag compares with <, <=, >, >= as a number)"
+            ),
+            _ => format!("`{raw}` at {at} is not a number (dur, ts and rank are numbers)"),
+        })
     }
 }
+
+/// The fields a rule may test, for error messages.
+const FIELDS: &str = "name, cat, app, tags.<key>, dur, ts, rank";
 
 #[cfg(test)]
 mod tests {
@@ -548,7 +693,35 @@ mod tests {
             cat: cat.as_bytes(),
             ts: 1_000,
             dur,
+            app: b"agg.py",
+            rank: None,
+            tags: &(),
         }
+    }
+
+    /// Args for `tags.<key>`.
+    struct Args(Vec<(&'static str, Tag<'static>)>);
+
+    impl Tags for Args {
+        fn tag(&self, key: &[u8]) -> Option<Tag<'_>> {
+            self.0
+                .iter()
+                .find(|(k, _)| k.as_bytes() == key)
+                .map(|(_, v)| match v {
+                    Tag::Text(t) => Tag::Text(std::borrow::Cow::Borrowed(&t[..])),
+                    Tag::Int(i) => Tag::Int(*i),
+                    Tag::Float(f) => Tag::Float(*f),
+                })
+        }
+    }
+
+    fn text(s: &'static str) -> Tag<'static> {
+        Tag::Text(std::borrow::Cow::Borrowed(s.as_bytes()))
+    }
+
+    fn one(rule: &str) -> Rules {
+        Rules::parse_yaml(&format!("inclusion:\n  - {rule:?}\n"))
+            .unwrap_or_else(|e| panic!("{rule}: {e}"))
     }
 
     /// The events the reference was run with (see FORMAT.md) and which of them one
@@ -601,6 +774,97 @@ mod tests {
     }
 
     #[test]
+    fn app_rank_and_tags_mean_what_they_meant_in_the_reference() {
+        // What the reference 2.2.0 aggregated for each rule, run as `python agg.py x` with
+        // INC_METADATA=1 (its `app` is the executable name; without metadata it has none).
+        let names = [
+            ("read_a", "POSIX"),
+            ("write_b", "POSIX"),
+            ("stat64", "POSIX"),
+            ("fstat", "POSIX"),
+        ];
+        let picked = |rule: &str| -> Vec<&str> {
+            let r = one(rule);
+            names
+                .iter()
+                .filter(|(n, c)| r.matches(&ev(n, c, 5)))
+                .map(|(n, _)| *n)
+                .collect()
+        };
+        assert_eq!(picked("app LIKE 'agg*'").len(), 4);
+        assert_eq!(picked("app == 'agg.py'").len(), 4);
+        assert_eq!(picked("app IN {agg.py}").len(), 4);
+        assert!(picked("app == 'python'").is_empty());
+        assert_eq!(
+            picked("name LIKE '*stat*' AND app LIKE 'agg*'"),
+            ["stat64", "fstat"]
+        );
+        assert_eq!(picked("name LIKE '*stat*' AND app LIKE 'test*'").len(), 0);
+        // No rank (the reference's wheel has no MPI): every test of it is false, `!=` too.
+        for rule in ["rank == 0", "rank != 0", "rank >= 0", "rank IN {0, 1}"] {
+            assert!(picked(rule).is_empty(), "{rule}");
+        }
+        assert_eq!(picked("NOT rank == 0").len(), 4);
+        // With a launcher's rank.
+        let ranked = |rank: i64, rule: &str| {
+            let mut s = ev("read_a", "POSIX", 5);
+            s.rank = Some(rank);
+            one(rule).matches(&s)
+        };
+        assert!(ranked(0, "rank == 0"));
+        assert!(!ranked(3, "rank == 0"));
+        assert!(ranked(3, "rank != 0 AND rank < 4"));
+        assert!(ranked(3, "rank IN {1, 3}"));
+        // tags.<key>: the event's arg; an event without it has "" (reference: `tags.y == ''`
+        // picked every event).
+        let args = Args(vec![
+            ("x", text("v")),
+            ("i", Tag::Int(5)),
+            ("f", Tag::Float(1.5)),
+            ("n", text("12")),
+        ]);
+        let tagged = |rule: &str| {
+            let mut s = ev("ev", "CAT", 50);
+            s.tags = &args;
+            one(rule).matches(&s)
+        };
+        assert!(tagged("tags.x == 'v'"));
+        assert!(!tagged("tags.x == 'w'"));
+        assert!(tagged("tags.x LIKE 'v*'"));
+        assert!(tagged("tags.x IN {u, v}"));
+        assert!(tagged("tags.y == ''"));
+        assert!(!tagged("tags.y != ''"));
+        assert!(!ev_matches("tags.x == 'v'"));
+        assert!(ev_matches("tags.x == ''"));
+        // Numbers as the trace writes them (the reference: ints unmatched, floats as
+        // `1.500000`, ordering never true); ordering compares numbers.
+        assert!(tagged("tags.i == 5"));
+        assert!(tagged("tags.i == '5'"));
+        assert!(tagged("tags.f == 1.5"));
+        assert!(tagged("tags.i > 4 AND tags.i <= 5"));
+        assert!(tagged("tags.f < 2"));
+        assert!(tagged("tags.n > 9"));
+        assert!(!tagged("tags.x > 0"));
+        assert!(!tagged("tags.y < 1"));
+        // `ts` is the event's start, not its bucket's (reference: `ts == <event ts>` picked
+        // it, `ts == <bucket start>` did not).
+        let mut s = ev("a", "CAT", 5);
+        s.ts = 1_700_000_000_500_000;
+        assert!(one("ts == 1700000000500000").matches(&s));
+        assert!(!one("ts == 1700000000000000").matches(&s));
+        // Decimals against integers (the reference's are never true).
+        assert!(one("dur > 4.5").matches(&s));
+        assert!(!one("dur > 5.5").matches(&s));
+        assert!(one("dur == 5.0").matches(&s));
+        // SELECTIVE without a file: every event.
+        assert!(Rules::all().matches(&s));
+    }
+
+    fn ev_matches(rule: &str) -> bool {
+        one(rule).matches(&ev("ev", "CAT", 50))
+    }
+
+    #[test]
     fn where_the_reference_is_broken_ours_is_defined() {
         // The reference aggregates everything for these three; ours parses them.
         assert_eq!(picked("name like 'read*'"), ["read_a", "readx"]);
@@ -645,7 +909,13 @@ mod tests {
         assert!(rule("garbage (((").contains("unknown field `garbage`"));
         assert!(rule("size > 25").contains("unknown field `size`"));
         assert!(rule("name > 'q'").contains("take ==, !=, LIKE or IN"));
-        assert!(rule("dur < 1e3").contains("not an integer"));
+        assert!(rule("dur < 'x'").contains("not a number"));
+        assert!(rule("rank >= many").contains("not a number"));
+        assert!(rule("tags.size > big").contains("not a number"));
+        assert!(rule("app > 'q'").contains("take ==, !=, LIKE or IN"));
+        assert!(rule("tags. == 'x'").contains("unknown field `tags.`"));
+        assert!(rule("rank LIKE '1*'").contains("LIKE at column 6"));
+        assert!(rule("size > 25").contains("fields: name, cat, app, tags.<key>, dur, ts, rank"));
         assert!(rule("dur LIKE '5*'").contains("LIKE at column 5"));
         assert!(rule("name IN ('ev','op')").contains("braces"));
         assert!(rule("dur < 100 OR name == 'op' AND cat == 'CAT'").contains("parentheses"));

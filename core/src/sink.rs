@@ -127,22 +127,19 @@ fn special_fs(dir: &str, meta: &std::fs::Metadata) -> Option<&'static str> {
 
 /// Checks, without creating anything, that trace files can be created with `prefix`
 /// (`<prefix>-<hash>-<suffix>.pfw.gz`):
-/// - `prefix` itself, when it exists, is a regular file: a device, directory, fifo or socket
-///   is refused (`/dev/full` as a prefix would otherwise make `/dev/full-<hash>-app.pfw.gz`);
+/// - `prefix` itself, when it exists, is a regular file or a directory (a prefix is a prefix:
+///   `<dir>-<hash>-app.pfw.gz` is written next to the directory `<dir>`, as the reference
+///   does); a device, fifo or socket is refused (`/dev/full` as a prefix would otherwise make
+///   `/dev/full-<hash>-app.pfw.gz`);
 /// - its directory exists, is a directory, is not on a device, proc or sys filesystem, and
 ///   is writable.
 ///
 /// The error says what is wrong, naming the path.
 pub fn check_dir(prefix: &str) -> io::Result<()> {
     if let Ok(meta) = std::fs::metadata(prefix) {
-        if !meta.is_file() {
-            let hint = if meta.is_dir() {
-                format!(" (for files inside it, use {prefix}/trace)")
-            } else {
-                String::new()
-            };
+        if !meta.is_file() && !meta.is_dir() {
             return Err(refuse(format!(
-                "{prefix} exists and is {}; a trace prefix must be a new name or a regular file{hint}",
+                "{prefix} exists and is {}; a trace prefix must be a new name, a regular file or a directory",
                 kind_of(&meta)
             )));
         }

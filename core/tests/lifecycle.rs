@@ -950,24 +950,49 @@ fn missing_log_directories_are_created() {
 }
 
 #[test]
-fn a_prefix_that_is_not_a_regular_file_is_refused() {
+fn a_prefix_naming_a_directory_writes_next_to_it() {
+    // A prefix is a prefix (the reference 2.2.0 writes `<dir>-<hash>-app.pfw.gz` beside
+    // the directory `<dir>`).
+    let dir = scratch("dirprefix");
+    let sub = dir.join("tr");
+    std::fs::create_dir(&sub).unwrap();
+    let out = scenario_cmd("basic", &dir, &[])
+        .env("DFTRACER_LOG_FILE", &sub)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("DFTRACER"), "{err}");
+    let f: Vec<_> = files(&dir)
+        .into_iter()
+        .filter(|f| f.to_string_lossy().contains(".pfw"))
+        .collect();
+    assert_eq!(f.len(), 1, "{f:?}");
+    let name = f[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("tr-") && name.ends_with("-app.pfw.gz"),
+        "{name}"
+    );
+    assert_eq!(user_events(&read_trace(&f[0])).len(), 1000);
+    assert!(files(&sub).is_empty(), "nothing inside the directory");
+}
+
+#[test]
+fn a_prefix_that_is_a_device_is_refused() {
     let dir = scratch("notfile");
-    for (prefix, what) in [
-        ("/dev/full", "a character device"),
-        (dir.to_str().unwrap(), "a directory"),
-    ] {
-        let out = scenario_cmd("start_only", &dir, &[("DFTRACER_LOG_FILE", prefix)])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{err}");
-        let lines: Vec<&str> = err.lines().filter(|l| l.contains("DFTRACER")).collect();
-        assert_eq!(lines.len(), 1, "{err}");
-        assert!(
-            lines[0].contains(&format!("DFTRACER_LOG_FILE={prefix}:")) && lines[0].contains(what),
-            "{err}"
-        );
-    }
+    let prefix = "/dev/full";
+    let out = scenario_cmd("start_only", &dir, &[("DFTRACER_LOG_FILE", prefix)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("DFTRACER")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains(&format!("DFTRACER_LOG_FILE={prefix}:"))
+            && lines[0].contains("a character device"),
+        "{err}"
+    );
     assert!(
         files(Path::new("/dev")).is_empty(),
         "nothing created in /dev"
@@ -1387,7 +1412,92 @@ fn selective_aggregation_folds_only_what_the_rules_pick() {
     assert_eq!(names, ["even", "once"]);
     assert_eq!(named(&lines, "odd").len(), 500);
     assert!(named(&lines, "odd").iter().all(|l| l["ph"] == 1));
-    assert_eq!(lines.last().unwrap()["args"]["aggregated"], 501);
+    let end = lines.last().unwrap();
+    assert_eq!(end["args"]["aggregated"], 501);
+    // The end record says what was in force.
+    assert_eq!(end["args"]["cfg"]["aggregation_enable"], 1);
+    assert_eq!(end["args"]["cfg"]["aggregation_type"], "SELECTIVE");
+    assert_eq!(
+        end["args"]["cfg"]["aggregation_file"],
+        rules.to_str().unwrap()
+    );
+}
+
+#[test]
+fn selective_rules_know_the_reference_s_app_rank_and_tags() {
+    let dir = scratch("agg-fields");
+    let rules = dir.join("rules.yaml");
+    // `app` is the executable's name (this test binary: lifecycle-<hash>).
+    std::fs::write(
+        &rules,
+        "inclusion:\n  - \"name LIKE 'e*' AND app LIKE 'lifecycle*' AND tags.size == 4096\"\n  - \"tags.i == 1 AND rank == 2\"\n",
+    )
+    .unwrap();
+    let out = scenario_cmd(
+        "aggregate",
+        &dir,
+        &[
+            ("DFTRACER_ENABLE_AGGREGATION", "1"),
+            ("DFTRACER_AGGREGATION_TYPE", "SELECTIVE"),
+            ("DFTRACER_AGGREGATION_FILE", rules.to_str().unwrap()),
+            ("OMPI_COMM_WORLD_RANK", "2"),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("DFTRACER"), "{stderr}");
+    let trace = files(&dir)
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(".pfw"))
+        .unwrap();
+    let lines = read_trace(&trace);
+    let count = |name: &str, ph: i64| -> i64 {
+        named(&lines, name)
+            .iter()
+            .filter(|l| l["ph"] == ph)
+            .map(|l| l["args"]["dft_cnt"].as_i64().unwrap_or(1))
+            .sum()
+    };
+    // even: all 500 (size 4096); odd: only i == 1 (rank 2); once: i == 1.
+    assert_eq!(count("even", 3), 500);
+    assert_eq!(count("even", 1), 0);
+    assert_eq!(count("odd", 3), 1);
+    assert_eq!(count("odd", 1), 499);
+    assert_eq!(count("once", 3), 1);
+    assert_eq!(lines.last().unwrap()["args"]["aggregated"], 502);
+}
+
+#[test]
+fn selective_without_a_rules_file_aggregates_every_event() {
+    // The reference 2.2.0: SELECTIVE and no file aggregates every event, silently.
+    let dir = scratch("agg-selective-nofile");
+    let out = scenario_cmd(
+        "aggregate",
+        &dir,
+        &[
+            ("DFTRACER_ENABLE_AGGREGATION", "1"),
+            ("DFTRACER_AGGREGATION_TYPE", "SELECTIVE"),
+        ],
+    )
+    .env_remove("DFTRACER_AGGREGATION_FILE")
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("DFTRACER"), "{stderr}");
+    let trace = files(&dir)
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(".pfw"))
+        .unwrap();
+    let lines = read_trace(&trace);
+    assert!(user_events(&lines).is_empty());
+    let end = lines.last().unwrap();
+    assert_eq!(end["args"]["aggregated"], 1001);
+    assert_eq!(end["args"]["cfg"]["aggregation_enable"], 1);
+    assert_eq!(end["args"]["cfg"]["aggregation_type"], "SELECTIVE");
+    assert_eq!(end["args"]["cfg"]["aggregation_file"], "");
 }
 
 #[test]
@@ -1430,6 +1540,13 @@ fn a_bad_rules_file_is_one_error_line_and_no_aggregation() {
         let lines = read_trace(&trace);
         assert!(lines.iter().all(|l| l["ph"] != 3), "{label}");
         assert_eq!(user_events(&lines).len(), 1001, "{label}");
-        assert_eq!(lines.last().unwrap()["name"], "end");
+        let end = lines.last().unwrap();
+        assert_eq!(end["name"], "end");
+        // Not "aggregation_enable":1: nothing was aggregated.
+        assert_eq!(end["args"]["cfg"]["aggregation_enable"], 0, "{label}");
+        assert!(
+            end["args"]["cfg"].get("aggregation_file").is_none(),
+            "{label}"
+        );
     }
 }

@@ -1,8 +1,10 @@
 //! Builds the native library (`frontends/preload`: the core, the I/O hooks, the C API) and
 //! puts it, with its header and package files, into the Python package (`python/dftracer/`),
 //! so that a wheel carries everything: `dftracer/lib/libdftracer_core.so` (which this module
-//! loads: one core per process), `dftracer/lib/libdftracer_preload.so` (the same library
-//! under the name `LD_PRELOAD` users know), `dftracer/include/dftracer/dftracer.h`, and the
+//! loads: one core per process), `dftracer/lib/libdftracer_core.so.4.3.0` (the same library
+//! under its SONAME, the reference's, which programs linked against it need),
+//! `dftracer/lib/libdftracer_preload.so` (the same again under the name `LD_PRELOAD` users
+//! know), `dftracer/include/dftracer/dftracer.h` with `dftracer/core/common/*.h`, and the
 //! pkg-config and CMake files under `dftracer/lib/`; and the `dftracer` command-line tool
 //! (`frontends/cli`) as `dftracer/bin/dftracer`.
 use std::path::Path;
@@ -41,17 +43,20 @@ fn main() {
         .arg("--target-dir")
         .arg(&target);
     run_nested(cmd, "the native library");
-    // A wheel stores files, not symlinks: the preload name becomes a copy. Debug info stays
+    // A wheel stores files, not symlinks: the names native-lib.sh links to the SONAME file
+    // (`libdftracer_core.so`, `libdftracer_preload.so`) become copies of it. Debug info stays
     // in the build tree, not in the package.
     let lib = pkg.join("lib");
-    let core = lib.join("libdftracer_core.so");
-    let preload = lib.join("libdftracer_preload.so");
-    let _ = std::fs::remove_file(&preload);
+    let soname = lib.join("libdftracer_core.so.4.3.0");
     let _ = Command::new("strip")
         .arg("--strip-debug")
-        .arg(&core)
+        .arg(&soname)
         .status();
-    std::fs::copy(&core, &preload).expect("copy libdftracer_preload.so");
+    for name in ["libdftracer_core.so", "libdftracer_preload.so"] {
+        let copy = lib.join(name);
+        let _ = std::fs::remove_file(&copy);
+        std::fs::copy(&soname, &copy).unwrap_or_else(|e| panic!("copy {name}: {e}"));
+    }
 
     // The `dftracer` command-line tool (frontends/cli): a binary of its own, so it is built
     // here like the library and run by the `dftracer` console script (`dftracer/cli.py`).

@@ -87,6 +87,8 @@ static FINISHED: AtomicBool = AtomicBool::new(false);
 /// Names given to [`mark_used`] before the tracer started (a module-level integration object
 /// made at import, before `initialize`): the start takes them over.
 static EARLY_USED: Mutex<Vec<String>> = parking_lot::const_mutex(Vec::new());
+/// Threads named ([`name_thread`]) before the tracer started.
+static EARLY_THREAD_NAMES: Mutex<Vec<(u32, String)>> = parking_lot::const_mutex(Vec::new());
 
 /// A value of `end.args.app`.
 #[derive(Clone, Debug, PartialEq)]
@@ -179,6 +181,8 @@ struct Shared {
     wake: sys::Wake,
     app: Mutex<Vec<(String, AppValue)>>,
     used_names: Mutex<Vec<String>>,
+    /// Names given to [`name_thread`] whose `thread_name` record is not written yet.
+    thread_names: Mutex<Vec<(u32, String)>>,
     bind: AtomicBool,
     dropped: AtomicU64,
     writer_started: AtomicBool,
@@ -276,6 +280,24 @@ impl Shared {
             .compression
             .then(|| GzipWriter::new(cfg.compression_level));
         let json_cap = cfg.write_buffer_size.clamp(64 * 1024, 16 * 1024 * 1024);
+        // The rules' `app` and `rank`: this process's executable name and launcher rank (the
+        // service is not a rank of the job).
+        let rank = match origin {
+            Origin::Service => None,
+            _ => crate::config::launcher_rank(|k| std::env::var(k).ok()),
+        };
+        let agg = match (&cfg.aggregation_enable, &cfg.aggregation_selection) {
+            (false, _) | (true, crate::config::Selection::Off) => None,
+            (true, crate::config::Selection::All) => Some(crate::aggregate::Aggregator::new(None)),
+            (true, crate::config::Selection::Rules(r)) => {
+                Some(crate::aggregate::Aggregator::new(Some(r.clone())))
+            }
+        }
+        .map(|mut a| {
+            a.app = exec.as_bytes().into();
+            a.rank = rank;
+            a
+        });
         Shared {
             hhash: hash_str(&hash16(host.as_bytes())).to_string(),
             host,
@@ -309,15 +331,7 @@ impl Shared {
                 pending_events: 0,
                 last_member_ns: sys::monotonic_ns(),
                 ended: false,
-                agg: match (&cfg.aggregation_enable, &cfg.aggregation_selection) {
-                    (false, _) | (true, crate::config::Selection::Off) => None,
-                    (true, crate::config::Selection::All) => {
-                        Some(crate::aggregate::Aggregator::new(None))
-                    }
-                    (true, crate::config::Selection::Rules(r)) => {
-                        Some(crate::aggregate::Aggregator::new(Some(r.clone())))
-                    }
-                },
+                agg,
             }),
             output: Mutex::new(Output::new(gz)),
             wake: sys::Wake::new(),
@@ -325,11 +339,12 @@ impl Shared {
             // rank of the job even when a launcher started it.
             app: Mutex::new(match origin {
                 Origin::Fork | Origin::Service => Vec::new(),
-                _ => crate::config::launcher_rank(|k| std::env::var(k).ok())
+                _ => rank
                     .map(|r| vec![("rank".to_string(), AppValue::Int(r))])
                     .unwrap_or_default(),
             }),
             used_names: Mutex::new(std::mem::take(&mut *EARLY_USED.lock())),
+            thread_names: Mutex::new(std::mem::take(&mut *EARLY_THREAD_NAMES.lock())),
             bind: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             writer_started: AtomicBool::new(false),
@@ -426,6 +441,29 @@ fn plain(s: &str) -> Text<'_> {
 }
 
 /// Adds `name` to `end.args.used`.
+/// Names thread `tid` (a kernel tid: Python's `threading.get_native_id()`) in the trace: a
+/// `thread_name` metadata record on that tid, `args.name` the name, written with the next
+/// events (never by itself: a process that records nothing still leaves no file). Names
+/// given before the start are kept for it (a thread started before the first event). A
+/// thread named again gets a second record (readers take the last). Ignored when tids are
+/// off (`DFTRACER_DISABLE_TIDS`: every thread is tid 0); at most 4,096 names wait at once.
+pub fn name_thread(tid: u32, name: &str) {
+    let push = |v: &mut Vec<(u32, String)>| {
+        v.retain(|(t, _)| *t != tid);
+        if v.len() < 4096 {
+            v.push((tid, name.to_string()));
+        }
+    };
+    let _s = Section::new();
+    match shared() {
+        Some(sh) if sh.cfg.tids && PHASE.load(Ordering::Acquire) == PHASE_RUNNING => {
+            push(&mut sh.thread_names.lock())
+        }
+        None if PHASE.load(Ordering::Acquire) == PHASE_NONE => push(&mut EARLY_THREAD_NAMES.lock()),
+        _ => {}
+    }
+}
+
 pub fn mark_used(name: &str) {
     let push = |u: &mut Vec<String>| {
         if !u.iter().any(|n| n == name) {

@@ -123,10 +123,12 @@ pub fn is_enabled() -> bool {
     STATE.load(Ordering::Relaxed) & 1 == 1
 }
 
-/// Current time in the configured unit; 0 when tracing is off.
+/// Current time in the configured unit; 0 when tracing is off (never started).
 #[inline]
 pub fn now() -> u64 {
-    if !is_enabled() {
+    // After finalize the clock goes on (callers still compute durations: pydftracer's
+    // wrappers around a function that finalized); before any start it reads 0.
+    if !is_enabled() && !super::is_finalized() {
         return 0;
     }
     crate::clock::now_in(unit())

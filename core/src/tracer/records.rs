@@ -158,7 +158,8 @@ impl Shared {
                 ("write_buffer_size", c.write_buffer_size.to_string()),
                 ("trace_interval_ms", c.trace_interval_ms.to_string()),
                 ("libuv_thread_count", c.libuv_threads.to_string()),
-                ("aggregation_enable", b(c.aggregation_enable).into()),
+                // What was done: off when a bad rules file turned it off.
+                ("aggregation_enable", b(agg_folded.is_some()).into()),
                 ("aggregation_type", format!("\"{}\"", c.aggregation_type)),
                 ("bind", b(self.bind.load(Ordering::Relaxed)).into()),
                 ("flush_interval_ms", c.flush_interval_ms.to_string()),
@@ -172,6 +173,13 @@ impl Shared {
                 out.extend_from_slice(k.as_bytes());
                 out.extend_from_slice(b"\":");
                 out.extend_from_slice(v.as_bytes());
+                out.push(b',');
+            }
+            if agg_folded.is_some() && c.aggregation_type == "SELECTIVE" {
+                // The rules in force: a file, or "" for the default (every event).
+                let f = c.aggregation_file.as_deref().unwrap_or("");
+                out.extend_from_slice(b"\"aggregation_file\":");
+                json::write_str(out, f.as_bytes(), f.len());
                 out.push(b',');
             }
             out.extend_from_slice(b"\"log_file\":");

@@ -73,6 +73,7 @@ impl Shared {
         rings.clear();
         w.rings_scratch = rings;
         self.advance_pass(w);
+        self.thread_names(w);
         if gone {
             self.rings
                 .lock()
@@ -87,6 +88,26 @@ impl Shared {
         {
             self.flush_buckets(w, false);
             self.member(w);
+        }
+    }
+
+    /// Writes the `thread_name` records of [`name_thread`] once the file has its header
+    /// (names of threads are kept for a file that events will make).
+    pub(super) fn thread_names(&self, w: &mut Writer) {
+        if !w.header_done || !self.cfg.tids {
+            return;
+        }
+        let names = std::mem::take(&mut *self.thread_names.lock());
+        let ctx = self.ctx();
+        for (tid, name) in &names {
+            json::meta_str(
+                &mut w.json,
+                &ctx,
+                self.tid_of(*tid),
+                "thread_name",
+                name.as_bytes(),
+                b"thread_name",
+            );
         }
     }
 

@@ -163,6 +163,9 @@ struct FileConv<'a> {
     local: HashMap<u64, u64>,
     /// Output (pid, tid) pairs seen, with the trace pid (for names at the end).
     threads: HashSet<(u64, u64)>,
+    /// Output (pid, tid) → the name of a `thread_name` record on another tid than the pid's
+    /// (a Python thread's name).
+    names: HashMap<(u64, u64), Vec<u8>>,
     procs: HashMap<u64, u64>,
     agg: HashMap<(u64, u64, Vec<u8>), AggTrack>,
     block: Vec<u8>,
@@ -195,6 +198,7 @@ impl<'a> FileConv<'a> {
             ids,
             local: HashMap::new(),
             threads: HashSet::new(),
+            names: HashMap::new(),
             procs: HashMap::new(),
             agg: HashMap::new(),
             block: Vec::with_capacity(BLOCK + 4096),
@@ -270,6 +274,9 @@ impl<'a> FileConv<'a> {
             self.bad += 1;
             return;
         };
+        if l.ph == Some(Ph::Metadata) && l.name == b"thread_name" {
+            self.thread_name_record(&l);
+        }
         if self.meta.observe(&l) {
             return;
         }
@@ -290,6 +297,29 @@ impl<'a> FileConv<'a> {
             Some(Ph::Counter) => self.counter(&l, opid, otid, ts),
             Some(Ph::Aggregated) => self.aggregated(&l, opid, otid, ts),
             _ => {}
+        }
+    }
+
+    /// A `thread_name` record naming a thread other than the process's main one (the
+    /// header's names the pid with its number, as the reference does).
+    fn thread_name_record(&mut self, l: &Line<'_>) {
+        let (Some(pid), Some(tid)) = (l.pid, l.tid) else {
+            return;
+        };
+        if tid == pid || tid == 0 {
+            return;
+        }
+        let mut name = None;
+        if let Some(args) = l.args {
+            scan::members(args, |k, v| {
+                if k == b"name" {
+                    name = v.str().map(<[u8]>::to_vec);
+                }
+            });
+        }
+        if let Some(n) = name.filter(|n| !n.is_empty()) {
+            let key = (self.id(pid), self.id(tid));
+            self.names.insert(key, n);
         }
     }
 
@@ -471,6 +501,7 @@ impl<'a> FileConv<'a> {
         threads.sort();
         for (opid, otid) in threads {
             let name = match &exec {
+                _ if self.names.contains_key(&(opid, otid)) => self.names[&(opid, otid)].clone(),
                 Some(e) if opid == otid => e.clone(),
                 Some(e) => {
                     let mut n = e.clone();

@@ -33,6 +33,7 @@ static API: Api = Api {
     config: dftracer_core::config,
     set_app_metadata: dftracer_core::set_app_metadata,
     mark_used: dftracer_core::mark_used,
+    name_thread: dftracer_core::name_thread,
     trace_path: dftracer_core::trace_path,
     stats: dftracer_core::stats,
     is_running: dftracer_core::is_running,

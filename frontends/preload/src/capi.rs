@@ -223,18 +223,30 @@ fn region_begin(
     event_type: c_int,
     layer: Layer,
 ) -> *mut DFTracerData {
+    region_begin_at(name, cat, event_type, layer).0
+}
+
+/// [`region_begin`], also returning the region's start time (0 for a metadata region or when
+/// tracing is off).
+pub(crate) fn region_begin_at(
+    name: *const c_char,
+    cat: *const c_char,
+    event_type: c_int,
+    layer: Layer,
+) -> (*mut DFTracerData, u64) {
     if !active() {
-        return std::ptr::null_mut();
+        return (std::ptr::null_mut(), 0);
     }
     let _errno = SavedErrno::new();
-    guarded_or(std::ptr::null_mut(), || {
+    guarded_or((std::ptr::null_mut(), 0), || {
         let meta = event_type == DF_METADATA_EVENT;
         let ts = if meta { 0 } else { dftracer_core::now() };
         let name = c_str(name, MAX_STR).unwrap_or_default();
         // A data region without a category takes its layer's (a metadata one: an empty value).
         let default_cat: &[u8] = if meta { b"" } else { layer.name().as_bytes() };
         let cat = c_str(cat, MAX_STR).unwrap_or(default_cat);
-        region::begin(layer, meta, name, cat, ts).unwrap_or(std::ptr::null_mut())
+        let p = region::begin(layer, meta, name, cat, ts).unwrap_or(std::ptr::null_mut());
+        (p, if p.is_null() { 0 } else { ts })
     })
 }
 
@@ -247,8 +259,8 @@ pub extern "C" fn initialize_region(
     region_begin(name, cat, event_type, Layer::CApp)
 }
 
-/// Ours (used by the header's C++ `DFTracer`): `initialize_region` with the event's layer
-/// (`TraceEventType`: 2 C_APP, 9 CPP_APP, ...).
+/// Ours (declared in our header): `initialize_region` with the event's layer
+/// (`TraceEventType`: 2 C_APP, 9 CPP_APP, ...). The C++ `DFTracer` is in [`crate::cxx`].
 #[no_mangle]
 pub extern "C" fn dftracer_region_begin(
     name: *const c_char,
@@ -256,11 +268,16 @@ pub extern "C" fn dftracer_region_begin(
     event_type: c_int,
     trace_type: c_int,
 ) -> *mut DFTracerData {
-    let layer = match u8::try_from(trace_type) {
+    region_begin(name, cat, event_type, layer_of(trace_type))
+}
+
+/// The layer of a `TraceEventType` value (out of range: `UNKNOWN`, as the reference's
+/// `convert`).
+pub(crate) fn layer_of(trace_type: c_int) -> Layer {
+    match u8::try_from(trace_type) {
         Ok(t) => Layer::from_u8(t),
         Err(_) => Layer::Unknown,
-    };
-    region_begin(name, cat, event_type, layer)
+    }
 }
 
 #[no_mangle]

@@ -1,7 +1,9 @@
-//! `libdftracer_preload.so` / `libdftracer_core.so` (one file, SONAME `libdftracer_core.so`):
-//! POSIX and stdio I/O tracing by `LD_PRELOAD`, and the C/C++ API of
-//! `include/dftracer/dftracer.h` (module `capi`: `initialize_main`, regions, ...) for
-//! programs linked with `-ldftracer_core`. Both paths start the same core (`start_tracing`),
+//! `libdftracer_preload.so` / `libdftracer_core.so` / `libdftracer_core.so.4.3.0` (one file,
+//! SONAME `libdftracer_core.so.4.3.0`, the reference's): POSIX and stdio I/O tracing by
+//! `LD_PRELOAD`, and the C/C++ API of `include/dftracer/dftracer.h` (module `capi`:
+//! `initialize_main`, regions, ...; module `cxx`: the C++ class `DFTracer`'s exported members
+//! under the reference's mangled names) for programs linked with `-ldftracer_core`, ours or
+//! the reference's. Both paths start the same core (`start_tracing`),
 //! so a linked program that is also preloaded has one tracer and one trace file.
 //!
 //! ```text
@@ -41,13 +43,14 @@ pub mod bind;
 #[cfg(not(test))]
 mod capi;
 #[cfg(not(test))]
+mod cxx;
+#[cfg(not(test))]
 mod hooks;
 pub mod real;
 pub mod region;
 pub mod table;
 
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, Ordering};
 
 use dftracer_core::filter::DataDirs;
 use dftracer_core::{Arg, Layer};
@@ -57,8 +60,9 @@ const POSIX: u8 = 1;
 const STDIO: u8 = 2;
 const METADATA: u8 = 4;
 static MODE: AtomicU8 = AtomicU8::new(0);
-/// Which paths are traced; set before `MODE`.
-static FILTER: OnceLock<DataDirs> = OnceLock::new();
+/// Which paths are traced; set before `MODE`. Replaced (never freed: shims may hold the old
+/// one) when a late `initialize(data_dirs=...)` names other directories.
+static FILTER: AtomicPtr<DataDirs> = AtomicPtr::new(std::ptr::null_mut());
 /// The pid that owns the tracer state in this address space. A `vfork` child (which shares
 /// the parent's memory and runs no atfork handler) sees a different `getpid()` and must not
 /// flush or finalize the parent's tracer from `exec*`/`_exit`.
@@ -79,8 +83,36 @@ pub(crate) fn stdio_on() -> bool {
     MODE.load(Ordering::Relaxed) & STDIO != 0 && dftracer_core::is_enabled()
 }
 
+#[inline]
+#[allow(unsafe_code)]
 pub(crate) fn filter() -> Option<&'static DataDirs> {
-    FILTER.get()
+    // SAFETY: FILTER is null or a leaked Box (published with Release after it was built),
+    // never freed: a `'static` reference.
+    unsafe { FILTER.load(Ordering::Acquire).as_ref() }
+}
+
+/// Publishes `dirs` as the filter: only when none is set (`replace` false; returns whether it
+/// was), or in place of the current one (`replace` true; the old one stays allocated).
+#[allow(unsafe_code)]
+fn set_filter(dirs: DataDirs, replace: bool) -> bool {
+    let new = Box::into_raw(Box::new(dirs));
+    if replace {
+        FILTER.store(new, Ordering::Release);
+        return true;
+    }
+    match FILTER.compare_exchange(
+        std::ptr::null_mut(),
+        new,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => true,
+        Err(_) => {
+            // SAFETY: `new` was never published; this is its only owner.
+            drop(unsafe { Box::from_raw(new) });
+            false
+        }
+    }
 }
 
 /// Proof that this thread may record: not already recording, not a tracer thread or section,
@@ -230,8 +262,16 @@ pub(crate) fn start() {
     if !cfg.enable || cfg.init != dftracer_core::InitMode::Preload {
         return;
     }
+    // PRELOAD means LD_PRELOAD (or a program linked with the library), or a `dlopen` of the
+    // library by its preload name, as the reference's libdftracer_preload.so starts then.
+    // Loaded later as libdftracer_core.so (the Python module, ctypes of the core), it leaves
+    // starting, and I/O, to the API, as the reference's core does.
+    if !real::loaded_before_libc() && !real::loaded_as_preload() {
+        return;
+    }
     match start_tracing(cfg, dftracer_core::Origin::Preload, None, true) {
-        Ok(()) | Err(dftracer_core::Error::Disabled) => {}
+        Ok(()) => STARTED_BY_CONSTRUCTOR.store(true, Ordering::Relaxed),
+        Err(dftracer_core::Error::Disabled) => {}
         Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] preload: {e}")),
     }
 }
@@ -257,7 +297,11 @@ pub(crate) fn start_tracing(
 }
 
 /// `initialize_*` found the tracer running: started by the preload constructor, or implicitly
-/// by an earlier region. One trace either way.
+/// by an earlier event (a decorated `__init__` run before DLIO calls `initialize_log`). One
+/// trace either way, and the late call wins: `log_file` renames the trace, and data dirs
+/// given by the call (`arg_dirs`; `cfg.data_dirs` is them joined with the environment's)
+/// replace the filter in force, or bind I/O now when nothing did (`io`: the caller may bind).
+/// One stderr line says what changed.
 pub(crate) fn join_running(
     cfg: dftracer_core::Config,
     log_file: Option<&str>,
@@ -265,33 +309,56 @@ pub(crate) fn join_running(
     io: bool,
 ) {
     dftracer_core::claim_for_app();
+    let mut changed = Vec::new();
     if let Some(path) = log_file {
-        if let Err(e) = dftracer_core::retarget(path) {
-            dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
-        }
-    }
-    if io && crate::bind_io(&cfg) {
-        // The first binding: its data dirs are the ones children inherit.
-        dftracer_core::set_data_dirs(cfg.data_dirs.as_deref());
-    } else if io {
-        // The preload's filter stays (shims read it concurrently). Say so only when the
-        // argument names a directory that filter does not cover.
-        let env = std::env::var("DFTRACER_DATA_DIR").ok();
-        let covered = |d: &str| match env.as_deref() {
-            None | Some("") => true, // unset: every file is traced
-            Some(list) => list.split(':').any(|e| e == "all" || e == d),
-        };
-        if let Some(dirs) = arg_dirs {
-            if !dirs.split(':').filter(|d| !d.is_empty()).all(covered) {
-                dftracer_core::eprint_line(&format!(
-                    "[DFTRACER WARN] initialize: I/O tracing was already started by \
-                     LD_PRELOAD with DFTRACER_DATA_DIR={}; data_dirs \"{dirs}\" is not applied",
-                    env.unwrap_or_default()
-                ));
+        let before = dftracer_core::prefix();
+        if before.as_deref() != Some(&dftracer_core::prefix_for(path)) {
+            match dftracer_core::retarget(path) {
+                Ok(prefix) => changed.push(format!("log file prefix {prefix}")),
+                Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}")),
             }
         }
     }
+    let arg_dirs = arg_dirs.filter(|d| !d.is_empty());
+    if io && crate::bind_io(&cfg) {
+        // The first binding: its data dirs are the ones children inherit.
+        dftracer_core::set_data_dirs(cfg.data_dirs.as_deref());
+        if let Some(d) = cfg.data_dirs.as_deref() {
+            changed.push(format!("I/O traced under {d}"));
+        }
+    } else if let (Some(_), Some(dirs)) = (arg_dirs, cfg.data_dirs.as_deref()) {
+        let env = dftracer_core::child_env();
+        let now = env.iter().find(|(k, _)| *k == "DFTRACER_DATA_DIR");
+        if filter().is_some() && now.map(|(_, v)| v.as_str()) != Some(dirs) {
+            let cwd = dftracer_core::cwd();
+            set_filter(DataDirs::parse(Some(dirs), cwd.as_bytes()), true);
+            dftracer_core::set_data_dirs(Some(dirs));
+            let was = now.map_or("every file", |(_, v)| v.as_str());
+            changed.push(format!("I/O traced under {dirs} (was {was})"));
+        }
+    }
+    if !changed.is_empty() && cfg.logs("WARN") {
+        dftracer_core::eprint_line(&format!(
+            "[DFTRACER INFO] initialize: tracing had started before it (an earlier event{}); \
+             applied: {}",
+            if origin_was_preload() {
+                " or LD_PRELOAD"
+            } else {
+                ""
+            },
+            changed.join(", ")
+        ));
+    }
 }
+
+/// Whether this library's constructor started the tracer (interception on from the start).
+fn origin_was_preload() -> bool {
+    STARTED_BY_CONSTRUCTOR.load(Ordering::Relaxed)
+}
+
+/// Set when the preload constructor started the core.
+static STARTED_BY_CONSTRUCTOR: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// Turns on the interception of POSIX/stdio calls by this library's exported symbols for a
 /// running core: the DATA_DIR filter first, then the mode bits that the shims read. Returns
@@ -299,9 +366,10 @@ pub(crate) fn join_running(
 /// concurrent shims).
 pub(crate) fn bind_io(cfg: &dftracer_core::Config) -> bool {
     let cwd = dftracer_core::cwd();
-    let fresh = FILTER
-        .set(DataDirs::parse(cfg.data_dirs.as_deref(), cwd.as_bytes()))
-        .is_ok();
+    let fresh = set_filter(
+        DataDirs::parse(cfg.data_dirs.as_deref(), cwd.as_bytes()),
+        false,
+    );
     let mut mode = 0;
     if cfg.io && cfg.posix {
         mode |= POSIX;

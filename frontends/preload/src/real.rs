@@ -142,6 +142,28 @@ fn compute_loaded_before_libc() -> bool {
     true
 }
 
+/// True when this library was loaded under the name `libdftracer_preload*` (its link-map
+/// name, as the loader found it), the reference's name of the library whose constructor
+/// starts tracing; `libdftracer_core*` (what the Python module and `-ldftracer_core` load)
+/// is the reference's core, which starts nothing by itself.
+pub(crate) fn loaded_as_preload() -> bool {
+    static ANCHOR: u8 = 0;
+    let lm = link_map_of(&ANCHOR as *const u8 as usize);
+    if lm.is_null() {
+        return false;
+    }
+    // SAFETY: a live link map of this loaded object; l_name is NULL or a C string owned by
+    // the loader for as long as the object is loaded.
+    let name = unsafe { (*lm).l_name };
+    if name.is_null() {
+        return false;
+    }
+    // SAFETY: as above.
+    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    let base = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+    base.starts_with(b"libdftracer_preload")
+}
+
 fn dl_info() -> libc::Dl_info {
     libc::Dl_info {
         dli_fname: std::ptr::null(),

@@ -478,7 +478,10 @@ fn cmake_find_package_builds_both_examples() {
         format!(
             r#"cmake_minimum_required(VERSION 3.13)
 project(dftracer_capi_test C CXX)
-find_package(dftracer 2.2 REQUIRED)
+find_package(dftracer 4.3.0 EXACT REQUIRED)
+if(NOT dftracer_VERSION STREQUAL "4.3.0")
+  message(FATAL_ERROR "dftracer_VERSION is ${{dftracer_VERSION}}")
+endif()
 add_executable(io_app "{c}")
 target_link_libraries(io_app PRIVATE dftracer::dftracer_core)
 add_executable(io_app_cpp "{cpp}")
@@ -503,23 +506,56 @@ target_link_libraries(io_app_cpp PRIVATE dftracer)
         .arg(&bin)
         .output()
         .unwrap());
-    // A version above ours is refused.
-    let newer = s.path("newer");
-    std::fs::create_dir_all(&newer).unwrap();
-    std::fs::write(
-        newer.join("CMakeLists.txt"),
-        "cmake_minimum_required(VERSION 3.13)\nproject(p C)\nfind_package(dftracer 3.0 REQUIRED)\n",
-    )
-    .unwrap();
-    let o = Command::new("cmake")
-        .arg("-S")
-        .arg(&newer)
-        .arg("-B")
-        .arg(s.path("newer-build"))
-        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix().display()))
-        .output()
+    // The package is version 4.3.0 (the reference's native package version): no version, a
+    // lower 4.x, a range holding it and EXACT 4.3.0 find it; a higher version, another major
+    // version (2.2, the reference's Python release, as the reference's package refuses it
+    // too), EXACT of another version and a range that ends below it do not.
+    let find = |name: &str, request: &str| -> bool {
+        let dir = s.path(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("CMakeLists.txt"),
+            format!(
+                "cmake_minimum_required(VERSION 3.19)\nproject(p C)\nfind_package(dftracer {request} REQUIRED)\n"
+            ),
+        )
         .unwrap();
-    assert!(!o.status.success(), "find_package(dftracer 3.0) must fail");
+        Command::new("cmake")
+            .arg("-S")
+            .arg(&dir)
+            .arg("-B")
+            .arg(s.path(&format!("{name}-build")))
+            .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix().display()))
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    for (i, (request, found)) in [
+        ("", true),
+        ("4", true),
+        ("4.1", true),
+        ("4.3.0", true),
+        ("4.3.0 EXACT", true),
+        ("4.0...5.0", true),
+        ("4.3.0...4.3.0", true),
+        ("4.4", false),
+        ("5.0", false),
+        ("2.2", false),
+        ("2.2.0 EXACT", false),
+        ("4.1 EXACT", false),
+        ("4.0...<4.3.0", false),
+        ("3.0...4.2", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(
+            find(&format!("v{i}"), request),
+            found,
+            "find_package(dftracer {request})"
+        );
+    }
 
     run(&s, &bin.join("io_app"), &[]);
     check_c_trace(&only_app_trace(&s, "app"), true);
@@ -528,6 +564,83 @@ target_link_libraries(io_app_cpp PRIVATE dftracer)
     }
     run(&s, &bin.join("io_app_cpp"), &[]);
     check_cpp_trace(&only_app_trace(&s, "app"), true);
+}
+
+#[test]
+fn install_layout_ships_the_reference_names_headers_and_version() {
+    let lib = prefix().join("lib");
+    // One file under the reference's SONAME, the other names link to it.
+    let real = lib.join("libdftracer_core.so.4.3.0");
+    assert!(std::fs::symlink_metadata(&real)
+        .unwrap()
+        .file_type()
+        .is_file());
+    for name in ["libdftracer_core.so", "libdftracer_preload.so"] {
+        let l = lib.join(name);
+        assert_eq!(
+            std::fs::read_link(&l).unwrap(),
+            Path::new("libdftracer_core.so.4.3.0"),
+            "{name}"
+        );
+    }
+    let dynamic = ok(Command::new("readelf")
+        .arg("-d")
+        .arg(&real)
+        .output()
+        .unwrap());
+    assert!(
+        dynamic.contains("Library soname: [libdftracer_core.so.4.3.0]"),
+        "{dynamic}"
+    );
+    // The reference's C++ class members, exported under its mangled names.
+    let syms = ok(Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&real)
+        .output()
+        .unwrap());
+    for sym in [
+        "_ZN8DFTracerC1EPKcS1_i14TraceEventType",
+        "_ZN8DFTracerC2EPKcS1_i14TraceEventType",
+        "_ZN8DFTracer6updateEPKci12MetadataType",
+        "_ZN8DFTracer6updateEPKcS1_12MetadataType",
+        "_ZN8DFTracer8finalizeEv",
+        "_ZN8DFTracerD1Ev",
+        "_ZN8DFTracerD2Ev",
+    ] {
+        assert!(
+            syms.lines().any(|l| l.ends_with(&format!(" T {sym}"))),
+            "{sym} not exported"
+        );
+    }
+    let inc = prefix().join("include/dftracer");
+    for h in [
+        "dftracer.h",
+        "core/common/constants.h",
+        "core/common/typedef.h",
+        "core/common/cpp_typedefs.h",
+        "core/common/enumeration.h",
+    ] {
+        assert_eq!(
+            std::fs::read(inc.join(h)).unwrap(),
+            std::fs::read(header_dir().join("dftracer").join(h)).unwrap(),
+            "{h}"
+        );
+    }
+    if !have("pkg-config") {
+        return skip("the pkg-config version check", "pkg-config");
+    }
+    let pc = |args: &[&str]| {
+        Command::new("pkg-config")
+            .args(args)
+            .arg("dftracer")
+            .env("PKG_CONFIG_PATH", prefix().join("lib/pkgconfig"))
+            .output()
+            .unwrap()
+    };
+    assert_eq!(ok(pc(&["--modversion"])), "4.3.0\n");
+    assert!(pc(&["--exact-version=4.3.0"]).status.success());
+    assert!(pc(&["--atleast-version=4.3"]).status.success());
+    assert!(!pc(&["--atleast-version=4.4"]).status.success());
 }
 
 #[test]

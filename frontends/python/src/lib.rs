@@ -22,7 +22,7 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use pyo3::PyTypeInfo;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Most args collected from Python per event (core keeps 32 and counts the rest).
@@ -724,13 +724,30 @@ fn initialize(
     Ok(())
 }
 
-/// Current time in the configured unit; 0 when tracing is off.
+/// Current time in the configured unit; 0 when tracing is off. After `finalize()` the clock
+/// goes on: pydftracer's wrappers (DLIO's finalize runs inside a decorated function) compute
+/// `get_time() - start` after it, and the event they then log is dropped and counted
+/// ([`late_event`]).
 #[pyfunction]
 fn get_time() -> u64 {
-    if active() {
+    if active() || native::is_finalized() {
         native::now()
     } else {
         0
+    }
+}
+
+/// Events given to `log_event` after `finalize()`: dropped (the trace is complete).
+static LATE_EVENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts an event that arrived after `finalize()` (one stderr line the first time).
+#[cold]
+fn late_event() {
+    if LATE_EVENTS.fetch_add(1, Ordering::Relaxed) == 0 && config().logs("WARN") {
+        dftracer_core::eprint_line(
+            "[DFTRACER WARN] an event was logged after finalize(): dropped (the trace is complete); \
+             dftracer.dftracer.stats()['after_finalize'] counts them",
+        );
     }
 }
 
@@ -857,6 +874,8 @@ unsafe fn log_event_fast<const METHOD: bool>(
         fast::log_event(&e, |name, cat, ts, dur, args| {
             if on {
                 native::complete(Layer::Python, name, cat, ts, dur, args);
+            } else if native::is_finalized() {
+                late_event();
             }
         })
     }
@@ -965,6 +984,8 @@ fn log_event(
             dur,
             &vals,
         );
+    } else if native::is_finalized() {
+        late_event();
     }
     Ok(())
 }
@@ -1018,6 +1039,17 @@ fn mark_used(name: &str) {
     }
 }
 
+/// Names thread `tid` (`threading.get_native_id()`) in the trace (its `thread_name` record);
+/// `dftracer._threads` calls it for every thread `threading` starts.
+#[pyfunction]
+fn _name_thread(tid: u64, name: &Bound<'_, PyAny>) {
+    if config().enable && !native::is_finalized() {
+        if let Ok(tid) = u32::try_from(tid) {
+            native::name_thread(tid, &text(name));
+        }
+    }
+}
+
 /// Writes `end`, flushes and closes the trace. Idempotent; later events are ignored.
 #[pyfunction]
 fn finalize(py: Python<'_>) {
@@ -1042,6 +1074,7 @@ fn stats(py: Python<'_>) -> PyResult<PyObject> {
     d.set_item("dropped", s.dropped)?;
     d.set_item("lost", s.lost)?;
     d.set_item("path", s.path)?;
+    d.set_item("after_finalize", LATE_EVENTS.load(Ordering::Relaxed))?;
     Ok(d.into_any().unbind())
 }
 
@@ -1051,10 +1084,13 @@ fn flush(py: Python<'_>) {
     py.allow_threads(native::flush);
 }
 
-/// True when tracing is (or would be, on first use) on in this process.
+/// True when tracing is configured on in this process and not finalized: it records, or will
+/// once started (on first use, or by an `initialize(log_file)` after a start from the
+/// environment failed). Decorators check this when they are applied, so a function decorated
+/// before a later `initialize(log_file=...)` is traced once that starts the tracer.
 #[pyfunction]
 fn is_enabled() -> bool {
-    native::is_enabled() || (config().enable && !native::is_finalized() && !native::start_failed())
+    native::is_enabled() || (config().enable && !native::is_finalized())
 }
 
 /// Replacement of `os._exit`: finishes the trace first (multiprocessing fork workers leave
@@ -1688,6 +1724,16 @@ fn caller_name(py: Python<'_>) -> Py<PyString> {
         .unbind()
 }
 
+/// The value a `dftracer.python` `TagValue` holds (pydftracer's `update(args=...)` records
+/// `TagValue(9, TagDType.INT)` as 9); any other object as it is.
+fn tag_value_inner<'py>(v: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let ty = v.get_type();
+    if ty.name()?.to_str()? == "TagValue" && ty.module()?.to_str()?.starts_with("dftracer.") {
+        return v.getattr(pyo3::intern!(v.py(), "_value"));
+    }
+    Ok(v)
+}
+
 impl DftFn {
     fn blank() -> Self {
         DftFn {
@@ -2290,6 +2336,7 @@ impl DftFn {
                     Ok(s) => s,
                     Err(e) => e.into_inner().str()?,
                 };
+                let v = tag_value_inner(v)?;
                 slf.set_arg(&key, v);
             }
         }
@@ -2400,6 +2447,7 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     native::export_env_at_init(false);
     m.add_function(wrap_pyfunction!(initialize, m)?)?;
     m.add_function(wrap_pyfunction!(get_time, m)?)?;
+    m.add_function(wrap_pyfunction!(_name_thread, m)?)?;
     m.add_function(wrap_pyfunction!(get_config, m)?)?;
     m.add_function(wrap_pyfunction!(enter_event, m)?)?;
     m.add_function(wrap_pyfunction!(exit_event, m)?)?;
@@ -2429,6 +2477,17 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     if config().enable {
         install_exit_hook(m)?;
+        // Python thread names in the trace (dftracer/_threads.py); a missing or broken file
+        // costs the names, never the import.
+        let names = m
+            .py()
+            .import("dftracer._threads")
+            .and_then(|t| t.call_method1("install", (m.getattr("_name_thread")?,)));
+        if let Err(e) = names {
+            dftracer_core::eprint_line(&format!(
+                "[DFTRACER WARN] Python thread names are not traced: {e}"
+            ));
+        }
     }
     Ok(())
 }

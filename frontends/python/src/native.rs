@@ -71,21 +71,28 @@ fn dlerror() -> String {
     }
 }
 
-/// The copy already in the process (matched by its SONAME), else the one in the wheel.
+/// The copy already in the process (matched by its SONAME, `libdftracer_core.so.4.3.0`, or
+/// by the name an older build had), else the one in the wheel. A loaded library of that name
+/// without our table is another implementation's (the reference's): not ours to share.
 fn load() -> Result<&'static Api, String> {
-    // SAFETY: dlopen with RTLD_NOLOAD only looks up an object already loaded.
-    let loaded = unsafe {
-        libc::dlopen(
-            c"libdftracer_core.so".as_ptr(),
-            libc::RTLD_NOW | libc::RTLD_NOLOAD,
-        )
-    };
-    if !loaded.is_null() {
+    for name in [c"libdftracer_core.so.4.3.0", c"libdftracer_core.so"] {
+        // SAFETY: dlopen with RTLD_NOLOAD only looks up an object already loaded.
+        let loaded = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if loaded.is_null() {
+            continue;
+        }
+        // SAFETY: a valid handle from dlopen; SYMBOL is NUL-terminated.
+        if unsafe { libc::dlsym(loaded, SYMBOL.as_ptr().cast()) }.is_null() {
+            continue;
+        }
         match table(loaded) {
             Ok(api) => return Ok(api),
-            Err(e) => dftracer_core::eprint_line(&format!(
-                "[DFTRACER WARN] the libdftracer_core.so already in this process cannot be shared ({e}); using the module's own copy: this process writes two trace files"
-            )),
+            Err(e) => {
+                dftracer_core::eprint_line(&format!(
+                    "[DFTRACER WARN] the libdftracer_core.so already in this process cannot be shared ({e}); using the module's own copy: this process writes two trace files"
+                ));
+                break;
+            }
         }
     }
     let path = bundled_path().ok_or_else(|| "cannot locate the dftracer package".to_string())?;
@@ -133,19 +140,28 @@ pub fn config_from_env() -> Config {
     }
 }
 
-/// Starts the core; the process's POSIX/stdio calls on the data dirs are traced when the
-/// configuration names data dirs (no data dirs: no binding at all).
+/// Whether the Python API binds the process's POSIX/stdio calls in process: the
+/// configuration names data dirs (none: no binding at all) and `DFTRACER_INIT` is FUNCTION
+/// (the default). PRELOAD leaves interception to the preload library; any other value
+/// (HYBRID included) means none, as in the reference.
+fn binds_io(cfg: &Config) -> bool {
+    cfg.io && cfg.data_dirs.is_some() && cfg.init == dftracer_core::InitMode::Function
+}
+
+/// Starts the core; the process's POSIX/stdio calls on the data dirs are traced when
+/// [`binds_io`] says so.
 pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(), Error> {
     let a = api().ok_or(Error::Disabled)?;
-    let io = cfg.io && cfg.data_dirs.is_some();
+    let io = binds_io(&cfg);
     (a.start)(cfg, origin, api_log_file, io)
 }
 
 /// An explicit `initialize` found the core running (see [`Api::join`]): binds the data dirs
-/// of `cfg` (the argument's, `arg_dirs`, first) when I/O interception is not on yet.
+/// of `cfg` (the argument's, `arg_dirs`, first) when I/O interception is not on yet and
+/// [`binds_io`], or replaces the data dirs of the interception in force.
 pub fn join(cfg: Config, log_file: Option<&str>, arg_dirs: Option<&str>) {
     if let Some(a) = api() {
-        let io = cfg.io && cfg.data_dirs.is_some();
+        let io = binds_io(&cfg);
         (a.join)(cfg, log_file, arg_dirs, io)
     }
 }
@@ -244,6 +260,12 @@ pub fn mark_used(name: &str) {
     }
 }
 
+pub fn name_thread(tid: u32, name: &str) {
+    if let Some(a) = api() {
+        (a.name_thread)(tid, name)
+    }
+}
+
 pub fn trace_path() -> Option<String> {
     api().and_then(|a| (a.trace_path)())
 }
@@ -258,10 +280,6 @@ pub fn is_running() -> bool {
 
 pub fn is_finalized() -> bool {
     api().is_some_and(|a| (a.is_finalized)())
-}
-
-pub fn start_failed() -> bool {
-    api().is_some_and(|a| (a.start_failed)())
 }
 
 pub fn prefix() -> Option<String> {

@@ -95,3 +95,34 @@ def self_contained(recs):
     ids = [r["id"] for r in recs if r.get("ph") == 1]
     assert ids == list(range(1, len(ids) + 1)), "ids sequential from 1"
     assert end["args"]["num_events"] == len(ids) - 1
+
+
+def our_wheel(tmp: Path) -> Path:
+    """Our wheel: $DFT_WHEEL (what scripts/test.sh built), else built here."""
+    given = os.environ.get("DFT_WHEEL")
+    if given:
+        return Path(given)
+    out = tmp / "wheel"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(Path(__file__).resolve().parent.parent)],
+        check=True,
+    )
+    return next(out.glob("*.whl"))
+
+
+@pytest.fixture(scope="session")
+def pydftracer_venv(tmp_path_factory):
+    """A venv (made once per session) with our wheel, then pydftracer 2.0.6 from PyPI (its
+    files go into dftracer/python; ours stay in dftracer/_layer) and its dependency
+    typing_extensions: its python. `DFTRACER_PYTHON_LAYER=pydftracer` runs pydftracer's layer
+    over our native module; without it, ours."""
+    import venv
+
+    tmp = tmp_path_factory.mktemp("pydftracer-venv")
+    env_dir = tmp / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run(pip + [str(our_wheel(tmp))], check=True)
+    subprocess.run(pip + ["--no-deps", "pydftracer==2.0.6", "typing_extensions"], check=True)
+    return py

@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -32,37 +31,23 @@ log.finalize()
 """
 
 
-def _wheel(tmp: Path) -> Path:
-    given = os.environ.get("DFT_WHEEL")
-    if given:
-        return Path(given)
-    out = tmp / "wheel"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(HERE.parent)],
-        check=True,
-    )
-    return next(out.glob("*.whl"))
-
-
-def test_pydftracer_2_0_6_over_our_native_module(tmp_path):
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    py = env_dir / "bin" / "python"
-    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run(pip + [str(_wheel(tmp_path))], check=True)
-    # pydftracer's own files replace our dftracer/python; its dependency typing_extensions.
-    subprocess.run(pip + ["--no-deps", "pydftracer==2.0.6", "typing_extensions"], check=True)
+def test_pydftracer_2_0_6_over_our_native_module(tmp_path, pydftracer_venv):
+    py = pydftracer_venv
+    # Ours serves dftracer.python whatever was installed after it; DFTRACER_PYTHON_LAYER picks
+    # pydftracer's files.
+    layer = dict(os.environ, DFTRACER_PYTHON_LAYER="pydftracer")
     site = subprocess.run(
         [str(py), "-c", "import dftracer.python, dftracer.dftracer as d; print(dftracer.python.__file__, d.__file__)"],
-        check=True, capture_output=True, text=True,
+        check=True, capture_output=True, text=True, env=layer,
     ).stdout
     assert ".so" in site
-    assert (Path(site.split()[0]).parent / "ai_common.py").exists(), "pydftracer's package is the one imported"
+    assert "_layer" not in site.split()[0] and (Path(site.split()[0]).parent / "ai_common.py").exists(), \
+        "pydftracer's package is the one imported"
     out = tmp_path / "out"
     out.mkdir()
     (tmp_path / "app.py").write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
-    env.update(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(out / "trace"))
+    env.update(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(out / "trace"), DFTRACER_PYTHON_LAYER="pydftracer")
     subprocess.run([str(py), str(tmp_path / "app.py")], check=True, env=env, cwd=tmp_path)
     files = list(out.glob("*.pfw.gz"))
     assert len(files) == 1, files

@@ -282,7 +282,12 @@ def test_dft_fn_is_a_native_class_users_can_subclass(run):
         d = dft_fn("C", "positional", 1, 2, 3, 4.0, True)
         assert (d.name, d.cat, d._args) == ("positional", "C", {"epoch": 1, "step": 2, "image_idx": 3, "image_size": 4.0})
         assert d.reset() is d and d.flush() is d and d.relate(1, 2) is d and d.uses("t", 1) == 0
-        assert dft_fn.__module__ == "dftracer.python" and dft_fn.log_init is dft_fn.log
+        import inspect
+        assert dft_fn.__module__ == "dftracer.python"
+        # pydftracer's parameter names: log_init(init=None, name=None), log_static(func=None, name=None)
+        assert list(inspect.signature(dft_fn.log_init).parameters) == ["self", "init", "name"]
+        assert list(inspect.signature(dft_fn.log_static).parameters) == ["self", "func", "name"]
+        assert list(inspect.signature(dft_fn).parameters) == ["cat", "name", "epoch", "step", "image_idx", "image_size", "enable"]
         for bad, msg in [(lambda: dft_fn(), "cat"), (lambda: dft_fn(1), "cat"), (lambda: dft_fn("C", name=3), "name"),
                          (lambda: dft_fn("C", "n", name="m"), "multiple values")]:
             try:

@@ -143,7 +143,7 @@ def test_second_initialize_with_another_path_says_it_is_ignored(run):
     assert len(r.events()) == 2
 
 
-def test_initialize_after_events_renames_silently_and_after_finalize_says_so(run):
+def test_initialize_after_events_renames_and_after_finalize_is_ignored_each_in_one_line(run):
     r = run(
         """
         import os
@@ -156,14 +156,17 @@ def test_initialize_after_events_renames_silently_and_after_finalize_says_so(run
         """
     )
     lines = dftracer_lines(r.stderr)
-    assert len(lines) == 1 and "finalized" in lines[0] and "late.pfw" in lines[0], r.stderr
+    assert len(lines) == 2, r.stderr
+    assert lines[0].startswith("[DFTRACER INFO] initialize: tracing had started before it"), lines
+    assert lines[0].endswith("applied: log file prefix " + str(r.out / "named")), lines
+    assert "finalized" in lines[1] and "late.pfw" in lines[1], r.stderr
     assert [f.name.split("-")[0] for f in r.files()] == ["named"]
 
 
 @pytest.mark.parametrize(
     "prefix,what",
     [("/dev/full", "a character device"), ("/proc/self/trace", "proc filesystem"),
-     ("{out}", "a directory"), ("{out}/file/t", "not a directory")],
+     ("{out}/file/t", "not a directory")],
 )
 @pytest.mark.parametrize("how", ["env", "initialize"])
 def test_a_prefix_that_cannot_hold_trace_files_is_refused_in_one_line(run, tmp_path, prefix, what, how):
@@ -179,13 +182,71 @@ def test_a_prefix_that_cannot_hold_trace_files_is_refused_in_one_line(run, tmp_p
         """.format(init=f"d.initialize({prefix!r})" if how == "initialize" else "")
     env = {"DFTRACER_LOG_FILE": prefix} if how == "env" else {}
     r = run(code, env=env)
-    assert "enabled False" in r.stdout
+    # Still configured on: a later initialize(log_file=...) naming a good place may start it.
+    assert "enabled True" in r.stdout
     lines = dftracer_lines(r.stderr)
     assert len(lines) == 1, r.stderr
     named = f"DFTRACER_LOG_FILE={prefix}:" if how == "env" else f"initialize(log_file={prefix!r})".replace("'", '"')
     assert lines[0].startswith("[DFTRACER ERROR] " + named), lines[0]
     assert what in lines[0] and lines[0].endswith("tracing disabled"), lines[0]
     assert not r.files()
+    assert not [p for p in os.listdir("/dev") if ".pfw" in p]
+
+
+@pytest.mark.parametrize("how", ["env", "initialize"])
+def test_a_prefix_naming_a_directory_writes_next_to_it(run, tmp_path, how):
+    # A prefix is a prefix: the reference 2.2.0 writes <dir>-<hash>-app.pfw.gz beside <dir>.
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    (out / "tr").mkdir()
+    code = """
+        import os
+        import dftracer.dftracer as d
+        {init}
+        for i in range(10): d.log_event("e", "C", 1, 1)
+        d.finalize()
+        """.format(init='d.initialize(os.environ["OUT"] + "/tr")' if how == "initialize" else "")
+    r = run(code, env={"DFTRACER_LOG_FILE": str(out / "tr")})
+    assert not dftracer_lines(r.stderr), r.stderr
+    files = r.files()
+    assert [f.parent for f in files] == [out], files
+    assert files[0].name.startswith("tr-") and files[0].name.endswith("-app.pfw.gz"), files
+    assert len(r.events("e")) == 10
+    assert not list((out / "tr").iterdir())
+
+
+@pytest.mark.parametrize("prefix", ["/dev/full", "/proc/self/trace", "{out}/file/t", "{out}/tr"])
+def test_a_bad_environment_prefix_never_kills_a_later_initialize_log(run, tmp_path, prefix):
+    # Functions decorated at import (where `dft_fn` starts the tracer from the environment)
+    # are traced once initialize_log names a good file, whatever the environment's prefix.
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    (out / "file").write_text("a regular file")
+    (out / "tr").mkdir()
+    prefix = prefix.format(out=out)
+    r = run(
+        """
+        import os
+        from dftracer.python import dftracer, dft_fn
+        df = dft_fn("WORK")
+        @df.log
+        def task(step): return step
+        @dft_fn("WORK").log
+        def other(step): return step
+        log = dftracer.initialize_log(logfile=os.environ["OUT"] + "/good/run.pfw", data_dir=None, process_id=-1)
+        for i in range(5): task(i)
+        other(9)
+        log.finalize()
+        """,
+        env={"DFTRACER_LOG_FILE": prefix},
+    )
+    lines = dftracer_lines(r.stderr)
+    if prefix.endswith("/tr"):
+        assert not lines, r.stderr
+    else:
+        assert len(lines) == 1 and lines[0].startswith(f"[DFTRACER ERROR] DFTRACER_LOG_FILE={prefix}:"), r.stderr
+    assert [f.parent for f in r.files()] == [out / "good"], r.files()
+    assert [(e["name"], e["args"]["step"]) for e in r.events()] == [("task", i) for i in range(5)] + [("other", 9)]
     assert not [p for p in os.listdir("/dev") if ".pfw" in p]
 
 
@@ -236,21 +297,23 @@ def test_failed_start_is_decided_once(run, tmp_path):
         os.remove(out + "/blocker"); os.mkdir(out + "/blocker")
         for i in range(1000): d.log_event("e", "C", 1, 1)
         print("early is plain", type(early).__name__ == "function", "enabled", d.is_enabled())
-        # A log file named by the program is a new place: it is tried.
+        # A log file named by the program is a new place: it is tried, and the function
+        # decorated before it is traced from then on.
         dftracer.initialize_log(logfile=out + "/named/run.pfw")
         @df.log
         def late(step): return step
+        early(3)
         late(7)
         d.finalize()
         """,
         env={"DFTRACER_LOG_FILE": str(out / "blocker" / "t")},
     )
-    assert "early is plain True enabled False" in r.stdout
+    assert "early is plain False enabled True" in r.stdout
     lines = dftracer_lines(r.stderr)
     assert len(lines) == 1, r.stderr
     assert "blocker is not a directory" in lines[0]
     assert not list((out / "blocker").iterdir())
-    assert [(e["name"], e["args"]["step"]) for e in r.events()] == [("late", 7)]
+    assert [(e["name"], e["args"]["step"]) for e in r.events()] == [("early", 3), ("late", 7)]
     assert all(f.parent == out / "named" for f in r.files())
 
 

@@ -43,15 +43,17 @@ def test_pydftracer_torch_modules_over_our_native_module(tmp_path):
     where = subprocess.run(
         [str(py), "-c", "import sys, dftracer.python.dynamo, dftracer.dftracer as d; "
          "print(sys.modules['dftracer.python.dynamo'].__file__, d.__file__)"],
-        check=True, capture_output=True, text=True, env={**os.environ, "DFTRACER_ENABLE": "0"},
+        check=True, capture_output=True, text=True,
+        env={**os.environ, "DFTRACER_ENABLE": "0", "DFTRACER_PYTHON_LAYER": "pydftracer"},
     ).stdout.split()
-    assert (Path(where[0]).parent / "ai_common.py").exists(), "pydftracer's package is the one imported"
+    assert "_layer" not in where[0] and (Path(where[0]).parent / "ai_common.py").exists(), \
+        "pydftracer's package is the one imported"
     assert where[1].endswith(".so")
     out = tmp_path / "out"
     out.mkdir()
     (tmp_path / "app.py").write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
-    env.update(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(out / "trace"))
+    env.update(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(out / "trace"), DFTRACER_PYTHON_LAYER="pydftracer")
     subprocess.run([str(py), str(tmp_path / "app.py")], check=True, env=env, cwd=tmp_path, timeout=600)
     (trace,) = out.glob("*.pfw.gz")
     recs = [json.loads(line) for line in gzip.open(trace, "rt")]

@@ -3,8 +3,14 @@
  * DFTracer 2.2.0 header. Link with -ldftracer_core (pkg-config: dftracer; CMake:
  * find_package(dftracer) and target dftracer::dftracer_core).
  *
- * Self-contained: includes no other header; compiles as C99 and as C++11 to C++20 with
+ * Includes only its sibling headers, as the reference's does: dftracer/core/common/constants.h
+ * and typedef.h (C and C++), and in C++ cpp_typedefs.h and enumeration.h (with <string>,
+ * <unordered_map>, and <any> from C++17 on). Compiles as C99 and as C++11 to C++20 with
  * -Wall -Wextra -Werror.
+ *
+ * The C++ class DFTracer has the reference's layout and its members are the library's
+ * exported functions under the reference's mangled names, so a C++ program built against
+ * either header runs on either library (libdftracer_core.so.4.3.0).
  *
  *   int main(void) {
  *     DFTRACER_C_INIT(NULL, "/scratch/data", NULL);   // start tracing + bind I/O
@@ -21,6 +27,9 @@
  */
 #ifndef DFTRACER_DFTRACER_H
 #define DFTRACER_DFTRACER_H
+
+#include <dftracer/core/common/constants.h>
+#include <dftracer/core/common/typedef.h>
 
 /* Kinds of region (initialize_region's event_type). */
 #define DF_DATA_EVENT 0     /* a complete event with a start time and a duration */
@@ -140,49 +149,49 @@ static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
 
 #ifdef __cplusplus
 
-/* Instrumentation layer of an event (the trace's integer "type"). */
-enum TraceEventType : unsigned char {
-  TRACE_TYPE_UNKNOWN = 0,
-  TRACE_TYPE_DFTRACER = 1,
-  TRACE_TYPE_C_APP = 2,
-  TRACE_TYPE_LIBC_IO = 3,
-  TRACE_TYPE_HIP = 4,
-  TRACE_TYPE_HDF5 = 5,
-  TRACE_TYPE_PYTHON = 6,
-  TRACE_TYPE_PSUTIL = 7,
-  TRACE_TYPE_FINSTRUMENT = 8,
-  TRACE_TYPE_CPP_APP = 9,
-  TRACE_TYPE_MPI = 10
-};
-
-/* How an arg takes part in aggregation (written the same for every type). */
-enum MetadataType : unsigned char { MT_KEY = 0, MT_VALUE = 1, MT_IGNORE = 2 };
+#include <dftracer/core/common/cpp_typedefs.h>
+#include <dftracer/core/common/enumeration.h>
 
 static const char *const CPP_LOG_CATEGORY DFTRACER_UNUSED_ = "CPP_APP";
 
-/* A region that ends with its scope (or at finalize()): one "CPP_APP" event, type 9. */
+/* A region that ends with its scope, at finalize() or at delete: one event of layer `type`
+ * (default CPP_APP, type 9) when it ends. The data members are the reference's, in its order
+ * (programs built against its header allocate this layout); the library keeps its region
+ * handle in `metadata`. Copying is not allowed (a copy would end the region twice); moving
+ * hands the region over. */
 class DFTracer {
+  int event_type; /* DF_DATA_EVENT or DF_METADATA_EVENT */
+  bool initialized;
+  ConstEventNameType name;
+  ConstEventNameType cat;
+  TraceEventType type;
+  TimeResolution start_time;
+  dftracer::Metadata *metadata;
+
  public:
-  DFTracer(const char *name, const char *cat, int event_type = DF_DATA_EVENT,
-           TraceEventType type = TRACE_TYPE_CPP_APP)
-      : data_(dftracer_region_begin(name, cat, event_type, static_cast<int>(type))) {}
-  DFTracer(DFTracer &&other) noexcept : data_(other.data_) { other.data_ = nullptr; }
+  DFTracer(ConstEventNameType _name, ConstEventNameType _cat, int _event_type = DF_DATA_EVENT,
+           TraceEventType _type = TRACE_TYPE_CPP_APP);
+  DFTracer(DFTracer &&other) noexcept
+      : event_type(other.event_type),
+        initialized(other.initialized),
+        name(other.name),
+        cat(other.cat),
+        type(other.type),
+        start_time(other.start_time),
+        metadata(other.metadata) {
+    other.initialized = false;
+    other.metadata = nullptr;
+  }
   DFTracer(const DFTracer &) = delete;
   DFTracer &operator=(const DFTracer &) = delete;
   DFTracer &operator=(DFTracer &&) = delete;
-  ~DFTracer() { finalize(); }
 
-  void update(const char *key, int value, MetadataType type = MT_KEY) {
-    update_metadata_int_type(data_, key, value, static_cast<int>(type));
-  }
-  void update(const char *key, const char *value, MetadataType type = MT_KEY) {
-    update_metadata_string_type(data_, key, value, static_cast<int>(type));
-  }
+  /* Adds an arg to the region's event (the same key again replaces its value). */
+  void update(const char *key, int value, MetadataType _type = MT_KEY);
+  void update(const char *key, const char *value, MetadataType _type = MT_KEY);
   /* Ends the region now (the destructor then does nothing). */
-  void finalize() { finalize_region_cleanup(&data_); }
-
- private:
-  struct DFTracerData *data_;
+  void finalize();
+  ~DFTracer();
 };
 
 #define DFTRACER_CPP_INIT(log_file, data_dirs, process_id) \

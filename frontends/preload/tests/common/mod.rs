@@ -40,11 +40,13 @@ pub fn lib() -> PathBuf {
             );
             let so = profile_dir.join("libdftracer_preload.so");
             assert!(so.exists(), "{} missing after cargo build", so.display());
-            // Its SONAME, which programs linked against it look for (scripts/native-lib.sh
-            // makes the same link).
-            let core = profile_dir.join("libdftracer_core.so");
-            if std::fs::symlink_metadata(&core).is_err() {
-                let _ = std::os::unix::fs::symlink("libdftracer_preload.so", &core);
+            // Its link name and its SONAME, which programs linked against it look for
+            // (scripts/native-lib.sh makes the same links).
+            for name in ["libdftracer_core.so", "libdftracer_core.so.4.3.0"] {
+                let core = profile_dir.join(name);
+                if std::fs::symlink_metadata(&core).is_err() {
+                    let _ = std::os::unix::fs::symlink("libdftracer_preload.so", &core);
+                }
             }
             so
         })

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
 from dftracer import dftracer as _native
-from dftracer.python.ai import DFTracerAI
+from dftracer.python.ai_common import DFTracerAI, dftracer
+from dftracer.python.common import DFTRACER_ENABLE, P, R, TagDType, TagType, TagValue  # noqa: F401 (pydftracer's names here)
 
 try:
     import torch
@@ -103,7 +104,7 @@ class Dynamo(DFTracerAI):
         image_size: Optional[Any] = None,
         enable: bool = True,
     ) -> None:
-        super().__init__(CAT_DYNAMO, name, epoch=epoch, step=step, image_idx=image_idx,
+        super().__init__(cat=CAT_DYNAMO, name=name, epoch=epoch, step=step, image_idx=image_idx,
                          image_size=image_size, enable=enable)
         self.call_stack: List[CallStackRecord] = []
         self._graph_ids = itertools.count()
@@ -117,8 +118,6 @@ class Dynamo(DFTracerAI):
 
     def _mark_used(self) -> None:
         if self._recording():
-            from dftracer.python import dftracer
-
             dftracer.get_instance().mark_used("dynamo")
 
     # -- what the instrumented graph calls

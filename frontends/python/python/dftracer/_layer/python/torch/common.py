@@ -1,19 +1,22 @@
-"""The handler of `dftracer.python.torch` (see the package's docstring)."""
+"""`dftracer.python.torch.common`: the PyTorch profiler's handler `trace_handler` (see the
+package's docstring), with pydftracer 2.0.6's names here: `TagValue`, `TagDType`, `TagType`,
+`get_time_scale` and `dftracer` (the tracer class the handler records through; pydftracer's
+`torch.profiler` assigns it)."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from dftracer import dftracer as _native
+from dftracer.python.common import _TIME_METRIC_UNITS_PER_SECOND, TagDType, TagType, TagValue, get_time_scale  # noqa: F401
+from dftracer.python.common import dftracer
 
-__all__ = ["trace_handler"]
-
-_PER_SECOND = {"NS": 1_000_000_000, "US": 1_000_000, "MS": 1_000, "SEC": 1}
+__all__ = ["TagDType", "TagType", "TagValue", "get_time_scale", "dftracer", "trace_handler"]
 
 
 def _scale() -> int:
     """Our time units per second (`DFTRACER_TIME_METRIC`)."""
-    return _PER_SECOND.get((_native.get_config("TIME_METRIC") or "US").upper(), 1_000_000)
+    return int(get_time_scale())
 
 
 def _trace_start(profiler_result: Any, scale: int) -> Optional[int]:
@@ -37,8 +40,6 @@ def trace_handler(profiler_result: Any) -> None:
     into this process's trace."""
     if not _native.is_enabled():
         return
-    from dftracer.python import dftracer
-
     dftracer.get_instance().mark_used("torch_profiler")
     scale = _scale()
     origin = _trace_start(profiler_result, scale)

@@ -1,31 +1,21 @@
-"""`dftracer.python.dbg`: the annotation API of `dftracer.python` (and its `ai`, `dynamo` and
-`torch` parts) with every call written on stderr, for debugging annotations (pydftracer's
-`dftracer.python.dbg`).
-
-    from dftracer.python.dbg import dftracer, dft_fn, ai
-
-Every object here is the same object as in `dftracer.python`, seen through a `Logged` view:
-calling it, one of its methods, entering or leaving it as a context manager writes one line
-`[DFTRACER DEBUG]: [time] <call> -> <result>` on stderr and then does what `dftracer.python`
-does; a function it decorates writes one line per call of that function. The trace is the
-same as without `dbg`. `dftracer.dftracer_dbg` is the native module with the same logging.
-"""
+"""The `Logged` view behind `dftracer.python.dbg` (see its docstring)."""
 
 from __future__ import annotations
 
+import inspect
 import types
 from typing import Any
 
-import dftracer.python as _api
+import dftracer.python.common as _common
 from dftracer.dftracer import _Wrapped
 from dftracer.dftracer import dft_fn as _Region  # the native region class
 from dftracer.dftracer_dbg import debug, describe, logged
-from dftracer.python.ai import DFTracerAI
+from dftracer.python.ai_common import _DFTracerAI
 
 
 def _viewable(value: Any) -> bool:
     """Objects whose calls are logged too: the tracer, regions, ai tracers and their classes."""
-    kinds = (_api.dftracer, _Region, DFTracerAI)
+    kinds = (_common.dftracer, _Region, _DFTracerAI)
     return isinstance(value, kinds) or (isinstance(value, type) and issubclass(value, kinds))
 
 
@@ -87,27 +77,20 @@ class Logged:
     def __repr__(self) -> str:
         return f"<dbg {self._label}: {self._target!r}>"
 
-
-dftracer = Logged(_api.dftracer, "dftracer")
-dft_fn = Logged(_api.dft_fn, "dft_fn")
-ai = Logged(_api.ai, "ai")
-for _name in _api.__all__:
-    if _name not in globals():
-        _value = getattr(_api, _name)
-        globals()[_name] = Logged(_value, _name) if _viewable(_value) else _value
-del _name, _value
-
-__all__ = list(_api.__all__)
+    @property
+    def __signature__(self) -> Any:
+        """The target's signature (so inspect.signature shows its parameters)."""
+        try:
+            return inspect.signature(self._target)
+        except (TypeError, ValueError):
+            return None
 
 
-def __getattr__(name: str) -> Any:
-    # pydftracer's dbg package star-imports `dynamo` (and so imports torch at import time);
-    # here its names are imported when first asked for.
-    if name in ("dynamo", "Dynamo", "create_backend"):
-        from dftracer.python import dynamo as module
-
+def views(module: Any, names: Any, into: dict) -> None:
+    """Puts `module`'s `names` into `into`: a `Logged` view of each tracer, region, ai
+    tracer and their classes, the others as they are."""
+    for name in names:
+        if name in into:
+            continue
         value = getattr(module, name)
-        view = Logged(value, name)
-        globals()[name] = view
-        return view
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        into[name] = Logged(value, name) if _viewable(value) else value
