@@ -24,17 +24,6 @@ PASSED = ("DFTRACER_ENABLE", "DFTRACER_LOG_FILE", "DFTRACER_DATA_DIR", "PYTHONPA
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "FLUX_TASK_RANK", "SLURM_PROCID")
 
 
-def logger_is_ours():
-    """Whether our wheel itself ships `dftracer.logger` (pydftracer 1.x's module path)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", "import dftracer.logger as m; print(m.__file__)"],
-        capture_output=True,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-    )
-    return proc.returncode == 0
-
-
 def read_trace(path):
     """Every line of a trace file, each parsed as JSON (gzip members decoded by gzip)."""
     assert path.stat().st_size > 0, f"0-byte trace file {path}"
@@ -119,9 +108,6 @@ class DlioRun:
         e["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
         if shutil.which("mpirun.openmpi"):
             e["MPI4PY_MPIABI"] = "openmpi"
-        if not logger_is_ours():
-            # TEMPORARY (see standin/sitecustomize.py): until our wheel ships dftracer.logger.
-            e["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE / "standin"), e.get("PYTHONPATH")) if p)
         return e
 
     def run(self):
