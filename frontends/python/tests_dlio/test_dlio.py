@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from conftest import CONFIG, validate

@@ -9,6 +9,7 @@ Each case is a fresh venv with both wheels installed --no-deps (pydftracer's fro
 from DFT_WHEEL). The other tests of this step run DLIO installed --no-deps, without
 pydftracer: this is the one that looks at what its pinned dependency does to ours."""
 
+import json
 import os
 import subprocess
 import sys
@@ -68,8 +69,6 @@ def probe(py):
     proc = subprocess.run([str(py), "-c", PROBE], capture_output=True, text=True, timeout=120,
                           env={k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    import json
-
     return json.loads(proc.stdout)
 
 
