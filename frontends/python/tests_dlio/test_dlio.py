@@ -324,11 +324,10 @@ def test_checkpoint_files_written_in_posix_events(run, ranked):
     writing once by rank 0, inside a `save_state`, and written in full (torch.save into a
     Python file object writes sequentially: the writes add up to the file's size).
 
-    NEEDS THE FIX "a late initialize_log(data_dir=...) wins over an earlier start": the
-    checkpoint folder reaches the tracer only through DLIO's initialize_log(data_dir=...),
-    which comes after decorated __init__s started tracing with DFTRACER_DATA_DIR (the dataset
-    only); until that fix, the data dirs of that first start stay and no checkpoint I/O is
-    recorded."""
+    This is "a late initialize_log(data_dir=...) wins": the checkpoint folder reaches the
+    tracer only through DLIO's initialize_log(data_dir=...), which comes after decorated
+    __init__s started tracing with DFTRACER_DATA_DIR (the dataset only). Before that fix
+    (main 4302dfb) the first start's data dirs stayed and no checkpoint I/O was recorded."""
     main = ranked.main[0]
     files = [str(p) for p in run.checkpoints()]
     saves = main.named("PyTorchCheckpointing.save_state", "checkpoint")
