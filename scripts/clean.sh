@@ -9,7 +9,7 @@ shopt -s nullglob
 made=(
   target                                    # cargo: every build (also target/wheels, target/test-logs)
   fuzz/target                               # cargo: the fuzz workspace
-  .venv-*                                   # venvs: demo, test, utils, strace, bench, ref, torch (and torch itself: .venv-torch-site)
+  .venv-*                                   # venvs: demo, test, utils, strace, bench, ref, torch, dlio (and torch itself: .venv-torch-site)
   frontends/python/python/dftracer/lib      # native library copied into the package by build.rs
   frontends/python/python/dftracer/include  # its header and pkg-config/CMake files
   dft-demo                                  # make demo's output (DFT_DEMO_OUT elsewhere is not touched)

@@ -7,12 +7,14 @@
 #
 #   scripts/test.sh                 every step
 #   scripts/test.sh GROUP|STEP ...  only those (groups below: lint rust loom fuzz python docs
-#                                   callgrind ecosystem torch multinode perfetto), with the setup
-#                                   steps they need
+#                                   callgrind ecosystem torch dlio multinode perfetto), with the
+#                                   setup steps they need
 #
 # Installs what is missing: rustfmt/clippy (rustup), gcc, g++, make, pkg-config, cmake
 # (scripts/env.sh) and valgrind (apt-get); venvs .venv-utils (dftracer-utils 0.0.14) and
-# .venv-test (pytest, numpy, our wheel) from PyPI. `make clean` removes all of it.
+# .venv-test (pytest, numpy, our wheel) from PyPI; for the torch and dlio steps torch
+# (.venv-torch-site), .venv-torch, .venv-dlio (DLIO 2.0.0) and openmpi-bin (apt-get).
+# `make clean` removes all of it.
 source "$(dirname "$0")/env.sh"
 source "$ROOT/scripts/steps.sh"
 cd "$ROOT"
@@ -83,6 +85,29 @@ run_torch() {
   DFT_WHEEL="$(ls "$ROOT"/target/wheels/*.whl | head -n 1)" DFT_TORCH_SITE="$ROOT/.venv-torch-site" \
     "$ROOT/.venv-torch/bin/python" -m pytest -q -p no:cacheprovider frontends/python/tests_torch
 }
+# DLIO benchmark 2.0.0 (MLPerf Storage's I/O benchmark) from PyPI in .venv-dlio, made once and
+# reused: the package without its declared dependencies (tensorflow, nvidia-dali, torchvision,
+# torchaudio, pydftracer), then what a CPU pytorch/npz workload imports when it runs:
+# hydra-core (omegaconf, PyYAML), numpy, pandas and psutil (its stats), mpi4py (it calls
+# MPI.Init even for one process: Debian's Open MPI), tensorflow-cpu (main.py imports its
+# TensorBoard profiler, which imports tensorflow, whatever the workload: about 1.4 GB), torch
+# from .venv-torch-site (the .pth file of torch_venv); our wheel last.
+dlio_setup() {
+  torch_site
+  if ! command -v mpirun.openmpi >/dev/null 2>&1; then
+    echo "installing openmpi-bin with apt-get (DLIO initialises MPI through mpi4py)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null
+  fi
+  torch_venv "$ROOT/.venv-dlio" pytest numpy hydra-core pandas psutil mpi4py tensorflow-cpu
+  local pip=("$ROOT/.venv-dlio/bin/python" -m pip install -q --disable-pip-version-check --no-deps)
+  "${pip[@]}" dlio-benchmark==2.0.0
+  "${pip[@]}" --force-reinstall "$ROOT"/target/wheels/*.whl
+}
+run_dlio() {
+  dlio_setup
+  DFT_WHEEL="$(ls "$ROOT"/target/wheels/*.whl | head -n 1)" \
+    "$ROOT/.venv-dlio/bin/python" -m pytest -q -p no:cacheprovider frontends/python/tests_dlio
+}
 run_callgrind() {
   if ! command -v valgrind >/dev/null; then
     echo "installing valgrind with apt-get (the instruction-count check needs it)"
@@ -116,17 +141,18 @@ run_pytest() { # the wheel built by the `wheel` step: the compatibility tests in
 # NAME      GROUPS                          PARSER            TITLE / COMMAND
 step fmt    lint                            -                 "cargo fmt --check" cargo fmt --all -- --check
 step clippy lint                            -                 "clippy -D warnings (release, all targets)" cargo clippy --workspace --all-targets --release -- -D warnings
-step utils  rust,docs,ecosystem,torch,multinode -            "dftracer-utils 0.0.14 from PyPI in .venv-utils (tests validate traces with it)" utils_venv
+step utils  rust,docs,ecosystem,torch,dlio,multinode -       "dftracer-utils 0.0.14 from PyPI in .venv-utils (tests validate traces with it)" utils_venv
 step build  rust,docs,callgrind,ecosystem,perfetto,multinode -             "release build: preload library, service, examples" cargo build --release -p dftracer-preload -p dftracer-service -p dftracer-examples -p dftracer-cli
 step rust   rust                            cargo             "Rust unit and integration tests (release: the 8x1M-event test is real)" cargo test --workspace --release --no-fail-fast
 step loom   rust,loom                       cargo             "loom: the ring and the clock's seqlock under every interleaving (own target dir: --cfg loom)" env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo test --release -p dftracer-core --test loom --target-dir "$ROOT/target/loom"
 step fuzz   fuzz                            cargo             "fuzz targets: replay seeds + bounded random inputs on stable" cargo test --release --no-fail-fast --manifest-path fuzz/Cargo.toml
-step wheel  python,docs,callgrind,ecosystem,torch,multinode -   "Python wheel (maturin) installed in .venv-test with pytest, numpy" build_wheel
+step wheel  python,docs,callgrind,ecosystem,torch,dlio,multinode - "Python wheel (maturin) installed in .venv-test with pytest, numpy" build_wheel
 step python python                          pytest            "Python frontend: pytest" run_pytest frontends/python/tests
 step docs   docs                            pytest            "every README's python and sh blocks, run" run_pytest tests/test_readme_snippets.py
 step callgrind callgrind                    summary:callgrind "instruction counts (callgrind) vs benches/record/callgrind.json" run_callgrind
 step ecosystem ecosystem                    summary:ecosystem "dftracer-utils 0.0.14 reads our traces" bash tests/ecosystem.sh
 step torch  torch                           pytest            "PyTorch (CPU, from PyPI, once into .venv-torch-site): DataLoader workers, torch.compile, profiler" run_torch
+step dlio   dlio                            pytest            "DLIO benchmark 2.0.0 (PyPI, once into .venv-dlio; torch from .venv-torch-site): generation, training with DataLoader workers, checkpoints, read back" run_dlio
 step multinode multinode                    pytest            "Slurm (2 nodes), Open MPI and MPICH, nodes as UTS namespaces: service and traced job, read back" run_multinode
 step perfetto perfetto                      summary:perfetto  "dftracer perfetto output (ours and the reference's) in the Perfetto UI, headless Chromium" bash tests/perfetto.sh
 
