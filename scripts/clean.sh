@@ -10,8 +10,7 @@ made=(
   target                                    # cargo: every build (also target/wheels, target/test-logs)
   fuzz/target                               # cargo: the fuzz workspace
   .venv-*                                   # venvs: demo, test, utils, strace, bench, ref, torch, dlio (and torch itself: .venv-torch-site)
-  frontends/python/python/dftracer/lib      # native library copied into the package by build.rs
-  frontends/python/python/dftracer/include  # its header and pkg-config/CMake files
+  frontends/python/python/dftracer/_native  # native library, headers, pkg-config/CMake files, tool: build.rs
   dft-demo                                  # make demo's output (DFT_DEMO_OUT elsewhere is not touched)
 )
 human() { awk -v k="$1" 'BEGIN { split("KB MB GB TB", u); i = 1; while (k >= 1024 && i < 4) { k /= 1024; i++ }; printf "%.1f %s", k, u[i] }'; }

@@ -1,12 +1,12 @@
 //! Builds the native library (`frontends/preload`: the core, the I/O hooks, the C API) and
 //! puts it, with its header and package files, into the Python package (`python/dftracer/`),
-//! so that a wheel carries everything: `dftracer/lib/libdftracer_core.so` (which this module
-//! loads: one core per process), `dftracer/lib/libdftracer_core.so.4.3.0` (the same library
+//! so that a wheel carries everything: `dftracer/_native/lib/libdftracer_core.so` (which this module
+//! loads: one core per process), `dftracer/_native/lib/libdftracer_core.so.4.3.0` (the same library
 //! under its SONAME, the reference's, which programs linked against it need),
-//! `dftracer/lib/libdftracer_preload.so` (the same again under the name `LD_PRELOAD` users
-//! know), `dftracer/include/dftracer/dftracer.h` with `dftracer/core/common/*.h`, and the
-//! pkg-config and CMake files under `dftracer/lib/`; and the `dftracer` command-line tool
-//! (`frontends/cli`) as `dftracer/bin/dftracer`.
+//! `dftracer/_native/lib/libdftracer_preload.so` (the same again under the name `LD_PRELOAD` users
+//! know), `dftracer/_native/include/dftracer/dftracer.h` with `dftracer/core/common/*.h`, and the
+//! pkg-config and CMake files under `dftracer/_native/lib/`; and the `dftracer` command-line tool
+//! (`frontends/cli`) as `dftracer/_native/bin/dftracer`.
 use std::path::Path;
 use std::process::Command;
 
@@ -33,7 +33,9 @@ fn main() {
         "cargo:rerun-if-changed={}",
         root.join("scripts/native-lib.sh").display()
     );
-    let pkg = manifest.join("python/dftracer");
+    // Under `_native/`: pydftracer 1.x's wheel writes `dftracer/lib` and `dftracer/include`
+    // (and deletes them when uninstalled).
+    let pkg = manifest.join("python/dftracer/_native");
     // Its own target directory: the outer cargo holds the lock of the workspace's.
     let target = root.join("target/native");
     let mut cmd = Command::new("bash");
@@ -74,7 +76,7 @@ fn main() {
         .arg(&target);
     run_nested(cmd, "the dftracer tool");
     let bin = pkg.join("bin");
-    std::fs::create_dir_all(&bin).expect("dftracer/bin");
+    std::fs::create_dir_all(&bin).expect("dftracer/_native/bin");
     let tool = bin.join("dftracer");
     let _ = std::fs::remove_file(&tool);
     std::fs::copy(target.join("release/dftracer"), &tool).expect("copy the dftracer tool");

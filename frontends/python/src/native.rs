@@ -4,7 +4,7 @@
 //! the process (preloaded as `libdftracer_preload.so`, or linked by a C/C++ program that
 //! embeds Python): then this module uses that copy, so Python events, C/C++ events and I/O
 //! events go to one trace file through one writer. Otherwise the copy shipped in the wheel
-//! (`dftracer/lib/`) is loaded. Both must come from the same build ([`BUILD_ID`]).
+//! (`dftracer/_native/lib/`) is loaded. Both must come from the same build ([`BUILD_ID`]).
 //!
 //! The functions mirror `dftracer_core`'s API; with no library they do nothing (tracing off,
 //! said once on stderr).
@@ -105,7 +105,7 @@ fn load() -> Result<&'static Api, String> {
     table(h).map_err(|e| format!("{path}: {e}"))
 }
 
-/// `<directory of this extension module>/lib/libdftracer_core.so`.
+/// `<directory of this extension module>/_native/lib/libdftracer_core.so`.
 pub fn bundled_path() -> Option<String> {
     // SAFETY: dladdr fills `info` for an address inside a loaded object (this function).
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
@@ -120,7 +120,7 @@ pub fn bundled_path() -> Option<String> {
         .into_owned();
     let dir = std::path::Path::new(&me).parent()?;
     Some(
-        dir.join("lib/libdftracer_core.so")
+        dir.join("_native/lib/libdftracer_core.so")
             .to_string_lossy()
             .into_owned(),
     )

@@ -76,25 +76,24 @@ def assert_ours(py, ours_whl, when):
     got = probe(py)
     layer = os.sep + os.path.join("dftracer", "_layer") + os.sep
     assert layer in got["dftracer.logger"] and layer in got["dftracer.python"], (when, got)
-    # the preload library is the file of our wheel, byte for byte
-    sitep = Path(got["init"]).parent if (got["init"] or "").endswith("__init__.py") else None
-    assert sitep is not None, (when, got)
+    # our package code runs (dftracer/_rs_init.py, through our .pth hook: another wheel's
+    # dftracer/__init__.py is not ours), and the preload library is our wheel's, byte for byte
+    init = Path(got["init"] or "")
+    assert init.name == "_rs_init.py", (when, got)
     with zipfile.ZipFile(ours_whl) as z:
-        want = z.read("dftracer/lib/libdftracer_preload.so")
-    assert (sitep / "lib" / "libdftracer_preload.so").read_bytes() == want, (
-        f"{when}: dftracer/lib/libdftracer_preload.so is not our wheel's"
+        want = z.read("dftracer/_native/lib/libdftracer_preload.so")
+    got_lib = subprocess.run([str(py), "-m", "dftracer", "preload"], capture_output=True, text=True, timeout=60)
+    assert got_lib.returncode == 0, (when, got_lib.stderr)
+    assert Path(got_lib.stdout.strip()).read_bytes() == want, (
+        f"{when}: python -m dftracer preload is not our wheel's library"
     )
 
 
 def test_ours_then_dlio_s_pydftracer(wheels, tmp_path):
     """Ours installed first, then DLIO's pinned pydftracer 1.0.2 (what `pip install
-    dlio-benchmark` does in an environment that has ours).
-
-    NEEDS A FIX in our package's layout (frontends/python/python/dftracer/): today pydftracer
-    1.0.2 overwrites our `dftracer/__init__.py` with its empty one (so `_layer` is never put on
-    the package's path: `dftracer.python` is gone and `dftracer.logger` is pydftracer's own,
-    which traces with the reference's `pydftracer` module) and our
-    `dftracer/lib/libdftracer_preload.so` with the reference's."""
+    dlio-benchmark` does in an environment that has ours): it overwrites `dftracer/__init__.py`
+    with its empty one and writes `dftracer/logger.py` and `dftracer/lib/`; ours runs from
+    `_rs_init.py`, `_layer/` and `_native/`, which no other wheel has."""
     ours, theirs = wheels
     py = venv(tmp_path / "v")
     pip(py, "install", "--no-deps", str(ours))
@@ -105,10 +104,8 @@ def test_ours_then_dlio_s_pydftracer(wheels, tmp_path):
 
 def test_dlio_s_pydftracer_then_ours_then_uninstalled(wheels, tmp_path):
     """pydftracer 1.0.2 first, ours after (ours overwrites the shared files), then
-    `pip uninstall pydftracer` (which deletes every file its RECORD lists, shared ones too).
-
-    NEEDS A FIX in our package's layout: today the uninstall deletes `dftracer/__init__.py`
-    (listed by both wheels), after which `dftracer.logger` and `dftracer.python` are gone."""
+    `pip uninstall pydftracer` (which deletes every file its RECORD lists, shared ones too:
+    `dftracer/__init__.py` among them)."""
     ours, theirs = wheels
     py = venv(tmp_path / "v")
     pip(py, "install", "--no-deps", str(theirs))

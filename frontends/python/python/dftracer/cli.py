@@ -1,12 +1,12 @@
 """The `dftracer` console script: runs the command-line tool bundled with the wheel
-(`dftracer/bin/dftracer`, built from `frontends/cli`): `dftracer perfetto|summary|validate`."""
+(`dftracer/_native/bin/dftracer`, built from `frontends/cli`): `dftracer perfetto|summary|validate`."""
 
 import os
 import sys
 
 
 def main() -> int:
-    exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "dftracer")
+    exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native", "bin", "dftracer")
     if not os.path.isfile(exe):
         print(f"dftracer: the bundled tool is missing ({exe}); reinstall the package", file=sys.stderr)
         return 1
