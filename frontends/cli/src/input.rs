@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The longest line delivered (16 MiB, without its newline). The tracer's lines are far
-/// shorter (strings are clipped at 4 KiB, at most 32 args: well under 1 MiB); a longer line
+/// shorter (strings are clipped at 4 KiB, at most 32 args per event); a longer line
 /// is counted, reported (line number, length) and skipped: its bytes are dropped as they are
 /// read, never held.
 pub const MAX_LINE: usize = 16 << 20;
@@ -55,9 +55,10 @@ pub fn describe(e: &io::Error) -> String {
 /// The trace files named by `paths`: files as given, directories listed (their trace files,
 /// sorted; not recursive). A path that is missing, unreadable, a symlink loop, a FIFO, a
 /// device or a socket is an error naming it (all such paths in one error, a line each); in
-/// a directory, an entry with a trace file's name that is not a readable regular file is
-/// skipped with a note on stderr. Nothing is opened that could block (FIFOs are never
-/// opened).
+/// a directory, an entry with a trace file's name that is not a regular file (FIFO, device,
+/// directory, dangling or looping symlink) is skipped with a note on stderr (an unreadable
+/// one is left to [`for_each_line`], whose error names it). Nothing is opened that could
+/// block (FIFOs are never opened).
 pub fn collect(paths: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut bad: Vec<String> = Vec::new();

@@ -10,7 +10,12 @@
 //!
 //! TRACES are files (`.pfw`, `.pfw.gz`, any number of gzip members) or directories (their
 //! trace files). Files are read one per core, streamed through a fixed buffer: memory does
-//! not grow with the size of a file. `main` only calls [`run`].
+//! not grow with the size of a file, nor with the length of a line (a line over
+//! [`input::MAX_LINE`] is reported and skipped). A path that is not a readable file or
+//! directory (missing, a FIFO, a device, a symlink loop, unreadable) is an error saying
+//! which. Exit status: 0 when valid lines were read, 1 when an input is bad, nothing was
+//! found, no valid line was read (the files named) or, for `validate`, a file failed; 2 for
+//! usage errors. `main` only calls [`run`].
 
 #![deny(unsafe_code)]
 
