@@ -10,7 +10,12 @@
 //!
 //! TRACES are files (`.pfw`, `.pfw.gz`, any number of gzip members) or directories (their
 //! trace files). Files are read one per core, streamed through a fixed buffer: memory does
-//! not grow with the size of a file. `main` only calls [`run`].
+//! not grow with the size of a file, nor with the length of a line (a line over
+//! [`input::MAX_LINE`] is reported and skipped). A path that is not a readable file or
+//! directory (missing, a FIFO, a device, a symlink loop, unreadable) is an error saying
+//! which. Exit status: 0 when valid lines were read, 1 when an input is bad, nothing was
+//! found, no valid line was read (the files named) or, for `validate`, a file failed; 2 for
+//! usage errors. `main` only calls [`run`].
 
 #![deny(unsafe_code)]
 
@@ -149,8 +154,35 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
                     for (p, e) in &r.errors {
                         eprintln!("dftracer: {}: {e}", p.display());
                     }
+                    for (p, l) in &r.long_lines {
+                        if let Some(d) = l.describe() {
+                            eprintln!("dftracer: {}: {d}", p.display());
+                        }
+                    }
                     if r.bad_lines > 0 {
                         eprintln!("dftracer: {} line(s) are not JSON (skipped)", r.bad_lines);
+                    }
+                    if r.files == 0 {
+                        let _ = std::fs::remove_file(&a.output);
+                        eprintln!("dftracer: no trace files found in {}", names(&a.traces));
+                        return ExitCode::FAILURE;
+                    }
+                    if r.valid_lines == 0 {
+                        let _ = std::fs::remove_file(&a.output);
+                        eprintln!(
+                            "dftracer: no valid trace line in {} (no output written)",
+                            names(
+                                &r.no_valid
+                                    .iter()
+                                    .chain(r.errors.iter().map(|e| &e.0))
+                                    .cloned()
+                                    .collect::<Vec<_>>()
+                            )
+                        );
+                        return ExitCode::FAILURE;
+                    }
+                    for p in &r.no_valid {
+                        eprintln!("dftracer: {}: no valid line", p.display());
                     }
                     if !a.quiet {
                         let s = t0.elapsed().as_secs_f64();
@@ -164,10 +196,6 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
                             a.output.display()
                         );
                     }
-                    if r.files == 0 {
-                        eprintln!("dftracer: no trace files found");
-                        return ExitCode::FAILURE;
-                    }
                     ExitCode::SUCCESS
                 }
             }
@@ -179,14 +207,35 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             match summary::summarize(&a.traces, input::jobs(a.jobs), a.quiet || a.json) {
                 Err(e) => fail(e),
                 Ok(s) => {
+                    if s.files == 0 {
+                        eprintln!("dftracer: no trace files found in {}", names(&a.traces));
+                        return ExitCode::FAILURE;
+                    }
+                    if s.valid_lines == 0 {
+                        for (p, e) in &s.errors {
+                            eprintln!("dftracer: {}: {e}", p.display());
+                        }
+                        for (p, l) in &s.long_lines {
+                            if let Some(d) = l.describe() {
+                                eprintln!("dftracer: {}: {d}", p.display());
+                            }
+                        }
+                        eprintln!(
+                            "dftracer: no valid trace line in {}",
+                            names(
+                                &s.no_valid
+                                    .iter()
+                                    .chain(s.errors.iter().map(|e| &e.0))
+                                    .cloned()
+                                    .collect::<Vec<_>>()
+                            )
+                        );
+                        return ExitCode::FAILURE;
+                    }
                     if a.json {
                         println!("{:#}", s.to_json(a.top));
                     } else {
                         print!("{}", s.to_text(a.top));
-                    }
-                    if s.files == 0 {
-                        eprintln!("dftracer: no trace files found");
-                        return ExitCode::FAILURE;
                     }
                     ExitCode::SUCCESS
                 }
@@ -221,7 +270,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
                         failed
                     );
                     if reports.is_empty() {
-                        eprintln!("dftracer: no trace files found");
+                        eprintln!("dftracer: no trace files found in {}", names(&a.traces));
                         return ExitCode::FAILURE;
                     }
                     if failed > 0 {
@@ -233,4 +282,17 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
             }
         }
     }
+}
+
+/// Paths for a message: "a, b, c" (the first 5, then "and N more").
+fn names(paths: &[PathBuf]) -> String {
+    let mut v: Vec<String> = paths
+        .iter()
+        .take(5)
+        .map(|p| p.display().to_string())
+        .collect();
+    if paths.len() > 5 {
+        v.push(format!("and {} more", paths.len() - 5));
+    }
+    v.join(", ")
 }

@@ -40,6 +40,12 @@ pub struct Report {
     pub bytes: u64,
     /// Lines that are not JSON objects.
     pub bad_lines: u64,
+    /// Lines that are.
+    pub valid_lines: u64,
+    /// Files with lines over the line limit (skipped), and what they were.
+    pub long_lines: Vec<(PathBuf, input::LongLines)>,
+    /// Files read to the end without one valid line.
+    pub no_valid: Vec<PathBuf>,
     /// Files that could not be read to the end, with the reason.
     pub errors: Vec<(PathBuf, String)>,
 }
@@ -99,9 +105,9 @@ pub fn convert(inputs: &[PathBuf], out: &Path, jobs: usize, quiet: bool) -> io::
             let tx = tx;
             input::parallel(&files, jobs, |_, path| {
                 let mut c = FileConv::new(path, &ids, tx.clone());
-                let r = input::for_each_line(path, &read, |l| c.line(l));
+                let r = input::for_each_line(path, &read, |_, l| c.line(l));
                 c.finish();
-                (c.events, c.bad, r)
+                (c.events, c.bad, c.good, r)
             })
         });
         sink.write_all(b"{\"traceEvents\":[\n")
@@ -123,11 +129,20 @@ pub fn convert(inputs: &[PathBuf], out: &Path, jobs: usize, quiet: bool) -> io::
         }
         let results = worker.join().expect("converter threads");
         done.store(true, Ordering::Relaxed);
-        for (path, (events, bad, r)) in files.iter().zip(results) {
+        for (path, (events, bad, good, r)) in files.iter().zip(results) {
             report.events += events;
             report.bad_lines += bad;
+            report.valid_lines += good;
             match r {
-                Ok(st) => report.bytes += st.bytes,
+                Ok(st) => {
+                    report.bytes += st.bytes;
+                    if st.long.count > 0 {
+                        report.long_lines.push((path.clone(), st.long));
+                    }
+                    if good == 0 {
+                        report.no_valid.push(path.clone());
+                    }
+                }
                 Err(e) => report.errors.push((path.clone(), e.to_string())),
             }
         }
@@ -172,6 +187,7 @@ struct FileConv<'a> {
     tx: mpsc::SyncSender<Vec<u8>>,
     events: u64,
     bad: u64,
+    good: u64,
 }
 
 /// Writes `ns` as µs: an integer when whole, else with 3 decimals.
@@ -205,6 +221,7 @@ impl<'a> FileConv<'a> {
             tx,
             events: 0,
             bad: 0,
+            good: 0,
         }
     }
 
@@ -274,6 +291,7 @@ impl<'a> FileConv<'a> {
             self.bad += 1;
             return;
         };
+        self.good += 1;
         if l.ph == Some(Ph::Metadata) && l.name == b"thread_name" {
             self.thread_name_record(&l);
         }

@@ -103,7 +103,13 @@ pub struct Summary {
     pub bytes: u64,
     pub lines: u64,
     pub bad_lines: u64,
+    /// Lines that are JSON objects.
+    pub valid_lines: u64,
     pub errors: Vec<(PathBuf, String)>,
+    /// Files with lines over the line limit (skipped), and what they were.
+    pub long_lines: Vec<(PathBuf, crate::input::LongLines)>,
+    /// Files read to the end without one valid line.
+    pub no_valid: Vec<PathBuf>,
     /// By (host, pid), sorted.
     pub procs: BTreeMap<(String, u64), Proc>,
 }
@@ -142,6 +148,7 @@ struct FileSum {
     /// pid → `fhash` (raw) → I/O; paths are looked up at the end.
     files: HashMap<u64, HashMap<Vec<u8>, Io>>,
     bad: u64,
+    good: u64,
     ended: bool,
 }
 
@@ -161,6 +168,7 @@ impl FileSum {
             self.bad += 1;
             return;
         };
+        self.good += 1;
         if self.meta.observe(&l) {
             return;
         }
@@ -317,9 +325,10 @@ pub fn summarize(inputs: &[PathBuf], jobs: usize, quiet: bool) -> std::io::Resul
                 procs: HashMap::new(),
                 files: HashMap::new(),
                 bad: 0,
+                good: 0,
                 ended: false,
             };
-            let r = input::for_each_line(path, &read, |l| f.line(l));
+            let r = input::for_each_line(path, &read, |_, l| f.line(l));
             (f, r)
         });
         done.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -334,10 +343,17 @@ pub fn summarize(inputs: &[PathBuf], jobs: usize, quiet: bool) -> std::io::Resul
             Ok(st) => {
                 sum.bytes += st.bytes;
                 sum.lines += st.lines;
+                if st.long.count > 0 {
+                    sum.long_lines.push((path.clone(), st.long));
+                }
+                if f.good == 0 {
+                    sum.no_valid.push(path.clone());
+                }
             }
             Err(e) => sum.errors.push((path.clone(), e.to_string())),
         }
         sum.bad_lines += f.bad;
+        sum.valid_lines += f.good;
         let host = scan::text(&f.meta.host);
         let exec = f.meta.exec().map(|e| scan::text(&e)).unwrap_or_default();
         let ended = f.ended;
@@ -407,8 +423,10 @@ impl Summary {
         }
         json!({
             "files": self.files, "decompressed_bytes": self.bytes, "lines": self.lines,
-            "bad_lines": self.bad_lines,
+            "bad_lines": self.bad_lines, "valid_lines": self.valid_lines,
             "read_errors": self.errors.iter().map(|(p, e)| json!({"file": p.display().to_string(), "error": e})).collect::<Vec<_>>(),
+            "long_lines": self.long_lines.iter().map(|(p, l)| json!({"file": p.display().to_string(), "count": l.count, "first": l.first.iter().map(|(n, b)| json!({"line": n, "bytes": b})).collect::<Vec<_>>()})).collect::<Vec<_>>(),
+            "files_without_valid_lines": self.no_valid.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "processes": self.procs.values().map(proc_json).collect::<Vec<_>>(),
             "total": t,
         })
@@ -435,6 +453,14 @@ impl Summary {
         }
         for (p, e) in &self.errors {
             let _ = writeln!(o, "warning: {}: {e}", p.display());
+        }
+        for (p, l) in &self.long_lines {
+            if let Some(d) = l.describe() {
+                let _ = writeln!(o, "warning: {}: {d}", p.display());
+            }
+        }
+        for p in &self.no_valid {
+            let _ = writeln!(o, "warning: {}: no valid line", p.display());
         }
         let multi = self.procs.len() > 1;
         if multi {

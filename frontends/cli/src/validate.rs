@@ -24,6 +24,8 @@ pub struct FileReport {
 #[derive(Default)]
 struct Check {
     lines: u64,
+    /// Lines that are JSON objects.
+    good: u64,
     bad: Vec<u64>,
     bad_count: u64,
     with_id: u64,
@@ -35,15 +37,15 @@ struct Check {
 }
 
 impl Check {
-    fn line(&mut self, raw: &[u8]) {
-        self.lines += 1;
+    fn line(&mut self, n: u64, raw: &[u8]) {
+        self.lines = n;
         if raw.iter().all(u8::is_ascii_whitespace) {
             return;
         }
         if serde_json::from_slice::<serde::de::IgnoredAny>(raw).is_err() {
             self.bad_count += 1;
             if self.bad.len() < 3 {
-                self.bad.push(self.lines);
+                self.bad.push(n);
             }
             return;
         }
@@ -51,10 +53,11 @@ impl Check {
             // Valid JSON but not an object.
             self.bad_count += 1;
             if self.bad.len() < 3 {
-                self.bad.push(self.lines);
+                self.bad.push(n);
             }
             return;
         };
+        self.good += 1;
         if self.end.is_some() && l.ph != Some(Ph::Aggregated) {
             self.after_end += 1;
         }
@@ -85,12 +88,26 @@ impl Check {
 
 fn check(path: &Path, read: &AtomicU64) -> FileReport {
     let mut c = Check::default();
-    let r = input::for_each_line(path, read, |l| c.line(l));
+    let r = input::for_each_line(path, read, |n, l| c.line(n, l));
     let mut problems = Vec::new();
-    match r {
+    match &r {
         Err(e) => problems.push(e.to_string()),
-        Ok(st) if st.unterminated => problems.push("the last line has no newline".into()),
-        Ok(_) => {}
+        Ok(st) => {
+            c.lines = st.lines;
+            if let Some(long) = st.long.describe() {
+                problems.push(long);
+            }
+            if st.unterminated {
+                problems.push("the last line has no newline".into());
+            }
+        }
+    }
+    if c.good == 0 && r.is_ok() {
+        problems.push(if c.lines == 0 {
+            "empty: no line at all".into()
+        } else {
+            "no valid line (not a trace file)".into()
+        });
     }
     if c.bad_count > 0 {
         let at: Vec<String> = c.bad.iter().map(u64::to_string).collect();
