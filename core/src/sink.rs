@@ -46,6 +46,12 @@ pub fn has_reserve() -> bool {
     RESERVE_FD.load(Ordering::Acquire) >= 0
 }
 
+/// Whether `fd` is the reserve's number (a fork child's adopted copy of its parent's trace
+/// fd is both: a second fork before the child's own state exists sees it as the trace fd).
+pub fn is_reserve(fd: i32) -> bool {
+    fd >= 0 && RESERVE_FD.load(Ordering::Acquire) == fd
+}
+
 /// Gives the reserved slot back: closes the placeholder if its number still names it (a
 /// program that closed it, `closefrom` or a close loop, or put one of its own files there,
 /// `dup2`, keeps its number: it is forgotten, not closed). Async-signal-safe.

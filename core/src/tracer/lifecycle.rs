@@ -285,13 +285,15 @@ fn fork_child() {
     // The parent's trace descriptor is not the child's business: the child never writes the
     // inherited copy (if it still names the parent's file; the number may be the program's
     // by now). It keeps it as the reserved slot of its own `-fork` file (`sink::reserve`),
-    // unless it inherited its parent's reserve (the parent had no file yet).
+    // unless it inherited its parent's reserve (the parent had no file yet). A fork child
+    // that forks again before building its own state sees that adopted reserve as `old`'s
+    // trace fd: it stays the grandchild's reserve.
     let fd = old.file_fd.load(Ordering::Acquire);
     let id = (
         old.file_dev.load(Ordering::Relaxed),
         old.file_ino.load(Ordering::Relaxed),
     );
-    if fd >= 0 && sys::fd_identity(fd) == Some(id) {
+    if fd >= 0 && !sink::is_reserve(fd) && sys::fd_identity(fd) == Some(id) {
         if sink::has_reserve() {
             sys::close_fd(fd);
         } else {

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 /// Opens `data/f` until `EMFILE` (first thing in `main`), then records `n` events on the
 /// first of them (preads; with `-DCAPI` each inside a C API region `step`), prints how many
 /// opens succeeded and returns holding every descriptor. `fork` as argv[2]: the same in a
-/// forked child (after the parent's trace file exists), the parent waits for it.
+/// forked child (after the parent's trace file exists), the parent waits for it; `fork2`: in
+/// the grandchild of a double fork (the middle process forks before anything else).
 const FILL: &str = r#"
 #ifdef CAPI
 #include <dftracer/dftracer.h>
@@ -63,6 +64,34 @@ int main(int argc, char **argv) {
         if (pid == 0) {
             printf("%d\n", fill_and_record(n));
             return 0;
+        }
+        int st;
+        CHECK(waitpid(pid, &st, 0) == pid);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        return 0;
+    }
+    if (argc > 2 && !strcmp(argv[2], "fork2")) {
+        /* A daemonizer's double fork: the middle process forks before anything else. */
+        int fd = open("data/f", O_RDONLY);
+        CHECK(fd >= 0);
+        char b[4];
+        CHECK(pread(fd, b, 4, 0) == 4);
+        CHECK(close(fd) == 0);
+        usleep(300 * 1000);
+        fflush(stdout);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            pid_t g = fork();
+            CHECK(g >= 0);
+            if (g == 0) {
+                printf("%d\n", fill_and_record(n));
+                return 0;
+            }
+            int st;
+            CHECK(waitpid(g, &st, 0) == g);
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            _exit(0);
         }
         int st;
         CHECK(waitpid(pid, &st, 0) == pid);
@@ -128,13 +157,12 @@ fn build(s: &Scratch, via: Via) -> PathBuf {
 
 /// Runs the filler untraced and traced under `ulimit -n limit`; checks the trace holds every
 /// event and the traced program saw exactly one open fewer.
-fn fill(via: Via, limit: u32, fork: bool) {
-    let s = Scratch::new(&format!("fill-{limit}-{fork}"));
+fn fill(via: Via, limit: u32, mode: &str) {
+    let s = Scratch::new(&format!("fill-{limit}-{mode}"));
     std::fs::write(s.path("data/f"), [5u8; 64]).unwrap();
     let exe = build(&s, via);
     let n = 500;
     let data = s.s("data");
-    let mode = if fork { "fork" } else { "plain" };
     let args = [n.to_string(), mode.to_string(), data.clone()];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // Untraced: no preload; the C API program with tracing off.
@@ -158,14 +186,23 @@ fn fill(via: Via, limit: u32, fork: bool) {
         "limit {limit}: the traced program has exactly one descriptor fewer"
     );
     let traces = s.traces();
-    let want = if fork { 2 } else { 1 };
+    // The parent's, the filler's, and in "fork2" the middle process's (its fork and waitpid).
+    let want = match mode {
+        "plain" => 1,
+        "fork" => 2,
+        _ => 3,
+    };
     assert_eq!(traces.len(), want, "{traces:?}; stderr: {stderr}");
-    let t = Trace::read(
-        traces
-            .iter()
-            .find(|p| !fork || p.to_string_lossy().contains("-fork"))
-            .unwrap(),
-    );
+    let is_fork = |p: &PathBuf| {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        name.ends_with("-fork.pfw.gz")
+    };
+    let t = traces
+        .iter()
+        .filter(|p| mode == "plain" || is_fork(p))
+        .map(|p| Trace::read(p))
+        .find(|t| t.names().iter().any(|n| n == "pread"))
+        .expect("the filler's trace");
     assert!(t.has_end(), "no end record");
     let end = t.lines.iter().find(|l| l["name"] == "end").unwrap();
     assert_eq!(end["args"]["lost"], 0);
@@ -191,28 +228,33 @@ fn fill(via: Via, limit: u32, fork: bool) {
 
 #[test]
 fn preload_a_program_that_exhausts_16_fds_keeps_its_trace() {
-    fill(Via::Preload, 16, false);
+    fill(Via::Preload, 16, "plain");
 }
 
 #[test]
 fn preload_a_program_that_exhausts_1024_fds_keeps_its_trace() {
-    fill(Via::Preload, 1024, false);
+    fill(Via::Preload, 1024, "plain");
 }
 
 #[test]
 fn capi_a_program_that_exhausts_16_fds_keeps_its_trace() {
-    fill(Via::Capi, 16, false);
+    fill(Via::Capi, 16, "plain");
 }
 
 #[test]
 fn capi_a_program_that_exhausts_1024_fds_keeps_its_trace() {
-    fill(Via::Capi, 1024, false);
+    fill(Via::Capi, 1024, "plain");
 }
 
 #[test]
 fn a_fork_child_that_exhausts_its_fds_keeps_its_trace() {
-    fill(Via::Preload, 64, true);
-    fill(Via::Preload, 1024, true);
+    fill(Via::Preload, 64, "fork");
+    fill(Via::Preload, 1024, "fork");
+}
+
+#[test]
+fn a_grandchild_of_a_double_fork_that_exhausts_its_fds_keeps_its_trace() {
+    fill(Via::Preload, 64, "fork2");
 }
 
 /// A traced process that records nothing still leaves no file, and its descriptor comes
