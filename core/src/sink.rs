@@ -6,8 +6,67 @@
 //! `<prefix>-<h16>-<suffix>-<n>.pfw[.gz]` is used instead.
 
 use std::io;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use crate::sys;
+
+/// The descriptor held for the trace file until it is created (`-1`: none), and the identity
+/// (device, inode) of what it names.
+static RESERVE_FD: AtomicI32 = AtomicI32::new(-1);
+static RESERVE_DEV: AtomicU64 = AtomicU64::new(0);
+static RESERVE_INO: AtomicU64 = AtomicU64::new(0);
+
+/// Holds one slot of the descriptor table for the trace file, which is created lazily (no
+/// file without an event): a program that fills its table (`EMFILE`) before the first write
+/// would otherwise lose its whole trace. The slot is a placeholder ([`sys::reserve_fd`]: an
+/// empty memfd, high and close-on-exec, out of the numbers programs use); [`Sink::create`]
+/// closes it right before it creates the file, which takes the freed slot. So the program
+/// has one descriptor fewer than untraced from the start, as it has anyway once its trace
+/// file is open. No-op when one is held already. Called by `init`.
+pub fn reserve() {
+    if RESERVE_FD.load(Ordering::Acquire) >= 0 {
+        return;
+    }
+    if let Some((fd, id)) = sys::reserve_fd() {
+        adopt_reserve(fd, id);
+    }
+}
+
+/// Makes `fd` (naming `id`) the reserve: a fork child keeps the inherited copy of its
+/// parent's trace descriptor as its own placeholder (that slot is free in no other way).
+/// Async-signal-safe.
+pub fn adopt_reserve(fd: i32, id: (u64, u64)) {
+    RESERVE_DEV.store(id.0, Ordering::Relaxed);
+    RESERVE_INO.store(id.1, Ordering::Relaxed);
+    RESERVE_FD.store(fd, Ordering::Release);
+}
+
+/// Whether a reserve is held (it may have been closed by the program since).
+pub fn has_reserve() -> bool {
+    RESERVE_FD.load(Ordering::Acquire) >= 0
+}
+
+/// Whether `fd` is the reserve's number (a fork child's adopted copy of its parent's trace
+/// fd is both: a second fork before the child's own state exists sees it as the trace fd).
+pub fn is_reserve(fd: i32) -> bool {
+    fd >= 0 && RESERVE_FD.load(Ordering::Acquire) == fd
+}
+
+/// Gives the reserved slot back: closes the placeholder if its number still names it (a
+/// program that closed it, `closefrom` or a close loop, or put one of its own files there,
+/// `dup2`, keeps its number: it is forgotten, not closed). Async-signal-safe.
+pub fn release_reserve() {
+    let fd = RESERVE_FD.swap(-1, Ordering::AcqRel);
+    if fd >= 0
+        && sys::fd_identity(fd)
+            == Some((
+                RESERVE_DEV.load(Ordering::Relaxed),
+                RESERVE_INO.load(Ordering::Relaxed),
+            ))
+    {
+        sys::close_fd(fd);
+    }
+}
 
 /// Which part of the program started the tracer; the last part of the file name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,7 +303,13 @@ impl std::fmt::Display for WriteError {
 
 impl Sink {
     /// Creates a fresh file for `prefix`/`hash`/`origin`, never reusing an existing name.
+    ///
+    /// The reserved descriptor ([`reserve`]) is given back first, so the file gets its slot
+    /// even when the program holds every other one. A thread of the program opening a file
+    /// between the two calls can take that slot (then this fails with `EMFILE`, as it would
+    /// without the reserve).
     pub fn create(prefix: &str, hash: &str, origin: Origin, compressed: bool) -> io::Result<Sink> {
+        release_reserve();
         for n in 0..10_000 {
             let path = trace_path(prefix, hash, origin, n, compressed);
             match sys::open_trace_fd(&path, true) {

@@ -147,7 +147,9 @@ pub fn dir_writable(path: &str) -> std::io::Result<()> {
 /// Lowest descriptor number the tracer moves its files to: far above what programs use
 /// (shells keep their own at 10 and up, `exec 3>` and close loops work low), below the soft
 /// `RLIMIT_NOFILE` (F_DUPFD fails at or above it) and at most about 4,000 so the kernel's
-/// descriptor table stays small. 0 when no such number exists (the file keeps its fd).
+/// descriptor table stays small: `min(limit, 4096) - 64`, or the last number below a limit
+/// under 128 (`ulimit -n 16`: 15; a program numbering its files from 3 up gets 3..14). 0 when
+/// no such number exists (the file keeps its fd).
 pub fn high_fd_floor() -> i32 {
     let mut rl = libc::rlimit {
         rlim_cur: 0,
@@ -159,35 +161,119 @@ pub fn high_fd_floor() -> i32 {
     }
     let top = rl.rlim_cur.min(4096) as i32;
     if top < 128 {
-        return 0;
+        // Above the three standard streams, or nothing to gain.
+        return if top > 4 { top - 1 } else { 0 };
     }
     top - 64
 }
 
-/// Opens `path` for writing, close-on-exec, and moves it to a descriptor at or above
-/// [`high_fd_floor`]. `create`: the file must not exist (`O_EXCL`); else it must.
-pub fn open_trace_fd(path: &str, create: bool) -> std::io::Result<i32> {
-    let c = std::ffi::CString::new(path)
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    let mut flags = libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW;
-    if create {
-        flags |= libc::O_CREAT | libc::O_EXCL;
-    }
-    // SAFETY: c is a valid NUL-terminated path; the mode is passed as the variadic argument.
-    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o644 as libc::c_uint) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+/// Moves `fd` (ours) to a descriptor at or above [`high_fd_floor`], close-on-exec; returns the
+/// descriptor to use (`fd` itself when there is no free number up there). Async-signal-safe.
+fn move_high(fd: i32) -> i32 {
     let floor = high_fd_floor();
     if floor > fd {
         // SAFETY: fd is ours and open; F_DUPFD_CLOEXEC only creates a new descriptor.
         let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
         if high >= 0 {
             close_fd(fd);
-            return Ok(high);
+            return high;
         }
     }
-    Ok(fd)
+    fd
+}
+
+/// A placeholder descriptor that holds one slot of the descriptor table for the trace file
+/// (`sink::reserve`): an empty memfd (a pipe's read end where memfd_create is refused), whose
+/// inode no other file shares, so a number the program took over is told apart from it.
+/// Moved high (as [`open_trace_fd`]) and close-on-exec. Only system calls:
+/// async-signal-safe (a fork child's handler takes one).
+pub fn reserve_fd() -> Option<(i32, (u64, u64))> {
+    // SAFETY: a static NUL-terminated name; MFD_CLOEXEC is a valid flag.
+    let mut fd = unsafe { libc::memfd_create(c"dftracer-reserve".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        let mut p = [-1i32; 2];
+        // SAFETY: `p` has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        close_fd(p[1]);
+        fd = p[0];
+    }
+    let fd = move_high(fd);
+    match fd_identity(fd) {
+        Some(id) => Some((fd, id)),
+        None => {
+            close_fd(fd);
+            None
+        }
+    }
+}
+
+/// Opens `path` for writing, close-on-exec, and moves it to a descriptor at or above
+/// [`high_fd_floor`]. `create`: the file must not exist (`O_EXCL`); else it must.
+///
+/// Never through a symbolic link (`O_NOFOLLOW`: ELOOP) and never onto anything but a regular
+/// file: the open is non-blocking (a FIFO planted at the path must not hang the program: a
+/// blocking open waits for a reader forever), then `fstat` must say regular file (else the
+/// descriptor is closed and the error names what the path is), and only then is `O_NONBLOCK`
+/// cleared.
+pub fn open_trace_fd(path: &str, create: bool) -> std::io::Result<i32> {
+    let c = std::ffi::CString::new(path)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let mut flags = libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    if create {
+        flags |= libc::O_CREAT | libc::O_EXCL;
+    }
+    // SAFETY: c is a valid NUL-terminated path; the mode is passed as the variadic argument.
+    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o644 as libc::c_uint) };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        let what = match e.raw_os_error() {
+            Some(libc::ELOOP) => "a symbolic link is at its name, not followed",
+            // O_WRONLY|O_NONBLOCK on a FIFO that no one reads (or a device without its driver).
+            Some(libc::ENXIO) => "a fifo (or device) is at its name, not a regular file; refused",
+            _ => return Err(e),
+        };
+        return Err(std::io::Error::new(e.kind(), format!("{what} ({e})")));
+    }
+    if let Err(e) = regular_blocking(fd) {
+        close_fd(fd);
+        return Err(e);
+    }
+    Ok(move_high(fd))
+}
+
+/// `Ok` when `fd` is a regular file, after clearing its `O_NONBLOCK`; else an error saying
+/// what it is (a fifo, a directory, ...).
+pub fn regular_blocking(fd: i32) -> std::io::Result<()> {
+    // SAFETY: an all-zero `stat` is a valid value; fstat writes into it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat buffer; fd is the caller's open descriptor.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        let what = match st.st_mode & libc::S_IFMT {
+            libc::S_IFIFO => "a fifo",
+            libc::S_IFDIR => "a directory",
+            libc::S_IFCHR => "a character device",
+            libc::S_IFBLK => "a block device",
+            libc::S_IFSOCK => "a socket",
+            _ => "not a regular file",
+        };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it is {what}, not a regular file; refused"),
+        ));
+    }
+    // SAFETY: F_GETFL/F_SETFL on the caller's open descriptor.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl >= 0 && fl & libc::O_NONBLOCK != 0 {
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(())
 }
 
 /// Device and inode of the file behind `fd` (`None` if `fd` is not open).

@@ -43,6 +43,9 @@ pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(
             reason: e.to_string(),
         });
     }
+    // The trace file is created at the first write; its descriptor slot is held from now on,
+    // so a program that fills its descriptor table still gets its trace.
+    sink::reserve();
     let data_dirs = cfg.data_dirs.clone();
     let sh = Shared::new(cfg, origin, prefix.clone(), sys::gettid());
     UNIT.store(unit_code(sh.cfg.time_metric), Ordering::Relaxed);
@@ -279,24 +282,33 @@ unsafe extern "C" fn after_fork_child() {
 
 fn fork_child() {
     let Some(old) = current() else { return };
-    // The parent's trace descriptor is not the child's business: close the inherited copy
-    // (if it still names the parent's file; the number may be the program's by now).
+    // The parent's trace descriptor is not the child's business: the child never writes the
+    // inherited copy (if it still names the parent's file; the number may be the program's
+    // by now). It keeps it as the reserved slot of its own `-fork` file (`sink::reserve`),
+    // unless it inherited its parent's reserve (the parent had no file yet). A fork child
+    // that forks again before building its own state sees that adopted reserve as `old`'s
+    // trace fd: it stays the grandchild's reserve.
     let fd = old.file_fd.load(Ordering::Acquire);
-    if fd >= 0
-        && sys::fd_identity(fd)
-            == Some((
-                old.file_dev.load(Ordering::Relaxed),
-                old.file_ino.load(Ordering::Relaxed),
-            ))
-    {
-        sys::close_fd(fd);
+    let id = (
+        old.file_dev.load(Ordering::Relaxed),
+        old.file_ino.load(Ordering::Relaxed),
+    );
+    if fd >= 0 && !sink::is_reserve(fd) && sys::fd_identity(fd) == Some(id) {
+        if sink::has_reserve() {
+            sys::close_fd(fd);
+        } else {
+            sink::adopt_reserve(fd, id);
+        }
     }
     if PHASE.load(Ordering::Acquire) != PHASE_RUNNING {
-        // Finalizing or finalized in the parent: the child stays off.
+        // Finalizing or finalized in the parent: the child stays off (and holds no slot).
+        sink::release_reserve();
         STATE.fetch_and(!1, Ordering::AcqRel);
         PHASE.store(PHASE_DONE, Ordering::Release);
         return;
     }
+    // Neither (the program closed them): a fresh one (system calls only).
+    sink::reserve();
     FINISHED.store(false, Ordering::Release);
     let tid = sys::gettid();
     let _ = LOCAL.try_with(|l| {

@@ -229,6 +229,8 @@ impl Shared {
         }
         self.file_fd.store(-1, Ordering::Release);
         o.closed = o.sink.take().map(|s| (s.path.clone(), s.bytes));
+        // A process that recorded nothing has no file: its reserved slot goes back to it.
+        sink::release_reserve();
         FINISHED.store(true, Ordering::Release);
     }
 }

@@ -9,11 +9,10 @@ use crate::sys::{self, SignalWait};
 use dftracer_core::{Config, Layer, Origin};
 use std::ffi::CString;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -163,12 +162,7 @@ fn check_prefix(prefix: &str) -> Result<(), Error> {
         fail(format!("directory {}: {e}", dir.display()))
     })?;
     let probe = format!("{prefix}.dftracer-probe-{}", std::process::id());
-    match OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&probe)
-    {
+    match sys::create_own_file(Path::new(&probe), 0o600) {
         Ok(_) => {
             let _ = fs::remove_file(&probe);
             Ok(())
@@ -237,6 +231,16 @@ pub fn start(dir: &str) -> Result<ExitCode, Error> {
     let st = State::new(dir);
     let cfg = service_config()?;
     prepare_log_dir(&st)?;
+    // The daemon's stdout and stderr: checked now (a link or FIFO planted at either name is
+    // refused before anything else is done), truncated once leftovers are stopped.
+    let open = |p: &Path| {
+        sys::open_own_file(p).map_err(|e| Error::LogDir {
+            dir: st.log_dir.clone(),
+            reason: e.to_string(),
+        })
+    };
+    let out = open(&st.out_file)?;
+    let err = open(&st.err_file)?;
     if let Some(pid) = st.read_pid() {
         if is_our_daemon(pid, &st) {
             return Err(Error::AlreadyRunning {
@@ -255,14 +259,12 @@ pub fn start(dir: &str) -> Result<ExitCode, Error> {
     }
     stop_leftovers(&st)?;
 
-    let open = |p: &Path| {
-        File::create(p).map_err(|e| Error::LogDir {
+    for (f, p) in [(&out, &st.out_file), (&err, &st.err_file)] {
+        f.set_len(0).map_err(|e| Error::LogDir {
             dir: st.log_dir.clone(),
             reason: format!("{}: {e}", p.display()),
-        })
-    };
-    let out = open(&st.out_file)?;
-    let err = open(&st.err_file)?;
+        })?;
+    }
     let (ready_r, ready_w) = sys::pipe().map_err(|e| Error::Spawn(format!("pipe: {e}")))?;
     let exe = std::env::current_exe().map_err(|e| Error::Spawn(format!("own path: {e}")))?;
     let cstr =
@@ -312,8 +314,9 @@ pub fn start(dir: &str) -> Result<ExitCode, Error> {
             for pid in st.daemons() {
                 let _ = sys::kill(pid, libc::SIGKILL);
             }
-            let last = fs::read_to_string(&st.err_file)
+            let last = sys::read_own_file(&st.err_file)
                 .ok()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .and_then(|t| {
                     t.lines()
                         .rev()
@@ -474,7 +477,7 @@ pub fn status(dir: &str) -> Result<ExitCode, Error> {
 
 /// The trace path from the daemon's first stdout line.
 fn trace_from_out(out: &Path) -> Option<String> {
-    let text = fs::read_to_string(out).ok()?;
+    let text = String::from_utf8(sys::read_own_file(out).ok()?).ok()?;
     let line = text.lines().next()?;
     Some(line.split_once(" ms; trace ")?.1.trim().to_string())
 }

@@ -3,9 +3,8 @@
 //! shell command line.
 
 use crate::proc;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The binary name every daemon of ours runs under (argv\[0\]'s basename).
@@ -66,7 +65,7 @@ impl State {
 
     /// The pid in the PID file, if the file holds one.
     pub fn read_pid(&self) -> Option<u32> {
-        let text = fs::read(&self.pid_file).ok()?;
+        let text = crate::sys::read_own_file(&self.pid_file).ok()?;
         let first = text.split(|&b| b == b'\n').next()?;
         proc::parse_u64(proc::trim(first))
             .and_then(|p| u32::try_from(p).ok())
@@ -82,12 +81,7 @@ impl State {
     /// is replaced; one naming a live daemon of ours is an error that names it.
     pub fn claim_pid_file(&self, pid: u32) -> Result<(), ClaimError> {
         for _ in 0..5 {
-            match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o644)
-                .open(&self.pid_file)
-            {
+            match crate::sys::create_own_file(&self.pid_file, 0o644) {
                 Ok(mut f) => {
                     return f
                         .write_all(format!("{pid}\n").as_bytes())

@@ -1,5 +1,6 @@
-//! The service's only libc calls: signal mask and wait, `kill`, pipes, and the detach
-//! (fork, setsid, fork, redirect, exec). Everything else uses std.
+//! The service's only libc calls: signal mask and wait, `kill`, pipes, opening its own files
+//! in `log_dir` safely, and the detach (fork, setsid, fork, redirect, exec). Everything else
+//! uses std.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
@@ -69,6 +70,128 @@ pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// What `meta` is, in words, for a refusal.
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a fifo"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens `path` (an `O_NOFOLLOW | O_NONBLOCK` open, then `fstat`) and makes sure it is a
+/// regular file of its own: a symbolic link (`ELOOP`), a FIFO (a blocking open would wait
+/// for a reader forever), a device, a directory or a file with other hard links is refused
+/// with an error naming the path and what it is. `O_NONBLOCK` is cleared once checked.
+fn open_checked(
+    path: &std::path::Path,
+    opts: &mut std::fs::OpenOptions,
+) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let refuse = |what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: {what}", path.display()),
+        )
+    };
+    let f = opts
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => refuse(format!(
+                "is a symbolic link; refusing to open it through the link (remove it): {e}"
+            )),
+            Some(libc::ENXIO) => refuse(format!(
+                "is a fifo or a device, not a regular file; refused: {e}"
+            )),
+            _ => refuse(e.to_string()),
+        })?;
+    let meta = f.metadata().map_err(|e| refuse(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(refuse(format!(
+            "is {}, not a regular file; refused",
+            kind_of(&meta)
+        )));
+    }
+    if meta.nlink() > 1 {
+        return Err(refuse(format!(
+            "has {} hard links; refusing to write a file that other names share (remove it)",
+            meta.nlink()
+        )));
+    }
+    // SAFETY: F_GETFL/F_SETFL on the descriptor `f` owns.
+    unsafe {
+        let fd = f.as_raw_fd();
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(f)
+}
+
+/// Opens one of the service's files in `log_dir` (`.out`, `.err`) for writing, created 0644
+/// if missing, never through a link or onto a non-regular file ([`open_checked`]). Not
+/// truncated: the caller truncates it (`set_len(0)`) when it is time, after the check.
+pub fn open_own_file(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    open_checked(
+        path,
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(0o644),
+    )
+}
+
+/// Creates `path` for writing, `O_EXCL` (an existing name, link or not, is `AlreadyExists`),
+/// never through a link.
+pub fn create_own_file(path: &std::path::Path, mode: u32) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Reads one of the service's files (PID file, `.out`, `.err`): only a regular file, never
+/// through a link, never a blocking open of a FIFO ([`open_checked`], hard links allowed:
+/// nothing is written).
+pub fn read_own_file(path: &std::path::Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: is {}, not a regular file",
+                path.display(),
+                kind_of(&meta)
+            ),
+        ));
+    }
+    let mut v = Vec::new();
+    (&f).take(16 << 20).read_to_end(&mut v)?;
+    Ok(v)
 }
 
 /// A close-on-exec pipe: (read end, write end).

@@ -860,3 +860,117 @@ fn start_hands_the_daemon_no_descriptor_of_its_caller() {
     assert!(printed.contains("started on"), "{printed}");
     ok(&s.stop());
 }
+
+/// As root, in a log_dir anyone may write (mode 0777, not sticky: job directories on
+/// Lustre/NFS are group-writable without the sticky bit, so the kernel's protected_symlinks
+/// does not apply), links owned by `nobody` planted at `.out` and `.err` that point at
+/// root-owned 0600 files: `start` refuses with one line naming the link, exits 1, starts no
+/// daemon, and the targets keep their content and mode. So does a FIFO planted at `.out`
+/// (refused without blocking) and a second hard link at `.err`. A FIFO at the PID file's
+/// name is a stale PID file (removed; the start goes on). Once the links are gone, `start`
+/// works.
+#[test]
+fn links_and_fifos_planted_in_log_dir_are_never_written_through() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP links_and_fifos_planted_in_log_dir_are_never_written_through: not root");
+        return;
+    }
+    let s = Svc::new("planted");
+    std::fs::create_dir_all(&s.log_dir).unwrap();
+    std::fs::set_permissions(&s.log_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let host = hostname();
+    let base = s.log_dir.join(format!("dftracer_server_{}", short(&host)));
+    let out_file = base.with_extension("out");
+    let err_file = base.with_extension("err");
+    let secret = s.root.join("secret");
+    let other = s.root.join("other-secret");
+    for (p, body) in [(&secret, "root only\n"), (&other, "also root only\n")] {
+        std::fs::write(p, body).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let as_nobody = |args: &[&str]| {
+        let st = Command::new("runuser")
+            .args(["-u", "nobody", "--"])
+            .args(args)
+            .status()
+            .expect("runuser");
+        assert!(st.success(), "runuser -u nobody {args:?}");
+    };
+    let untouched = || {
+        for (p, body) in [(&secret, "root only\n"), (&other, "also root only\n")] {
+            assert_eq!(std::fs::read_to_string(p).unwrap(), body, "{}", p.display());
+            let m = std::fs::metadata(p).unwrap();
+            assert_eq!(m.mode() & 0o7777, 0o600, "{}", p.display());
+            assert_eq!(m.uid(), 0);
+        }
+    };
+    let refused = |what: &str, path: &Path| {
+        let t0 = Instant::now();
+        let out = s.start();
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{what}: start took {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
+        assert!(
+            err.contains(&*path.to_string_lossy()) && err.contains(what),
+            "{err}"
+        );
+        assert!(s.live_daemons().is_empty(), "{what}: no daemon");
+        assert!(!s.pid_file(&host).exists(), "{what}: no PID file");
+        untouched();
+    };
+    let (secret_s, other_s) = (secret.to_str().unwrap(), other.to_str().unwrap());
+    // Links at both names, made by nobody.
+    as_nobody(&["ln", "-s", secret_s, out_file.to_str().unwrap()]);
+    as_nobody(&["ln", "-s", other_s, err_file.to_str().unwrap()]);
+    let owner = std::fs::symlink_metadata(&out_file).unwrap().uid();
+    assert_ne!(owner, 0, "the link is nobody's");
+    refused("symbolic link", &out_file);
+    // Only at .err (a fresh .out is fine, but the start still refuses before anything else).
+    std::fs::remove_file(&out_file).unwrap();
+    refused("symbolic link", &err_file);
+    std::fs::remove_file(&err_file).unwrap();
+    // .out was created, and is not truncated by a refused start.
+    std::fs::write(&out_file, b"an earlier run\n").unwrap();
+    as_nobody(&["ln", "-s", other_s, err_file.to_str().unwrap()]);
+    refused("symbolic link", &err_file);
+    assert_eq!(std::fs::read(&out_file).unwrap(), b"an earlier run\n");
+    std::fs::remove_file(&err_file).unwrap();
+    std::fs::remove_file(&out_file).unwrap();
+    // A FIFO at .out: refused without blocking (no reader: a blocking open would hang).
+    as_nobody(&["mkfifo", out_file.to_str().unwrap()]);
+    refused("fifo", &out_file);
+    std::fs::remove_file(&out_file).unwrap();
+    // A second name of the root-only file at .err (a file system without protected_hardlinks).
+    std::fs::hard_link(&other, &err_file).unwrap();
+    refused("hard links", &err_file);
+    std::fs::remove_file(&err_file).unwrap();
+    // A FIFO at the PID file's name is no PID file: removed, and the start goes on.
+    as_nobody(&["mkfifo", s.pid_file(&host).to_str().unwrap()]);
+    let out = s.start();
+    ok(&out);
+    assert!(
+        text(&out.stdout).contains("removed stale PID file"),
+        "{}",
+        text(&out.stdout)
+    );
+    let pid = s.pid().expect("a regular PID file");
+    assert!(std::fs::symlink_metadata(s.pid_file(&host))
+        .unwrap()
+        .is_file());
+    let st = s.status();
+    assert_eq!(st.status.code(), Some(0), "{}", text(&st.stdout));
+    ok(&s.stop());
+    assert!(wait_gone(pid, Duration::from_secs(5)));
+    untouched();
+    for p in [&out_file, &err_file] {
+        let m = std::fs::symlink_metadata(p).unwrap();
+        assert!(m.is_file() && m.uid() == 0, "{}", p.display());
+    }
+}
