@@ -208,8 +208,8 @@ fn mask64(set: &libc::sigset_t) -> u64 {
     unsafe { std::ptr::read_unaligned(set as *const libc::sigset_t as *const u64) }
 }
 
-/// Stores what glibc's query writes: the handler, the flags, the restorer and the first 64
-/// bits of the mask (the rest of the caller's set is left as it was, as glibc leaves it).
+/// Stores what glibc's query writes: the handler, the flags, the restorer and the mask (the
+/// kernel's 64 bits, the rest of the set cleared, as glibc leaves it).
 ///
 /// # Safety
 /// `old` must be valid for writes.
@@ -225,7 +225,9 @@ unsafe fn write_old(
         (*old).sa_sigaction = handler;
         (*old).sa_flags = flags;
         (*old).sa_restorer = std::mem::transmute::<usize, Option<extern "C" fn()>>(rest);
-        std::ptr::write_unaligned(&mut (*old).sa_mask as *mut libc::sigset_t as *mut u64, mask);
+        let set = &mut (*old).sa_mask as *mut libc::sigset_t;
+        std::ptr::write_bytes(set, 0, 1);
+        std::ptr::write_unaligned(set as *mut u64, mask);
     }
 }
 
