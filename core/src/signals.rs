@@ -270,6 +270,8 @@ impl Drop for Locked {
 pub fn arm() {
     let Some(real) = real() else { return };
     let _l = Locked::new();
+    // First: a hook that sees it waits for the lock, so no query ever sees our handler.
+    ARMED.store(true, Ordering::Release);
     let act = our_action();
     for sig in FATAL {
         // SAFETY: zeroed sigactions are valid; real is sigaction.
@@ -283,19 +285,30 @@ pub fn arm() {
             v.mask.store(mask64(&cur.sa_mask), Ordering::Relaxed);
             v.restorer
                 .store(cur.sa_restorer.map_or(0, |f| f as usize), Ordering::Relaxed);
-            if real(sig, &act, std::ptr::null_mut()) != 0 {
-                continue;
-            }
-            if RESTORER.load(Ordering::Relaxed) == 0 {
-                let mut q: libc::sigaction = std::mem::zeroed();
-                if real(sig, std::ptr::null(), &mut q) == 0 {
-                    RESTORER.store(q.sa_restorer.map_or(0, |f| f as usize), Ordering::Relaxed);
-                    CLEARS_UNKNOWN.store(q.sa_flags & SA_UNSUPPORTED == 0, Ordering::Relaxed);
-                }
+            if real(sig, &act, std::ptr::null_mut()) == 0 {
+                learn(real, sig);
             }
         }
     }
-    ARMED.store(true, Ordering::Release);
+}
+
+/// Once our action is installed for `sig`: the restorer glibc gave it, and whether the kernel
+/// cleared the unknown flag bit we passed.
+///
+/// # Safety
+/// `real` is `sigaction`.
+unsafe fn learn(real: SigactionFn, sig: c_int) {
+    if RESTORER.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    // SAFETY: a zeroed sigaction is valid; real is sigaction.
+    unsafe {
+        let mut q: libc::sigaction = std::mem::zeroed();
+        if real(sig, std::ptr::null(), &mut q) == 0 {
+            CLEARS_UNKNOWN.store(q.sa_flags & SA_UNSUPPORTED == 0, Ordering::Relaxed);
+            RESTORER.store(q.sa_restorer.map_or(0, |f| f as usize), Ordering::Relaxed);
+        }
+    }
 }
 
 /// Whether the hooks virtualise `sig` (the disguise is on and `sig` is one of [`FATAL`]).
@@ -351,8 +364,11 @@ pub unsafe fn sigaction(
         if !act.is_null() {
             let a = &*act;
             if a.sa_sigaction == libc::SIG_DFL {
-                if !was_ours && real(sig, &our_action(), std::ptr::null_mut()) != 0 {
-                    return -1;
+                if !was_ours {
+                    if real(sig, &our_action(), std::ptr::null_mut()) != 0 {
+                        return -1;
+                    }
+                    learn(real, sig);
                 }
                 // What the kernel would hold for this SIG_DFL.
                 let mut flags = a.sa_flags | GLIBC_ADDS;
