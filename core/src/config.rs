@@ -394,7 +394,7 @@ pub static KNOBS: &[Knob] = &[
     bool_knob!("DFTRACER_DISABLE_STDIO", "features.io.stdio", "0", "1 disables stdio interception", stdio, true),
     bool_knob!("DFTRACER_TRACE_COMPRESSION", "tracer.compression", "1", "gzip members (.pfw.gz); 0 writes plain .pfw", compression, false),
     bool_knob!("DFTRACER_DISABLE_TIDS", "features.tid", "0", "1 writes tid 0 (not inverted, unlike the reference)", tids, true),
-    bool_knob!("DFTRACER_BIND_SIGNALS", "internal.bind_signals", "1", "flush the trace on SIGTERM/SIGINT/SIGHUP (only where the signal has its default action), then die by the signal", bind_signals, false),
+    bool_knob!("DFTRACER_BIND_SIGNALS", "internal.bind_signals", "1", "finish the trace when a catchable signal whose default action ends the process arrives while it has that action (TERM INT HUP QUIT ABRT PIPE ALRM USR1 USR2 VTALRM PROF XCPU XFSZ, and the faults), then die by it exactly as SIG_DFL would; the program still reads SIG_DFL. 0 installs nothing", bind_signals, false),
     uint_knob!("DFTRACER_WRITE_BUFFER_SIZE", "internal.write_buffer_size", "1048576", "bytes of JSON per gzip member before it is cut (reference: 16777216; ours is smaller so that compressing a member never outlasts a thread's ring)", write_buffer_size, usize, "any size; 0 cuts a member per event", |_| None),
     uint_knob!("DFTRACER_TRACE_INTERVAL_MS", "features.interval", "1000", "service sampling period", trace_interval_ms, u64, "at least 1", |v| (v == 0).then_some(1000)),
     uint_knob!("DFTRACER_LIBUV_THREADS", "tracer.libuv_threads", "1", "accepted for compatibility; the service samples on one thread", libuv_threads, u64, "at least 1", |v| (v == 0).then_some(1)),

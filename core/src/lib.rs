@@ -13,7 +13,8 @@
 //! - **Full ring**: the producer drains its own ring (bounded work, nothing lost); with
 //!   `DFTRACER_DROP_WHEN_FULL=1` it drops instead and every drop is counted in `end`.
 //! - **Durable**: a member is written at least every `DFTRACER_FLUSH_INTERVAL_MS`; finalize
-//!   runs at `finalize()`, `exit`, SIGTERM/SIGINT/SIGHUP, and frontends' `_exit` hooks; a fork
+//!   runs at `finalize()`, `exit`, every catchable signal whose default action ends the process
+//!   (while it has that action: see [`signals`]), and frontends' `_exit` hooks; a fork
 //!   child writes its own self-contained `-fork` file.
 //!
 //! ```no_run
@@ -53,6 +54,7 @@ pub mod json;
 #[doc(hidden)]
 pub mod ring;
 pub mod rules;
+pub mod signals;
 #[doc(hidden)]
 pub mod sink;
 #[doc(hidden)]

@@ -433,8 +433,9 @@ pub fn at_fork_child(child: unsafe extern "C" fn()) {
     unsafe { libc::pthread_atfork(None, None, Some(child)) };
 }
 
-/// Starts a native thread running `f(arg)` with TERM/INT/HUP blocked, so a process signal is
-/// never delivered to the writer (the writer is what serves it). Uses pthread_create directly
+/// Starts a native thread running `f(arg)` with every asynchronous signal blocked, so a process
+/// signal is never delivered to the writer (the writer is what serves it, and a program's
+/// handler must not run on it). Uses pthread_create directly
 /// so that it also works from a fork child.
 ///
 /// # Safety
@@ -506,48 +507,18 @@ impl Default for Wake {
     }
 }
 
-/// Installs `handler` for `sig` only where the signal still has its default action, with
-/// SA_RESETHAND so that re-raising from the handler kills the process the usual way.
-/// Whether `sig`'s disposition is the default action (async-signal-safe).
-pub fn signal_is_default(sig: i32) -> bool {
-    // SAFETY: a zeroed sigaction is filled by the kernel; nothing is installed.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
-    }
-}
-
-pub fn install_if_default(sig: i32, handler: extern "C" fn(i32)) -> bool {
-    // SAFETY: sigaction structs are zero-initialised then filled; the handler is a static fn.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-            return false;
-        }
-        if old.sa_sigaction != libc::SIG_DFL {
-            return false;
-        }
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = handler as usize;
-        act.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
-        libc::sigemptyset(&mut act.sa_mask);
-        libc::sigaction(sig, &act, std::ptr::null_mut()) == 0
-    }
-}
-
-/// Blocks SIGTERM, SIGINT and SIGHUP on this thread until dropped (they stay pending).
+/// Blocks every asynchronous signal ([`crate::signals::async_set`]: all but SIGKILL, SIGSTOP
+/// and the faults) on this thread until dropped (they stay pending), so that neither the
+/// tracer's handler nor a program's own (which may re-raise into ours) runs while this thread
+/// holds a lock the writer needs.
 pub struct SignalBlock(libc::sigset_t);
 
 impl SignalBlock {
     pub fn new() -> SignalBlock {
-        // SAFETY: sigsets are initialised by sigemptyset before use; the old mask is saved.
+        let set = crate::signals::async_set();
+        // SAFETY: `set` is initialised; the old mask is saved for drop.
         unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
             let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-                libc::sigaddset(&mut set, s);
-            }
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
             SignalBlock(old)
         }
@@ -575,12 +546,6 @@ pub fn sleep_ms(ms: u64) {
     };
     // SAFETY: valid timespec; an early wake (EINTR) is harmless for our callers.
     unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
-}
-
-/// Re-raises `sig` (its disposition was reset by SA_RESETHAND).
-pub fn raise(sig: i32) {
-    // SAFETY: raise is async-signal-safe.
-    unsafe { libc::raise(sig) };
 }
 
 #[cfg(test)]

@@ -55,9 +55,7 @@ pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(
         sys::at_exit(at_exit_hook);
         sys::at_fork_child(after_fork_child);
         if bind_signals {
-            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-                sys::install_if_default(s, on_signal);
-            }
+            crate::signals::arm();
         }
     });
     export_env(&child_env_of(&prefix, data_dirs.as_deref()));
@@ -170,8 +168,8 @@ pub fn finalize() {
     }
     STATE.fetch_and(!1, Ordering::AcqRel);
     let Some(sh) = shared() else { return };
-    // A TERM/INT/HUP arriving now (a pool's terminate() racing a worker's own exit) stays
-    // pending on this thread until the file is whole; then it acts as usual.
+    // A signal arriving now (a pool's terminate() racing a worker's own exit) stays pending
+    // on this thread until the file is whole; then it acts as usual.
     let _mask = sys::SignalBlock::new();
     sh.stop.store(true, Ordering::Release);
     sh.wake.post();
@@ -198,77 +196,57 @@ pub(super) fn no_unwind(what: &str, f: impl FnOnce()) {
     }
 }
 
-/// TERM/INT/HUP handler (installed only where the disposition was the default). The writer
-/// thread finishes the file; this thread waits for it, then dies by the signal. It never waits
-/// for a lock: application threads hold the tracer's locks only with these signals blocked
-/// ([`Section`]), so the writer can always take them.
-extern "C" fn on_signal(sig: i32) {
-    let saved = sys::errno();
-    finish_for_signal(sig);
-    sys::set_errno(saved);
-    // SA_RESETHAND restored the default action: the process now dies by this signal.
-    sys::raise(sig);
-}
-
-/// The process is about to send itself `sig` (`kill(getpid(), sig)`, `raise`), e.g. from
-/// a signal handler of its own that passes the signal on with the default action (PyTorch's
-/// DataLoader workers do, for a SIGTERM not sent by their parent). When that will end the
-/// process (`SIGKILL`, or a signal whose default action terminates and whose disposition is
-/// the default), the trace is finished first, as [`on_signal`] does: async-signal-safe, a
-/// bounded wait for the writer thread. Not told apart: a program that blocks the signal,
-/// sends it to itself and takes it with `sigwait`/`signalfd` to go on; its trace ends there
-/// (complete), and what it does after is not traced (the signal is blocked inside a handler
-/// passing it on too, so the mask cannot tell the two cases apart).
+/// The process is about to send itself `sig` (`kill(getpid(), sig)`, `raise`, `tgkill`,
+/// `pthread_kill`, `sigqueue`). Only `SIGKILL`, which no handler sees, finishes the trace here
+/// (async-signal-safe, a bounded wait for the writer thread). Every other signal is left to
+/// its delivery: where the disposition is the default, the tracer's handler stands in for it
+/// and finishes the trace then ([`crate::signals`]); a blocked signal the program takes with
+/// `sigwait`/`signalfd` ends nothing.
 pub fn before_self_signal(sig: i32) {
-    let fatal_default = matches!(
-        sig,
-        libc::SIGTERM
-            | libc::SIGINT
-            | libc::SIGHUP
-            | libc::SIGQUIT
-            | libc::SIGUSR1
-            | libc::SIGUSR2
-            | libc::SIGALRM
-            | libc::SIGPIPE
-            | libc::SIGABRT
-    ) && sys::signal_is_default(sig);
-    if sig == libc::SIGKILL || fatal_default {
+    if sig == libc::SIGKILL {
         let saved = sys::errno();
-        finish_for_signal(sig);
+        finish_for_signal(sig, crate::signals::SIGNAL_WAIT_MS);
         sys::set_errno(saved);
     }
 }
 
-fn finish_for_signal(sig: i32) {
+/// Finishes the trace because the process is about to die by `sig`: the writer thread does
+/// the work (this thread never takes a lock: application threads hold the tracer's locks only
+/// inside a [`Section`], with every asynchronous signal blocked), this thread waits at most
+/// `wait_ms`. False when the trace was not finished in time. Async-signal-safe.
+pub(crate) fn finish_for_signal(sig: i32, wait_ms: u64) -> bool {
     // Nothing of a fork child's own has been recorded while its state is pending.
     let sh = if FORKED.load(Ordering::Acquire) == FORK_NONE {
         current()
     } else {
         None
     };
-    if let Some(sh) = sh {
-        if PHASE.load(Ordering::Acquire) == PHASE_RUNNING
-            && sh.writer_started.load(Ordering::Acquire)
-        {
-            STATE.fetch_and(!1, Ordering::AcqRel);
-            sh.signal.store(sig, Ordering::Release);
-            sh.wake.post();
-            // Bounded wait for the writer thread to finish the trace.
-            for _ in 0..500 {
-                if sh.signal_done.load(Ordering::Acquire) {
-                    break;
-                }
-                sys::sleep_ms(10);
+    let Some(sh) = sh else { return true };
+    let steps = wait_ms.div_ceil(2).max(1);
+    if PHASE.load(Ordering::Acquire) == PHASE_RUNNING && sh.writer_started.load(Ordering::Acquire) {
+        STATE.fetch_and(!1, Ordering::AcqRel);
+        let _ = sh
+            .signal
+            .compare_exchange(0, sig, Ordering::AcqRel, Ordering::Acquire);
+        sh.wake.post();
+        for _ in 0..steps {
+            if sh.signal_done.load(Ordering::Acquire) {
+                return true;
             }
-        } else if PHASE.load(Ordering::Acquire) == PHASE_DONE {
-            // Another thread is finalizing (with these signals blocked there): let it finish.
-            for _ in 0..500 {
-                if FINISHED.load(Ordering::Acquire) {
-                    break;
-                }
-                sys::sleep_ms(10);
-            }
+            sys::sleep_ms(2);
         }
+        sh.signal_done.load(Ordering::Acquire)
+    } else if PHASE.load(Ordering::Acquire) == PHASE_DONE {
+        // Another thread is finalizing (with these signals blocked there): let it finish.
+        for _ in 0..steps {
+            if FINISHED.load(Ordering::Acquire) {
+                return true;
+            }
+            sys::sleep_ms(2);
+        }
+        FINISHED.load(Ordering::Acquire)
+    } else {
+        true
     }
 }
 
@@ -281,6 +259,7 @@ unsafe extern "C" fn after_fork_child() {
 }
 
 fn fork_child() {
+    crate::signals::after_fork_child();
     let Some(old) = current() else { return };
     // The parent's trace descriptor is not the child's business: the child never writes the
     // inherited copy (if it still names the parent's file; the number may be the program's

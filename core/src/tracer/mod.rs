@@ -41,6 +41,7 @@ mod producer;
 mod records;
 mod writer;
 
+pub(crate) use lifecycle::finish_for_signal;
 pub use lifecycle::{
     before_self_signal, child_env, claim_for_app, export_env_at_init, finalize, init, retarget,
     set_data_dirs,
@@ -233,9 +234,10 @@ impl Drop for InternalGuard {
 }
 
 /// An application thread inside one of the tracer's cold paths, where it takes the tracer's
-/// locks: its I/O is internal, and TERM/INT/HUP stay pending until the section ends, so the
-/// signal handler (which waits for the writer to finish the file) never runs on a thread that
-/// holds a lock the writer needs.
+/// locks: its I/O is internal, and every asynchronous signal stays pending until the section
+/// ends, so neither the tracer's handler (which waits for the writer to finish the file) nor a
+/// program's handler that re-raises into it ever runs on a thread that holds a lock the writer
+/// needs.
 struct Section {
     _internal: InternalGuard,
     _signals: sys::SignalBlock,

@@ -188,6 +188,12 @@ impl Shared {
             json::write_u64(out, self.dropped.load(Ordering::Relaxed));
             out.extend_from_slice(b",\"lost\":");
             json::write_u64(out, lost);
+            let sig = self.signal.load(Ordering::Acquire);
+            if sig != 0 {
+                // The trace was finished because the process was dying by this signal.
+                out.extend_from_slice(b",\"signal\":");
+                json::write_u64(out, sig as u64);
+            }
             if let Some(a) = &agg_folded {
                 out.extend_from_slice(b",\"aggregated\":");
                 json::write_u64(out, *a);

@@ -285,6 +285,9 @@ pub(crate) fn start_tracing(
     io: bool,
 ) -> Result<(), dftracer_core::Error> {
     let io_cfg = io.then(|| cfg.clone());
+    if let Some(f) = real::sigaction() {
+        dftracer_core::signals::set_real(f);
+    }
     {
         // The core reads /proc and the cwd while starting: keep that out of the trace.
         let _busy = enter();

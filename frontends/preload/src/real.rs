@@ -251,3 +251,10 @@ pub fn at_fork_child(f: extern "C" fn()) {
         libc::pthread_atfork(None, None, Some(f));
     }
 }
+
+/// The next definition of `sigaction`, for the core's signal handling
+/// (`dftracer_core::signals`): the tracer changes dispositions with it, never through its own
+/// hook.
+pub fn sigaction() -> Option<dftracer_core::signals::SigactionFn> {
+    real!(sigaction: dftracer_core::signals::SigactionFn)
+}

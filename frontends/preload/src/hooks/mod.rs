@@ -39,6 +39,7 @@ pub mod inherit;
 pub mod paths;
 pub mod posix;
 pub mod process;
+pub mod signals;
 pub mod stat;
 pub mod stdio;
 pub mod stdio_more;
@@ -123,11 +124,15 @@ pub static HOOKS: &[Hook] = hook_list![
     },
     process::{
         _Exit, _exit, execv, execve, execvp, execvpe, fork, kill, posix_spawn, posix_spawnp,
-        raise, system, wait, wait4, waitpid,
+        pthread_kill, raise, sigqueue, system, tgkill, wait, wait4, waitpid,
         #[cfg(target_arch = "x86_64")] vfork,
         #[cfg(target_arch = "x86_64")] execl,
         #[cfg(target_arch = "x86_64")] execlp,
         #[cfg(target_arch = "x86_64")] execle,
+    },
+    signals::{
+        __sigaction, __sysv_signal, bsd_signal, sigaction, siginterrupt, signal, sigset,
+        ssignal, sysv_signal,
     },
 ];
 

@@ -12,10 +12,11 @@
 //! after it. On other architectures these three are not interposed (they still work, they
 //! just do not flush first).
 //!
-//! `kill` and `raise` aimed at the process itself with a signal that will end it (its
-//! disposition is the default, or `SIGKILL`) finish the trace first: a handler of the
-//! program's own that passes a signal on that way (PyTorch's DataLoader workers, for a
-//! SIGTERM that is not from their parent) would otherwise take the unwritten events with it.
+//! `kill`, `raise`, `tgkill`, `pthread_kill` and `sigqueue` finish the trace first only for a
+//! `SIGKILL` aimed at the process itself (no handler sees it). Any other signal is left to its
+//! delivery: where its disposition is the default the core's handler stands in for `SIG_DFL`
+//! and finishes the trace then (`hooks/signals.rs`), and a blocked signal the program takes
+//! with `sigwait`, `sigtimedwait` or `signalfd` ends nothing.
 //!
 //! A `vfork` child shares the parent's memory and runs no atfork handler: it is recognised by
 //! its pid and never flushes or finalizes the parent's tracer.
@@ -643,12 +644,14 @@ pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
     ret
 }
 
-/// Finishes the trace when this process is about to signal itself to death.
-fn before_self_signal(pid: libc::pid_t, sig: c_int) {
-    let me = real::getpid();
-    if (pid == me || pid == 0) && me == owner_pid() && dftracer_core::is_running() {
+/// `SIGKILL` aimed at this process: no handler will see it, so the trace is finished first.
+/// Every other signal is left to its delivery (the core's handler stands in for `SIG_DFL`);
+/// a blocked signal the program takes with `sigwait`/`signalfd` ends nothing.
+#[inline]
+fn before_self_kill(to_self: impl FnOnce() -> bool) {
+    if dftracer_core::is_running() && real::getpid() == owner_pid() && to_self() {
         let _errno = SavedErrno::new();
-        dftracer_core::before_self_signal(sig);
+        dftracer_core::before_self_signal(libc::SIGKILL);
     }
 }
 
@@ -657,7 +660,13 @@ pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
     let Some(real) = real!(kill: unsafe extern "C" fn(libc::pid_t, c_int) -> c_int) else {
         return missing(-1);
     };
-    before_self_signal(pid, sig);
+    if sig == libc::SIGKILL {
+        // This process, its process group, or (pid 0) the caller's group.
+        before_self_kill(|| {
+            let me = real::getpid();
+            pid == me || pid == 0 || (pid < -1 && -pid == libc::getpgrp())
+        });
+    }
     real(pid, sig)
 }
 
@@ -666,6 +675,46 @@ pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
     let Some(real) = real!(raise: unsafe extern "C" fn(c_int) -> c_int) else {
         return missing(-1);
     };
-    before_self_signal(real::getpid(), sig);
+    if sig == libc::SIGKILL {
+        before_self_kill(|| true);
+    }
     real(sig)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn tgkill(tgid: libc::pid_t, tid: libc::pid_t, sig: c_int) -> c_int {
+    let Some(real) = real!(tgkill: unsafe extern "C" fn(libc::pid_t, libc::pid_t, c_int) -> c_int)
+    else {
+        return missing(-1);
+    };
+    if sig == libc::SIGKILL {
+        before_self_kill(|| tgid == real::getpid());
+    }
+    real(tgid, tid, sig)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pthread_kill(thread: libc::pthread_t, sig: c_int) -> c_int {
+    let Some(real) = real!(pthread_kill: unsafe extern "C" fn(libc::pthread_t, c_int) -> c_int)
+    else {
+        return libc::ENOSYS;
+    };
+    if sig == libc::SIGKILL {
+        // Any thread of this process: SIGKILL ends the whole process.
+        before_self_kill(|| true);
+    }
+    real(thread, sig)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sigqueue(pid: libc::pid_t, sig: c_int, value: libc::sigval) -> c_int {
+    let Some(real) =
+        real!(sigqueue: unsafe extern "C" fn(libc::pid_t, c_int, libc::sigval) -> c_int)
+    else {
+        return missing(-1);
+    };
+    if sig == libc::SIGKILL {
+        before_self_kill(|| pid == real::getpid());
+    }
+    real(pid, sig, value)
 }
