@@ -3,7 +3,7 @@
 //! `siginterrupt` go through `dftracer_core::signals`, where the tracer's handler (installed
 //! only while a disposition is `SIG_DFL`, and doing what `SIG_DFL` does once the trace is
 //! finished) is reported as `SIG_DFL`. glibc's `signal`, `sigset` and `siginterrupt` call its
-//! internal `__sigaction`, which no hook sees: they are emulated here (glibc 2.36's code, on
+//! internal `__sigaction`, which no hook sees: they are emulated here (glibc 2.36's behaviour, written anew, on
 //! the hooked `sigaction`) for the signals the core manages, and forwarded for every other.
 //! With `DFTRACER_BIND_SIGNALS=0`, or before tracing starts, every one is a plain forward.
 
