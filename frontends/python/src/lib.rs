@@ -1145,6 +1145,143 @@ fn install_exit_hook(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+// ------------------------------------------------------------------ update() during a call
+
+/// Entries an [`Updates`] log keeps at most (one per thread and key; beyond it the oldest
+/// goes).
+const UPDATES_CAP: usize = 1024;
+
+/// What `dft_fn.update()` set, for the decorated calls of that `dft_fn` in progress on the
+/// updating thread: shared by the `dft_fn` (made when it first decorates) and each
+/// `_Wrapped` it made.
+///
+/// A call reads `gen` at its entry and at its exit (two loads). The same value: no update of
+/// this `dft_fn` ran meanwhile (on any thread), and the call records as it would without
+/// this. Moved: the call's event also gets the entries of its own thread whose generation is
+/// past the entry value ([`Updates::since`]), over its captured values.
+///
+/// One entry per (thread, key), with the generation of its latest update: an earlier update
+/// of that key by that thread is no use to anyone (a call in progress that saw both takes the
+/// later one; a call that saw only the earlier one has ended and took it; a call that starts
+/// later sees neither), so the log holds at most threads x keys entries ([`UPDATES_CAP`]).
+/// Threads are told apart by their Python thread state: an address reused by a later thread
+/// names only entries older than any call of that thread.
+struct Updates {
+    /// Bumped once per `update()` that set something; written and read with the GIL held.
+    gen: AtomicU64,
+    log: std::sync::Mutex<Vec<Update>>,
+}
+
+struct Update {
+    gen: u64,
+    thread: usize,
+    key: Py<PyString>,
+    value: PyObject,
+}
+
+/// The calling thread's token for [`Updates`]: its Python thread state.
+fn thread_token(_py: Python<'_>) -> usize {
+    // SAFETY: the GIL is held (the token proves it), so this thread has a current thread
+    // state; only its address is used.
+    unsafe { pyo3::ffi::PyThreadState_Get() as usize }
+}
+
+/// Keys equal as text, without running Python code (no `__eq__`): a key that is not valid
+/// UTF-8 matches only itself.
+fn plain_same_key(a: &Bound<'_, PyString>, b: &Bound<'_, PyString>) -> bool {
+    a.is(b) || matches!((a.to_str(), b.to_str()), (Ok(x), Ok(y)) if x == y)
+}
+
+impl Updates {
+    fn new() -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Updates {
+            gen: AtomicU64::new(0),
+            log: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The generation now (a call's entry and exit value).
+    #[inline(always)]
+    fn mark(&self) -> u64 {
+        self.gen.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Update>> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Logs the values one `update()` set (none is None), as of a new generation.
+    fn note(&self, py: Python<'_>, set: Vec<(Bound<'_, PyString>, Bound<'_, PyAny>)>) {
+        if set.is_empty() {
+            return;
+        }
+        let me = thread_token(py);
+        // Objects replaced are dropped after the lock is released (a `__del__` may update).
+        let mut old: Vec<PyObject> = Vec::new();
+        {
+            let mut log = self.lock();
+            let gen = self.gen.load(Ordering::Relaxed) + 1;
+            self.gen.store(gen, Ordering::Relaxed);
+            for (key, value) in set {
+                let found = log
+                    .iter_mut()
+                    .find(|u| u.thread == me && plain_same_key(u.key.bind(py), &key));
+                match found {
+                    Some(u) => {
+                        u.gen = gen;
+                        old.push(std::mem::replace(&mut u.value, value.unbind()));
+                    }
+                    None => {
+                        if log.len() >= UPDATES_CAP {
+                            if let Some(i) = (0..log.len()).min_by_key(|&i| log[i].gen) {
+                                let u = log.remove(i);
+                                old.push(u.key.into_any());
+                                old.push(u.value);
+                            }
+                        }
+                        log.push(Update {
+                            gen,
+                            thread: me,
+                            key: key.unbind(),
+                            value: value.unbind(),
+                        });
+                    }
+                }
+            }
+        }
+        drop(old);
+    }
+
+    /// The calling thread's updates after generation `mark`, in the order their keys were
+    /// first set.
+    fn since<'py>(
+        &self,
+        py: Python<'py>,
+        mark: u64,
+    ) -> Vec<(Bound<'py, PyString>, Bound<'py, PyAny>)> {
+        let me = thread_token(py);
+        let log = self.lock();
+        log.iter()
+            .filter(|u| u.thread == me && u.gen > mark)
+            .map(|u| (u.key.bind(py).clone(), u.value.bind(py).clone()))
+            .collect()
+    }
+
+    /// [`Updates::since`] over `vals`: a key already there takes the update's value (it was
+    /// set during the call, after the arguments were passed), others are added.
+    fn overlay<'py>(&self, py: Python<'py>, mark: u64, vals: &mut Collected<'py>) {
+        for (key, value) in self.since(py, mark) {
+            let v = py_val(&value);
+            match vals.iter_mut().find(|(k, _)| same_key(k, &key)) {
+                Some(slot) => slot.1 = v,
+                None => {
+                    let _ = vals.push((key, v));
+                }
+            }
+        }
+    }
+}
+
 // ------------------------------------------------------------------ decorator wrapper
 
 /// What a wrapper records of each call: parameter name and its positional index.
@@ -1181,6 +1318,9 @@ struct Wrapped {
     /// The keyed schemas by the set of capture entries present (bit j: entry j), looked up
     /// at first use: null until then, [`NO_SCHEMA`] when there is none.
     keyed: [std::sync::atomic::AtomicPtr<dftracer_core::Schema>; 16],
+    /// The `dft_fn`'s update log (a private one when built without a `dft_fn`): read at the
+    /// call's entry and exit, see [`Updates`].
+    updates: std::sync::Arc<Updates>,
 }
 
 /// The arg keys of a keyed schema: the [`CAPTURED`] names at `seq` (indices), in that order,
@@ -1409,7 +1549,6 @@ unsafe extern "C" fn wrapped_vectorcall(
     nargsf: usize,
     kwnames: *mut pyo3::ffi::PyObject,
 ) -> *mut pyo3::ffi::PyObject {
-    use pyo3::ffi;
     let off = VC_OFFSET.load(Ordering::Relaxed);
     // SAFETY: `callable` is a _Wrapped (only its type points tp_vectorcall_offset here) and
     // the struct starts at `off` (repr(C), first field); its fields are never mutated after
@@ -1420,9 +1559,19 @@ unsafe extern "C" fn wrapped_vectorcall(
         // SAFETY: forwarding the caller's own (valid) vectorcall arguments.
         return unsafe { forward(func, args, nargsf, kwnames) };
     }
+    // Two loads of the update generation, at entry and exit: moved, an `update()` of the
+    // dft_fn ran during the call (on some thread) and the general path takes what this
+    // thread set (see `Updates`).
+    let updates: &Updates = &w.updates;
+    let g0 = updates.mark();
     let t0 = native::now();
     // SAFETY: as above.
     let result = unsafe { forward(func, args, nargsf, kwnames) };
+    if updates.mark() != g0 {
+        // SAFETY: the caller's own vectorcall arguments; the GIL is held.
+        unsafe { wrapped_general(w, t0, Some(g0), args, nargsf, kwnames) };
+        return result;
+    }
     if w.capture.is_empty() {
         // No parameter is recorded: the event has no args (no argument list to build).
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1444,14 +1593,35 @@ unsafe extern "C" fn wrapped_vectorcall(
             }
         }
     }
-    // SAFETY: the GIL is held (we are called from the interpreter).
+    // SAFETY: the caller's own vectorcall arguments; the GIL is held.
+    unsafe { wrapped_general(w, t0, None, args, nargsf, kwnames) };
+    result
+}
+
+/// The general end of a vectorcall: collects the captured arguments (and, with `since`, the
+/// calling thread's updates after that generation) and records the event. Never raises: a
+/// pending exception of the call is kept aside and restored.
+///
+/// # Safety
+/// The GIL is held and `args`/`nargsf`/`kwnames` are the call's vectorcall arguments.
+#[inline(never)]
+unsafe fn wrapped_general(
+    w: &Wrapped,
+    t0: u64,
+    since: Option<u64>,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut pyo3::ffi::PyObject,
+) {
+    use pyo3::ffi;
+    // SAFETY: the GIL is held (the function's contract).
     let py = unsafe { Python::assume_gil_acquired() };
     // Built here, not in the closure: there it was built and then moved (a 1.3 KB copy per
     // call).
     let mut vals: Collected = heapless::Vec::new();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // Keep a pending exception of the call aside while we look at arguments.
-        let saved = if w.capture.is_empty() {
+        let saved = if w.capture.is_empty() && since.is_none() {
             None
         } else {
             PyErr::take(py)
@@ -1480,6 +1650,9 @@ unsafe extern "C" fn wrapped_vectorcall(
             };
             w.gather(py, &positional, &keyword, &mut vals);
         }
+        if let Some(mark) = since {
+            w.updates.overlay(py, mark, &mut vals);
+        }
         w.finish_call(py, t0, &vals);
         vals.clear();
         if let Some(e) = saved {
@@ -1487,7 +1660,6 @@ unsafe extern "C" fn wrapped_vectorcall(
         }
     }));
     let _ = outcome; // recording never affects the call's own result
-    result
 }
 
 /// A captured value as a keyed schema's slot sees it.
@@ -1560,6 +1732,7 @@ fn enable_vectorcall(py: Python<'_>) -> PyResult<()> {
             Vec::new(),
             false,
             Vec::new(),
+            None,
         ),
     )?;
     let obj = probe.as_ptr() as usize;
@@ -1581,7 +1754,7 @@ fn enable_vectorcall(py: Python<'_>) -> PyResult<()> {
 #[pymethods]
 impl Wrapped {
     #[new]
-    #[pyo3(signature = (func, name, cat, capture=Vec::new(), self_attrs=false, base=Vec::new()))]
+    #[pyo3(signature = (func, name, cat, capture=Vec::new(), self_attrs=false, base=Vec::new(), df=None))]
     fn new(
         func: PyObject,
         name: &Bound<'_, PyString>,
@@ -1589,8 +1762,15 @@ impl Wrapped {
         capture: Vec<(Py<PyString>, Option<usize>)>,
         self_attrs: bool,
         base: Vec<(Py<PyString>, PyObject)>,
+        df: Option<&Bound<'_, DftFn>>,
     ) -> Self {
+        // The dft_fn's update log (made now if it has none); a dft_fn borrowed elsewhere
+        // (never, at decoration) or none: a private log no update reaches.
+        let updates = df
+            .and_then(|d| d.try_borrow_mut().ok())
+            .map_or_else(Updates::new, |mut d| d.updates());
         Wrapped {
+            updates,
             vectorcall: wrapped_vectorcall,
             func,
             name: utf8_of(name).into_owned(),
@@ -1618,6 +1798,7 @@ impl Wrapped {
         if !active() {
             return func.call(args, kwargs).map(Bound::unbind);
         }
+        let g0 = self.updates.mark();
         let t0 = native::now();
         let result = func.call(args, kwargs);
         let mut vals: Collected = heapless::Vec::new();
@@ -1626,6 +1807,9 @@ impl Wrapped {
             let keyword =
                 |n: &Bound<'py, PyString>| kwargs.and_then(|k| k.get_item(n).ok().flatten());
             self.gather(py, &positional, &keyword, &mut vals);
+        }
+        if self.updates.mark() != g0 {
+            self.updates.overlay(py, g0, &mut vals);
         }
         self.finish_call(py, t0, &vals);
         result.map(Bound::unbind)
@@ -1694,8 +1878,14 @@ struct DftFn {
     enable: bool,
     /// epoch, step, image_idx, image_size (CAPTURED order).
     captured: [Option<PyObject>; 4],
+    /// Bit i: `update()` set `captured[i]` (else it is the constructor's value, which the
+    /// functions this dft_fn decorates record when a call does not pass it: `_base_args`).
+    updated: u8,
     /// Other keys set by `update(args=...)`, in order.
     extra: Vec<(Py<PyString>, PyObject)>,
+    /// What `update()` set, for the decorated calls in progress (see [`Updates`]): made when
+    /// the dft_fn first decorates (a region built inline never has one: no allocation).
+    updates: Option<std::sync::Arc<Updates>>,
 }
 
 const CAPTURED: [&str; 4] = ["epoch", "step", "image_idx", "image_size"];
@@ -1743,8 +1933,15 @@ impl DftFn {
             flushed: false,
             enable: true,
             captured: Default::default(),
+            updated: 0,
             extra: Vec::new(),
+            updates: None,
         }
+    }
+
+    /// The update log, made at the first call.
+    fn updates(&mut self) -> std::sync::Arc<Updates> {
+        self.updates.get_or_insert_with(Updates::new).clone()
     }
 
     /// `__init__`: sets every field from the sorted arguments.
@@ -1779,6 +1976,7 @@ impl DftFn {
         {
             *slot = v.filter(|v| !v.is_none()).map(Bound::unbind);
         }
+        self.updated = 0;
         self.extra.clear();
         self.t1 = if self.enable && on { native::now() } else { 0 };
         self.flushed = false;
@@ -1792,6 +1990,7 @@ impl DftFn {
         let py = key.py();
         if let Some(i) = CAPTURED.iter().position(|c| key.to_str().ok() == Some(*c)) {
             self.captured[i] = Some(value.unbind());
+            self.updated |= 1 << i;
         } else if let Some(slot) = self
             .extra
             .iter_mut()
@@ -2311,7 +2510,9 @@ impl DftFn {
 
     // __enter__ and __exit__: see `dft_fn_enter`, `dft_fn_exit`.
 
-    /// Sets args recorded by the next `flush()`; `args` may hold any values.
+    /// Sets args recorded by the next `flush()` (and `__exit__`), and by the decorated calls
+    /// of this dft_fn in progress on this thread (see [`Updates`]); `args` may hold any
+    /// values. `image_size` is recorded as a float (`float(value)`), as pydftracer 2.0.6 does.
     #[pyo3(signature = (epoch=None, step=None, image_idx=None, image_size=None, args=None))]
     fn update<'py>(
         mut slf: PyRefMut<'py, Self>,
@@ -2321,13 +2522,29 @@ impl DftFn {
         image_size: Option<Bound<'py, PyAny>>,
         args: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<PyRefMut<'py, Self>> {
-        for (slot, v) in slf
-            .captured
-            .iter_mut()
-            .zip([epoch, step, image_idx, image_size])
-        {
+        let py = slf.py();
+        // image_size as pydftracer 2.0.6 sets it: float(value) (a value float() refuses is
+        // kept as it is: tracing never raises for it).
+        let image_size = image_size.filter(|v| !v.is_none()).map(|v| {
+            match v.downcast_exact::<pyo3::types::PyFloat>() {
+                Ok(_) => v,
+                Err(_) => py
+                    .get_type::<pyo3::types::PyFloat>()
+                    .call1((&v,))
+                    .unwrap_or(v),
+            }
+        });
+        // What this update set, for the decorated calls in progress (when the dft_fn
+        // decorates: see `Updates`).
+        let watched = slf.updates.is_some();
+        let mut set: Vec<(Bound<'py, PyString>, Bound<'py, PyAny>)> = Vec::new();
+        for (i, v) in [epoch, step, image_idx, image_size].into_iter().enumerate() {
             if let Some(v) = v.filter(|v| !v.is_none()) {
-                *slot = Some(v.unbind());
+                if watched {
+                    set.push((captured_key(py, i).clone(), v.clone()));
+                }
+                slf.captured[i] = Some(v.unbind());
+                slf.updated |= 1 << i;
             }
         }
         if let Some(a) = args {
@@ -2337,10 +2554,44 @@ impl DftFn {
                     Err(e) => e.into_inner().str()?,
                 };
                 let v = tag_value_inner(v)?;
+                if watched && !v.is_none() {
+                    set.push((key.clone(), v.clone()));
+                }
                 slf.set_arg(&key, v);
             }
         }
+        if let Some(u) = slf.updates.clone() {
+            // The log's lock is not held while Python code runs; `slf` stays borrowed (an
+            // update() from a `__del__` raises, as one during this update() always has).
+            u.note(py, set);
+        }
         Ok(slf)
+    }
+
+    /// The update generation now (for the layer's generator and coroutine wrappers: see
+    /// [`Updates`]); makes the dft_fn log its updates from now on.
+    fn _update_mark(&mut self) -> u64 {
+        self.updates().mark()
+    }
+
+    /// {key: value} of what `update()` set on this thread after generation `mark`; None when
+    /// nothing was.
+    fn _updates_since<'py>(
+        &self,
+        py: Python<'py>,
+        mark: u64,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(u) = &self.updates else {
+            return Ok(None);
+        };
+        if u.mark() == mark {
+            return Ok(None);
+        }
+        let d = PyDict::new(py);
+        for (k, v) in u.since(py, mark) {
+            d.set_item(k, v)?;
+        }
+        Ok((!d.is_empty()).then_some(d))
     }
 
     /// The args `update()` and the constructor set, as a dict.
@@ -2354,6 +2605,20 @@ impl DftFn {
         }
         for (k, v) in &self.extra {
             d.set_item(k, v)?;
+        }
+        Ok(d.into_any().unbind())
+    }
+
+    /// The constructor's epoch/step/image_idx/image_size that no `update()` replaced, as a
+    /// dict: what a function this dft_fn decorates records when the call does not pass them
+    /// (what `update()` sets reaches only the calls in progress, see [`Updates`]).
+    #[getter]
+    fn _base_args(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let d = PyDict::new(py);
+        for (i, v) in self.captured.iter().enumerate() {
+            if let Some(v) = v.as_ref().filter(|_| self.updated & (1 << i) == 0) {
+                d.set_item(captured_key(py, i), v)?;
+            }
         }
         Ok(d.into_any().unbind())
     }
@@ -2372,8 +2637,9 @@ impl DftFn {
     }
 
     /// Decorator: one event per call, named `name` or the function's `__qualname__`,
-    /// recording the epoch/step/image_idx/image_size arguments actually passed. Also
-    /// `log_init` and `log_static` (set in the module's init).
+    /// recording the epoch/step/image_idx/image_size arguments actually passed and what
+    /// `update()` set during the call. Also `log_init` and `log_static` (set in the module's
+    /// init).
     #[pyo3(signature = (func=None, name=None))]
     fn log<'py>(
         slf: &Bound<'py, Self>,

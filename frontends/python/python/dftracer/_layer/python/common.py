@@ -8,7 +8,7 @@ run no Python frame; its `log`, `log_init`, `log_static` and `iter` call `_dft_f
 `_dft_fn_iter` below once per decorated function or loop. `dftracer.log_event` is native too.
 
 Deliberate differences from pydftracer (FORMAT.md, "The Python layer"): decorators record the
-arguments actually passed; no signal handlers are installed at import (`capture_signal` is
+arguments actually passed and what `update()` set during the call (not on later calls); no signal handlers are installed at import (`capture_signal` is
 here for code that installs it); `initialize_log` writes no `dft.log`; events logged before
 `initialize_log` are kept; with tracing off decorators return the function itself.
 """
@@ -471,6 +471,73 @@ def _capture_spec(func: Callable, base: dict) -> tuple:
     return capture, self_attrs
 
 
+def _segments(it: Any, df: "dft_fn", got: dict) -> Any:
+    """`yield from it` (send, throw and close passed on as PEP 380 says), putting in `got`
+    what `df.update()` set on this thread while `it`'s own code ran (each resumption of it):
+    a decorated generator or coroutine records the updates made during it, as `_Wrapped`
+    does for a call, and not those its consumer made between two of its steps."""
+    mark, since = df._update_mark, df._updates_since
+    m = mark()
+    try:
+        y = next(it)
+    except StopIteration as e:
+        return e.value
+    finally:
+        d = since(m)
+        if d:
+            got.update(d)
+    while True:
+        try:
+            s = yield y
+        except GeneratorExit:
+            close = getattr(it, "close", None)
+            if close is not None:
+                m = mark()
+                try:
+                    close()
+                finally:
+                    d = since(m)
+                    if d:
+                        got.update(d)
+            raise
+        except BaseException as exc:
+            throw = getattr(it, "throw", None)
+            if throw is None:
+                raise
+            m = mark()
+            try:
+                y = throw(exc)
+            except StopIteration as e:
+                return e.value
+            finally:
+                d = since(m)
+                if d:
+                    got.update(d)
+        else:
+            m = mark()
+            try:
+                y = next(it) if s is None else it.send(s)
+            except StopIteration as e:
+                return e.value
+            finally:
+                d = since(m)
+                if d:
+                    got.update(d)
+
+
+class _Steps:
+    """An awaitable whose steps are `_segments(it, df, got)`'s (`it`: a coroutine's
+    `__await__()` iterator)."""
+
+    __slots__ = ("_steps",)
+
+    def __init__(self, it: Any, df: "dft_fn", got: dict) -> None:
+        self._steps = _segments(it, df, got)
+
+    def __await__(self) -> Any:
+        return self._steps
+
+
 def _decorate(df: "dft_fn", func: Any, name: Optional[str]) -> Any:
     if isinstance(func, staticmethod):
         return staticmethod(_decorate(df, func.__func__, name))
@@ -485,7 +552,8 @@ def _decorate(df: "dft_fn", func: Any, name: Optional[str]) -> Any:
         return func  # zero cost when tracing is off
     event = name or getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
     cat = df.cat
-    base = {k: v for k, v in df._args.items() if k in CAPTURED}
+    # The constructor's values only: what update() set reaches the calls in progress alone.
+    base = df._base_args
 
     if inspect.isgeneratorfunction(func) or inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
         try:
@@ -508,10 +576,11 @@ def _decorate(df: "dft_fn", func: Any, name: Optional[str]) -> Any:
             @functools.wraps(func)
             def gen_wrapper(*a: Any, **kw: Any) -> Any:
                 t0 = _native.get_time()
+                got: dict = {}
                 try:
-                    return (yield from func(*a, **kw))
+                    return (yield from _segments(func(*a, **kw), df, got))
                 finally:
-                    _log(event, cat, t0, args_of(a, kw))
+                    _log(event, cat, t0, {**args_of(a, kw), **got})
 
             return gen_wrapper
         if inspect.iscoroutinefunction(func):
@@ -519,26 +588,33 @@ def _decorate(df: "dft_fn", func: Any, name: Optional[str]) -> Any:
             @functools.wraps(func)
             async def coro_wrapper(*a: Any, **kw: Any) -> Any:
                 t0 = _native.get_time()
+                got: dict = {}
                 try:
-                    return await func(*a, **kw)
+                    return await _Steps(func(*a, **kw).__await__(), df, got)
                 finally:
-                    _log(event, cat, t0, args_of(a, kw))
+                    _log(event, cat, t0, {**args_of(a, kw), **got})
 
             return coro_wrapper
 
         @functools.wraps(func)
         async def agen_wrapper(*a: Any, **kw: Any) -> Any:
             t0 = _native.get_time()
+            got: dict = {}
+            agen = func(*a, **kw)
             try:
-                async for item in func(*a, **kw):
+                while True:
+                    try:
+                        item = await _Steps(agen.__anext__().__await__(), df, got)
+                    except StopAsyncIteration:
+                        break
                     yield item
             finally:
-                _log(event, cat, t0, args_of(a, kw))
+                _log(event, cat, t0, {**args_of(a, kw), **got})
 
         return agen_wrapper
 
     capture, self_attrs = _capture_spec(func, base)
-    wrapper = _Wrapped(func, event, cat, capture, self_attrs, list(base.items()))
+    wrapper = _Wrapped(func, event, cat, capture, self_attrs, list(base.items()), df)
     functools.update_wrapper(wrapper, func)
     return wrapper
 
@@ -553,7 +629,9 @@ dft_fn = _native.dft_fn
 
 def _dft_fn_log(df: Any, func: Any = None, name: Optional[str] = None) -> Any:
     """`dft_fn.log`: one event per call, named `name` or the function's `__qualname__`,
-    recording the epoch/step/image_idx/image_size arguments actually passed."""
+    recording the epoch/step/image_idx/image_size arguments actually passed (else the
+    `dft_fn`'s own) and what `update()` of that `dft_fn` set on this thread during the call
+    (over the arguments: it ran later); never what it set before the call."""
     if func is None:
         return lambda f: _decorate(df, f, name)
     if isinstance(func, str) and name is None:
