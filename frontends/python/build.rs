@@ -31,13 +31,34 @@ fn main() {
     );
     println!(
         "cargo:rerun-if-changed={}",
-        root.join("scripts/native-lib.sh").display()
+        root.join("frontends/preload/pkg/native-lib.sh").display()
     );
     let pkg = manifest.join("python/dftracer");
-    // Its own target directory: the outer cargo holds the lock of the workspace's.
-    let target = root.join("target/native");
+    // Its own target directory: the outer cargo holds the lock of the workspace's. A linker
+    // given in the environment (`maturin build --zig`: a zig wrapper that links against an
+    // older glibc, for manylinux wheels) links the nested builds too, in a directory of its
+    // own so that the local builds of target/native are neither reused nor overwritten.
+    let linker_var = format!(
+        "CARGO_TARGET_{}_LINKER",
+        std::env::var("TARGET")
+            .unwrap_or_default()
+            .to_uppercase()
+            .replace(['-', '.'], "_")
+    );
+    println!("cargo:rerun-if-env-changed={linker_var}");
+    let target = match std::env::var(&linker_var) {
+        Ok(linker) if !linker.is_empty() => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&linker, &mut h);
+            root.join(format!(
+                "target/native-{:016x}",
+                std::hash::Hasher::finish(&h)
+            ))
+        }
+        _ => root.join("target/native"),
+    };
     let mut cmd = Command::new("bash");
-    cmd.arg(root.join("scripts/native-lib.sh"))
+    cmd.arg(root.join("frontends/preload/pkg/native-lib.sh"))
         .arg("--prefix")
         .arg(&pkg)
         .arg("--target-dir")
