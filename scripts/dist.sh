@@ -31,7 +31,7 @@ while (($#)); do
     --build-only) check=0; shift ;;
     --check-only) build=0; shift ;;
     --check-sdist) check_sdist=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "dist.sh: unknown option $1" >&2; exit 2 ;;
     *) pythons+=("$1"); shift ;;
   esac
