@@ -33,7 +33,15 @@ fn main() {
         "cargo:rerun-if-changed={}",
         root.join("frontends/preload/pkg/native-lib.sh").display()
     );
-    let pkg = manifest.join("python/dftracer");
+    // The package's directory: frontends/python/python/dftracer in the clone; in the sdist,
+    // where maturin puts pyproject.toml and python/ at the root, <root>/python/dftracer.
+    let pkg = [
+        manifest.join("python/dftracer"),
+        root.join("python/dftracer"),
+    ]
+    .into_iter()
+    .find(|d| d.join("__init__.py").is_file())
+    .expect("the dftracer package directory (python/dftracer)");
     // Its own target directory: the outer cargo holds the lock of the workspace's. A linker
     // given in the environment (`maturin build --zig`: a zig wrapper that links against an
     // older glibc, for manylinux wheels) links the nested builds too, in a directory of its
