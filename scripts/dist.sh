@@ -79,8 +79,10 @@ if ((build)); then
     rm -f "$out"/dftracer_rs-"$version"-"$tag"-*.whl
     echo "== building the $tag wheel ($py)"
     t0=$SECONDS
-    if (cd frontends/python && maturin build --release --zig --compatibility manylinux_2_28 \
-      -i "$py" --out "$out"); then
+    # A new DFTRACER_NATIVE_REBUILD makes build.rs rerun: the native files it puts in the
+    # package are this (zig-linked) build's, not those of the last build of another kind.
+    if (cd frontends/python && DFTRACER_NATIVE_REBUILD="$tag-$(date +%s%N)" \
+      maturin build --release --zig --compatibility manylinux_2_28 -i "$py" --out "$out"); then
       pass "$tag wheel built in $((SECONDS - t0)) s: $(basename "$(wheel_of "$tag")")"
     else
       fail "$tag wheel: maturin failed"

@@ -54,6 +54,10 @@ fn main() {
             .replace(['-', '.'], "_")
     );
     println!("cargo:rerun-if-env-changed={linker_var}");
+    // The files go into the source tree, shared by every build (another target dir, another
+    // linker, `cargo clippy`): a build whose own script did not rerun would package what the
+    // last one wrote. scripts/dist.sh sets a new value for each wheel, so each writes its own.
+    println!("cargo:rerun-if-env-changed=DFTRACER_NATIVE_REBUILD");
     let target = match std::env::var(&linker_var) {
         Ok(linker) if !linker.is_empty() => {
             let mut h = std::collections::hash_map::DefaultHasher::new();
