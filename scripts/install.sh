@@ -24,5 +24,9 @@ case ":${PKG_CONFIG_PATH:-}:$(pkg-config --variable pc_path pkg-config 2>/dev/nu
   *":$prefix/lib/pkgconfig:"*) ;;
   *) echo "pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs dftracer" ;;
 esac
+case "$prefix" in
+  /usr|/usr/local) command -v ldconfig >/dev/null && ldconfig 2>/dev/null || true ;; # the loader's cache
+  *) echo "run time: programs linked against it find it through -Wl,-rpath,$prefix/lib (or LD_LIBRARY_PATH)" ;;
+esac
 echo "CMake: find_package(dftracer) with -DCMAKE_PREFIX_PATH=$prefix (not needed when it is a system prefix)"
 echo "LD_PRELOAD=$prefix/lib/libdftracer_preload.so DFTRACER_ENABLE=1 DFTRACER_DATA_DIR=... your-program"

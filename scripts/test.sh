@@ -13,7 +13,9 @@
 #
 # Installs what is missing: rustfmt/clippy (rustup), gcc, g++, make, pkg-config, cmake
 # (scripts/env.sh) and valgrind (apt-get); venvs .venv-utils (dftracer-utils 0.0.14) and
-# .venv-test (pytest, numpy, our wheel) from PyPI. `make clean` removes all of it.
+# .venv-test (pytest, numpy, our wheel), .venv-dist (maturin, ziglang, auditwheel: the wheel
+# step's manylinux build), .venv-bench and .venv-ref (the bench step) from PyPI. `make clean`
+# removes all of it.
 source "$(dirname "$0")/env.sh"
 source "$ROOT/scripts/steps.sh"
 cd "$ROOT"
