@@ -43,6 +43,14 @@ ecosystem:       ## dftracer-utils 0.0.14 from PyPI validates and counts our tra
 native:          ## the C/C++ library under both names; PREFIX=dir: also the install layout
 	bash scripts/native-lib.sh $(if $(PREFIX),--prefix $(PREFIX))
 
+.PHONY: install
+install:         ## C/C++ library, headers, pkg-config, CMake files, dftracer tool into PREFIX (/usr/local)
+	bash scripts/install.sh $(or $(PREFIX),/usr/local)
+
+.PHONY: dist
+dist:            ## manylinux_2_28 wheels (each CPython 3.9-3.13 found) + sdist into dist/, checked
+	bash scripts/dist.sh
+
 .PHONY: sanitize
 sanitize:        ## Miri (ring, preload tables), ASan + TSan (core lifecycle tests); needs nightly
 	bash scripts/sanitize.sh

@@ -9,8 +9,9 @@ shopt -s nullglob
 made=(
   target                                    # cargo: every build (also target/wheels, target/test-logs)
   fuzz/target                               # cargo: the fuzz workspace
-  .venv-*                                   # venvs: demo, test, utils, strace, bench, ref, torch, dlio (and torch itself: .venv-torch-site)
+  .venv-*                                   # venvs: demo, test, utils, strace, bench, ref, dist, torch, dlio (and torch itself: .venv-torch-site)
   frontends/python/python/dftracer/_native  # native library, headers, pkg-config/CMake files, tool: build.rs
+  dist                                      # make dist's wheels and sdist
   dft-demo                                  # make demo's output (DFT_DEMO_OUT elsewhere is not touched)
 )
 human() { awk -v k="$1" 'BEGIN { split("KB MB GB TB", u); i = 1; while (k >= 1024 && i < 4) { k /= 1024; i++ }; printf "%.1f %s", k, u[i] }'; }

@@ -7,14 +7,15 @@
 #
 #   scripts/test.sh                 every step
 #   scripts/test.sh GROUP|STEP ...  only those (groups below: lint rust loom fuzz python docs
-#                                   callgrind ecosystem torch dlio multinode perfetto), with the
-#                                   setup steps they need
+#                                   dist install callgrind ecosystem torch dlio multinode
+#                                   perfetto bench), with the setup steps they need
 #
 # Installs what is missing: rustfmt/clippy (rustup), gcc, g++, make, pkg-config, cmake
 # (scripts/env.sh) and valgrind (apt-get); venvs .venv-utils (dftracer-utils 0.0.14) and
-# .venv-test (pytest, numpy, our wheel) from PyPI; for the torch and dlio steps torch
-# (.venv-torch-site), .venv-torch, .venv-dlio (DLIO 2.0.0) and openmpi-bin (apt-get).
-# `make clean` removes all of it.
+# .venv-test (pytest, numpy, our wheel), .venv-dist (maturin, ziglang, auditwheel: the wheel
+# step's manylinux build), .venv-bench and .venv-ref (the bench step) from PyPI; for the torch
+# and dlio steps torch (.venv-torch-site), .venv-torch, .venv-dlio (DLIO 2.0.0) and
+# openmpi-bin (apt-get). `make clean` removes all of it.
 source "$(dirname "$0")/env.sh"
 source "$ROOT/scripts/steps.sh"
 cd "$ROOT"
@@ -43,12 +44,28 @@ utils_venv() { venv "$ROOT/.venv-utils" dftracer-utils==0.0.14; }
 build_wheel() {
   venv "$ROOT/.venv-test" pytest numpy
   rm -rf "$ROOT/target/wheels"
-  # -v: maturin's cargo output (its `Compiling` lines are the step's progress)
-  "$ROOT/.venv-test/bin/python" -m pip wheel -v --disable-pip-version-check --no-deps \
-    -w "$ROOT/target/wheels" "$ROOT/frontends/python"
+  # The wheel `make dist` ships (manylinux_2_28, maturin + zig), for this venv's Python: the
+  # steps after this one test what users install. (maturin's cargo output is the progress.)
+  bash "$ROOT/scripts/dist.sh" --build-only --no-sdist --out "$ROOT/target/wheels" "$ROOT/.venv-test/bin/python"
   "$ROOT/.venv-test/bin/python" -m pip install --disable-pip-version-check --force-reinstall \
     --no-deps "$ROOT"/target/wheels/*.whl
 }
+# make dist's checks of that wheel (auditwheel show, a fresh venv, tests/dist_smoke.py) and
+# its sdist (made and its contents checked; --check-sdist builds from it: minutes, not here).
+run_dist() { bash "$ROOT/scripts/dist.sh" --check-only --out "$ROOT/target/wheels" "$ROOT/.venv-test/bin/python"; }
+# make install into a temporary prefix, then the C API tests (CMake find_package, pkg-config,
+# the install layout, C and C++ programs linked against it) on that prefix.
+run_install() {
+  local p="$ROOT/target/install-test"
+  rm -rf "$p"
+  make -s -C "$ROOT" install PREFIX="$p"
+  [ -x "$p/bin/dftracer" ] && "$p/bin/dftracer" --version
+  DFT_INSTALL_PREFIX="$p" cargo test --release --workspace --no-fail-fast --test capi -- \
+    cmake_find_package install_layout c_example cpp_example
+}
+# make bench, tiny: every section once (scripts/bench.sh, BENCH_QUICK), with the wheel step's
+# wheel and records in target/bench-quick/.
+run_bench_quick() { BENCH_QUICK=1 BENCH_WHEEL="$(ls "$ROOT"/target/wheels/*.whl | head -n 1)" bash "$ROOT/scripts/bench.sh"; }
 # PyTorch from PyPI, installed once (the first run downloads about 2.9 GB of wheels, 5.3 GB on
 # disk) into .venv-torch-site, which .venv-torch (pytest, numpy, our wheel) and
 # .venv-torch-ref (the reference dftracer 2.2.0 + pydftracer 2.0.6, for the bench) both see
@@ -146,7 +163,9 @@ step build  rust,docs,callgrind,ecosystem,perfetto,multinode -             "rele
 step rust   rust                            cargo             "Rust unit and integration tests (release: the 8x1M-event test is real)" cargo test --workspace --release --no-fail-fast
 step loom   rust,loom                       cargo             "loom: the ring and the clock's seqlock under every interleaving (own target dir: --cfg loom)" env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo test --release -p dftracer-core --test loom --target-dir "$ROOT/target/loom"
 step fuzz   fuzz                            cargo             "fuzz targets: replay seeds + bounded random inputs on stable" cargo test --release --no-fail-fast --manifest-path fuzz/Cargo.toml
-step wheel  python,docs,callgrind,ecosystem,torch,dlio,multinode - "Python wheel (maturin) installed in .venv-test with pytest, numpy" build_wheel
+step wheel  python,docs,callgrind,ecosystem,torch,dlio,multinode,dist,bench - "Python wheel (make dist's manylinux_2_28 build) installed in .venv-test with pytest, numpy" build_wheel
+step dist   dist                            summary:dist      "make dist's checks: auditwheel show, fresh-venv smoke test of the wheel; the sdist" run_dist
+step install install                        cargo             "make install into target/install-test; C API tests (CMake, pkg-config, linked programs) on it" run_install
 step python python                          pytest            "Python frontend: pytest" run_pytest frontends/python/tests
 step docs   docs                            pytest            "every README's python and sh blocks, run" run_pytest tests/test_readme_snippets.py
 step callgrind callgrind                    summary:callgrind "instruction counts (callgrind) vs benches/record/callgrind.json" run_callgrind
@@ -155,6 +174,7 @@ step torch  torch                           pytest            "PyTorch (CPU, fro
 step dlio   dlio                            pytest            "DLIO benchmark 2.0.0 (PyPI, once into .venv-dlio; torch from .venv-torch-site): generation, training with DataLoader workers, checkpoints, read back" run_dlio
 step multinode multinode                    pytest            "Slurm (2 nodes), Open MPI and MPICH, nodes as UTS namespaces: service and traced job, read back" run_multinode
 step perfetto perfetto                      summary:perfetto  "dftracer perfetto output (ours and the reference's) in the Perfetto UI, headless Chromium" bash tests/perfetto.sh
+step bench  bench                           summary:bench     "make bench, tiny (BENCH_QUICK=1: one round of each section; records in target/bench-quick)" run_bench_quick
 
 unknown=0
 for sel in "${SELECTED[@]}"; do

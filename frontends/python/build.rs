@@ -31,15 +31,49 @@ fn main() {
     );
     println!(
         "cargo:rerun-if-changed={}",
-        root.join("scripts/native-lib.sh").display()
+        root.join("frontends/preload/pkg/native-lib.sh").display()
     );
-    // Under `_native/`: pydftracer 1.x's wheel writes `dftracer/lib` and `dftracer/include`
-    // (and deletes them when uninstalled).
-    let pkg = manifest.join("python/dftracer/_native");
-    // Its own target directory: the outer cargo holds the lock of the workspace's.
-    let target = root.join("target/native");
+    // The package's directory: frontends/python/python/dftracer in the clone; in the sdist,
+    // where maturin puts pyproject.toml and python/ at the root, <root>/python/dftracer. The
+    // files go under its `_native/`: pydftracer 1.x's wheel writes `dftracer/lib` and
+    // `dftracer/include` (and deletes them when uninstalled).
+    let pkg = [
+        manifest.join("python/dftracer"),
+        root.join("python/dftracer"),
+    ]
+    .into_iter()
+    .find(|d| d.join("_rs_init.py").is_file())
+    .expect("the dftracer package directory (python/dftracer)")
+    .join("_native");
+    // Its own target directory: the outer cargo holds the lock of the workspace's. A linker
+    // given in the environment (`maturin build --zig`: a zig wrapper that links against an
+    // older glibc, for manylinux wheels) links the nested builds too, in a directory of its
+    // own so that the local builds of target/native are neither reused nor overwritten.
+    let linker_var = format!(
+        "CARGO_TARGET_{}_LINKER",
+        std::env::var("TARGET")
+            .unwrap_or_default()
+            .to_uppercase()
+            .replace(['-', '.'], "_")
+    );
+    println!("cargo:rerun-if-env-changed={linker_var}");
+    // The files go into the source tree, shared by every build (another target dir, another
+    // linker, `cargo clippy`): a build whose own script did not rerun would package what the
+    // last one wrote. scripts/dist.sh sets a new value for each wheel, so each writes its own.
+    println!("cargo:rerun-if-env-changed=DFTRACER_NATIVE_REBUILD");
+    let target = match std::env::var(&linker_var) {
+        Ok(linker) if !linker.is_empty() => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&linker, &mut h);
+            root.join(format!(
+                "target/native-{:016x}",
+                std::hash::Hasher::finish(&h)
+            ))
+        }
+        _ => root.join("target/native"),
+    };
     let mut cmd = Command::new("bash");
-    cmd.arg(root.join("scripts/native-lib.sh"))
+    cmd.arg(root.join("frontends/preload/pkg/native-lib.sh"))
         .arg("--prefix")
         .arg(&pkg)
         .arg("--target-dir")

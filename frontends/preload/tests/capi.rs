@@ -31,10 +31,15 @@ fn skip(what: &str, tool: &str) {
     eprintln!("SKIPPED {what}: `{tool}` is not installed");
 }
 
-/// The install layout (`scripts/native-lib.sh --prefix`) of this build's library.
+/// The install layout (`scripts/native-lib.sh --prefix`) of this build's library, or, with
+/// `DFT_INSTALL_PREFIX` set, a prefix `make install PREFIX=...` made (scripts/test.sh's
+/// `install` step: the same tests against what a C/C++ user installs).
 fn prefix() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
+        if let Some(p) = std::env::var_os("DFT_INSTALL_PREFIX") {
+            return PathBuf::from(p);
+        }
         let so = lib();
         let profile_dir = so.parent().unwrap();
         // Beside the build, one per test process; those of finished runs are removed.

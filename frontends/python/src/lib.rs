@@ -36,6 +36,18 @@ static EXPLICIT: AtomicBool = AtomicBool::new(false);
 static NO_LAZY_START: AtomicBool = AtomicBool::new(false);
 static ORIG_EXIT: GILOnceCell<PyObject> = GILOnceCell::new();
 
+/// `Py_NewRef` for every supported CPython (3.9 on; `Py_NewRef` is 3.10+): the same inline
+/// `Py_INCREF` and the pointer back, a new reference.
+///
+/// # Safety
+/// `obj` is a live object and the GIL is held.
+#[inline(always)]
+unsafe fn new_ref(obj: *mut pyo3::ffi::PyObject) -> *mut pyo3::ffi::PyObject {
+    // SAFETY: the caller's.
+    unsafe { pyo3::ffi::Py_INCREF(obj) };
+    obj
+}
+
 fn config() -> &'static Config {
     CONFIG.get_or_init(native::config_from_env)
 }
@@ -812,7 +824,7 @@ unsafe extern "C" fn log_event_fastcall<const METHOD: bool>(
         std::panic::catch_unwind(|| unsafe { log_event_fast::<METHOD>(args, nargs, kwnames) });
     match fast {
         // SAFETY: as above; None is immortal or counted, a new reference either way.
-        Ok(Some(())) => return unsafe { ffi::Py_NewRef(ffi::Py_None()) },
+        Ok(Some(())) => return unsafe { new_ref(ffi::Py_None()) },
         Ok(None) => {}
         Err(_) => {
             // SAFETY: as above; a static message.
@@ -2304,7 +2316,6 @@ unsafe extern "C" fn dft_fn_enter(
     slf: *mut pyo3::ffi::PyObject,
     args: *mut pyo3::ffi::PyObject,
 ) -> *mut pyo3::ffi::PyObject {
-    use pyo3::ffi;
     let done = std::panic::catch_unwind(|| {
         // SAFETY: called by the interpreter with the GIL held; the method descriptor checked
         // that `slf` is a dft_fn (or a subclass), borrowed for this call.
@@ -2321,7 +2332,7 @@ unsafe extern "C" fn dft_fn_enter(
     });
     match done {
         // SAFETY: `slf` is live; `__enter__` returns it (a new reference).
-        Ok(true) => unsafe { ffi::Py_NewRef(slf) },
+        Ok(true) => unsafe { new_ref(slf) },
         // SAFETY: as above; pyo3's trampoline counts the GIL, turns errors into exceptions.
         Ok(false) => unsafe { pyo3::impl_::trampoline::noargs(slf, args, dft_fn_enter_general) },
         Err(_) => panicked(c"dft_fn.__enter__ panicked"),
@@ -2361,7 +2372,7 @@ unsafe extern "C" fn dft_fn_exit(
     });
     match done {
         // SAFETY: False is immortal or counted; a new reference either way.
-        Ok(true) => unsafe { ffi::Py_NewRef(ffi::Py_False()) },
+        Ok(true) => unsafe { new_ref(ffi::Py_False()) },
         // SAFETY: the interpreter's arguments; pyo3's trampoline as in `dft_fn_enter`.
         Ok(false) => unsafe {
             pyo3::impl_::trampoline::fastcall_with_keywords(
@@ -2390,7 +2401,7 @@ unsafe fn dft_fn_exit_general(
         d.record_now(py);
     }
     // SAFETY: False is immortal or counted; a new reference either way.
-    Ok(unsafe { pyo3::ffi::Py_NewRef(pyo3::ffi::Py_False()) })
+    Ok(unsafe { new_ref(pyo3::ffi::Py_False()) })
 }
 
 /// A RuntimeError for a panic caught in an entry without pyo3's trampoline; NULL.
@@ -2707,7 +2718,11 @@ impl Tracer {
     }
 }
 
-#[pymodule]
+// gil_used = true (pyo3's default, said here): the module is not claimed safe without the
+// GIL (its fast paths read dicts, strings and reference counts under the GIL's guarantees),
+// so a free-threaded CPython (3.13t) re-enables the GIL when it imports the module, and says
+// so with a RuntimeWarning.
+#[pymodule(gil_used = true)]
 fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // This module exports the settings to children itself, through os.environ.
     native::export_env_at_init(false);
