@@ -7,6 +7,7 @@
     pkgconfig  PKG_CONFIG_PATH entry    (pkg-config --cflags --libs dftracer)
     cmake      dftracer_DIR             (find_package(dftracer))
     version    the package version, and which Python layer is active (ours or pydftracer's)
+    --version  the package version alone
 """
 
 import sys
@@ -44,7 +45,10 @@ def main(argv=None):
         print(__doc__.strip(), file=sys.stderr if argv[:1] not in (["-h"], ["--help"]) else sys.stdout)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     what = argv[0]
-    if what in ("version", "--version"):
+    if what == "--version":
+        print(__version__)
+        return 0
+    if what == "version":
         print(_version_report())
         return 0
     if what not in p:
