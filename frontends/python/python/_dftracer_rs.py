@@ -6,8 +6,12 @@ the file. Only for the `dftracer` of this site-packages directory: one found ear
 
 import os
 import sys
-from importlib.machinery import PathFinder
-from importlib.util import spec_from_file_location
+
+try:  # already loaded at start-up (frozen): importing importlib.util would cost ~8 ms here
+    from _frozen_importlib_external import PathFinder, spec_from_file_location
+except ImportError:  # pragma: no cover - another implementation
+    from importlib.machinery import PathFinder
+    from importlib.util import spec_from_file_location
 
 _PKG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dftracer")
 _INIT = os.path.join(_PKG, "_rs_init.py")
