@@ -477,52 +477,42 @@ def _segments(it: Any, df: "dft_fn", got: dict) -> Any:
     a decorated generator or coroutine records the updates made during it, as `_Wrapped`
     does for a call, and not those its consumer made between two of its steps."""
     mark, since = df._update_mark, df._updates_since
-    m = mark()
+
+    def step(f: Any, *args: Any) -> Any:
+        """`f(*args)`, one resumption of `it`; the updates it made go into `got`."""
+        m = mark()
+        try:
+            return f(*args)
+        finally:
+            d = since(m)
+            if d:
+                got.update(d)
+
     try:
-        y = next(it)
+        y = step(next, it)
     except StopIteration as e:
         return e.value
-    finally:
-        d = since(m)
-        if d:
-            got.update(d)
     while True:
         try:
             s = yield y
         except GeneratorExit:
             close = getattr(it, "close", None)
             if close is not None:
-                m = mark()
-                try:
-                    close()
-                finally:
-                    d = since(m)
-                    if d:
-                        got.update(d)
+                step(close)
             raise
         except BaseException as exc:
             throw = getattr(it, "throw", None)
             if throw is None:
                 raise
-            m = mark()
             try:
-                y = throw(exc)
+                y = step(throw, exc)
             except StopIteration as e:
                 return e.value
-            finally:
-                d = since(m)
-                if d:
-                    got.update(d)
         else:
-            m = mark()
             try:
-                y = next(it) if s is None else it.send(s)
+                y = step(next, it) if s is None else step(it.send, s)
             except StopIteration as e:
                 return e.value
-            finally:
-                d = since(m)
-                if d:
-                    got.update(d)
 
 
 class _Steps:
