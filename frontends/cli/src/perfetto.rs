@@ -5,7 +5,7 @@
 //!   `fhash`, from the FH records);
 //! - counters (ph 2, the service's telemetry) → `C` events (one track per numeric arg);
 //! - aggregated buckets (ph 3) → `X` slices on a track of their own per thread and name
-//!   ("<name> (aggregated)"): start = bucket start, length = the bucket's `dur_sum` (cut at
+//!   (`"<name> (aggregated)"`): start = bucket start, length = the bucket's `dur_sum` (cut at
 //!   the next bucket of the track), `args` with `dft_cnt` and the `_min/_max/_sum` fields;
 //! - metadata → `M` process_name (`<exec> @ <host>`, `pid <pid> @ <host>` without SH records)
 //!   and thread_name (`<exec>`, `<exec> thread`) records;

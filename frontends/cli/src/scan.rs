@@ -306,7 +306,7 @@ impl<'a> Cur<'a> {
 }
 
 /// Calls `f` with each key (raw) and value of the object `obj` (raw, braces included; must
-/// have been validated, as [`line`] does for `args`).
+/// have been validated, as [`line()`] does for `args`).
 pub fn members<'a>(obj: &'a [u8], mut f: impl FnMut(&'a [u8], Val<'a>)) {
     let mut c = Cur { b: obj, i: 0 };
     if c.eat(b'{').is_err() {

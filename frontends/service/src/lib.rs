@@ -18,6 +18,9 @@
 //! let code = dftracer_service::run(["dftracer_service", "status", "/tmp"]);
 //! ```
 #![deny(unsafe_code)]
+// The argh structs' doc comments are the `--help` text users read (`<host>` there is a
+// placeholder, not HTML).
+#![allow(rustdoc::invalid_html_tags)]
 
 pub mod collect;
 mod daemon;
