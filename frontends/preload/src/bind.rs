@@ -96,22 +96,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_void};
 
-/// A function to bind: every GOT slot naming `name` will hold `addr`.
-///
-/// Note for `addr` taken in Rust from an *exported* function (as in
-/// [`HOOKS`](crate::hooks::HOOKS)): the loader binds that reference by symbol name like any
-/// other, so when this library is loaded with `RTLD_LOCAL` it is libc's function;
-/// [`bind_io_in_process`] looks each name up in this object instead.
-#[derive(Clone, Copy, Debug)]
-pub struct Hook {
-    pub name: &'static CStr,
-    pub addr: *const (),
-}
-
-// SAFETY: `addr` is the address of a function (immutable code), never dereferenced as data.
-unsafe impl Sync for Hook {}
-// SAFETY: as above.
-unsafe impl Send for Hook {}
+use crate::hooks::Hook;
 
 /// The exported data symbol that marks an object embedding the tracer: such objects are never
 /// patched (their I/O is the tracer's own). The Python extension module exports it too.

@@ -44,7 +44,6 @@ pub mod bind;
 mod capi;
 #[cfg(not(test))]
 mod cxx;
-#[cfg(not(test))]
 mod hooks;
 pub mod real;
 pub mod region;

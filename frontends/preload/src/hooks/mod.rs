@@ -31,30 +31,59 @@
 // C integer types (off_t, ssize_t, ...) are i64 on some targets and not on others.
 #![allow(clippy::unnecessary_cast)]
 
+// The modules of `extern "C"` shims: left out of the unit-test build (they would interpose the
+// test harness), with the table that lists them.
+#[cfg(not(test))]
 pub mod aio;
 pub mod cwd;
+#[cfg(not(test))]
 pub mod dirs;
+#[cfg(not(test))]
 pub mod fdio;
 pub mod inherit;
+#[cfg(not(test))]
 pub mod paths;
+#[cfg(not(test))]
 pub mod posix;
+#[cfg(not(test))]
 pub mod process;
+#[cfg(not(test))]
 pub mod signals;
+#[cfg(not(test))]
 pub mod stat;
+#[cfg(not(test))]
 pub mod stdio;
+#[cfg(not(test))]
 pub mod stdio_more;
 
 use std::ffi::CStr;
 
 use libc::{c_char, c_int};
 
-use crate::bind::Hook;
 use crate::table::Interned;
 use crate::{filter, posix_on, stdio_on, FDS, FILES};
 
 pub use crate::PATH_MAX;
 
+/// An entry of the hook table: every GOT slot naming `name` will hold `addr`.
+///
+/// Note for `addr` taken in Rust from an *exported* function (as in [`HOOKS`]): the loader
+/// binds that reference by symbol name like any other, so when this library is loaded with
+/// `RTLD_LOCAL` it is libc's function; [`crate::bind::bind_io_in_process`] looks each name up
+/// in this object instead.
+#[derive(Clone, Copy, Debug)]
+pub struct Hook {
+    pub name: &'static CStr,
+    pub addr: *const (),
+}
+
+// SAFETY: `addr` is the address of a function (immutable code), never dereferenced as data.
+unsafe impl Sync for Hook {}
+// SAFETY: as above.
+unsafe impl Send for Hook {}
+
 /// `hook_list![module::{f, ...}, ...]`: a `Hook` per function, named after it.
+#[cfg(not(test))]
 macro_rules! hook_list {
     ($($m:ident :: { $($(#[$attr:meta])* $f:ident),* $(,)? }),* $(,)?) => {
         &[$($(
@@ -73,6 +102,7 @@ macro_rules! hook_list {
 /// Every interposed function, for binding without `LD_PRELOAD` ([`crate::bind`]). This is the
 /// one list: a new `#[no_mangle]` hook goes here too (`tests/bind.rs` compares this list with
 /// the library's exported functions).
+#[cfg(not(test))]
 pub static HOOKS: &[Hook] = hook_list![
     posix::{
         __open64_2, __open_2, __openat64_2, __openat_2, __pread64_chk, __pread_chk, __read_chk,
