@@ -12,7 +12,7 @@ use super::lock::Guard;
 use super::pin::{counters, LinkMap, Pin};
 use super::{pass, warn, SELF_ANCHOR};
 #[cfg(not(test))]
-use crate::hooks::Hook;
+use crate::hooks::HookEntry;
 
 /// `dladdr1` flag: return the `link_map`.
 const RTLD_DL_LINKMAP: c_int = 2;
@@ -27,15 +27,15 @@ thread_local! {
 pub(super) type DlopenFn = unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
 
 #[cfg(all(not(test), any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub(super) fn dlopen_hook() -> Option<Hook> {
-    Some(Hook {
+pub(super) fn dlopen_hook() -> Option<HookEntry> {
+    Some(HookEntry {
         name: c"dlopen",
         addr: dlopen_entry as *const (),
     })
 }
 
 #[cfg(all(not(test), not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
-pub(super) fn dlopen_hook() -> Option<Hook> {
+pub(super) fn dlopen_hook() -> Option<HookEntry> {
     None
 }
 
@@ -83,7 +83,7 @@ pub(super) fn rebind_new() {
     let now = counters();
     let installed = {
         let mut g = Guard::lock();
-        let st = g.state();
+        let st = g.record();
         match st.installed {
             Some(h) if st.seen != now => h,
             _ => return,

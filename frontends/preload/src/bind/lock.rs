@@ -7,11 +7,11 @@ use std::collections::HashSet;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::hooks::Hook;
+use crate::hooks::HookEntry;
 
-pub(super) struct State {
+pub(super) struct Record {
     /// The hook set installed by `bind_io_in_process` (the `dlopen` wrapper rebinds it).
-    pub(super) installed: Option<&'static [Hook]>,
+    pub(super) installed: Option<&'static [HookEntry]>,
     /// Counters after the last pass over `installed`.
     pub(super) seen: (u64, u64),
     /// Objects a pass over `installed` dealt with (bound or failed): (base, name).
@@ -19,11 +19,11 @@ pub(super) struct State {
 }
 
 pub(super) static LOCK: AtomicBool = AtomicBool::new(false);
-pub(super) static STATE: StateCell = StateCell(UnsafeCell::new(None));
+pub(super) static RECORD: RecordCell = RecordCell(UnsafeCell::new(None));
 
-pub(super) struct StateCell(UnsafeCell<Option<Box<State>>>);
+pub(super) struct RecordCell(UnsafeCell<Option<Box<Record>>>);
 // SAFETY: accessed only by the holder of LOCK (see `Guard`).
-unsafe impl Sync for StateCell {}
+unsafe impl Sync for RecordCell {}
 
 /// Holder of the binder lock. Contention is rare (two binders at once), and the holder makes no
 /// blocking call, so waiters just yield.
@@ -40,12 +40,12 @@ impl Guard {
         Guard(())
     }
 
-    pub(super) fn state(&mut self) -> &mut State {
+    pub(super) fn record(&mut self) -> &mut Record {
         // SAFETY: only the lock holder reaches the cell, and `&mut self` makes this the only
         // live reference.
-        let s = unsafe { &mut *STATE.0.get() };
+        let s = unsafe { &mut *RECORD.0.get() };
         s.get_or_insert_with(|| {
-            Box::new(State {
+            Box::new(Record {
                 installed: None,
                 seen: (u64::MAX, u64::MAX),
                 bound: HashSet::new(),
@@ -63,7 +63,7 @@ impl Drop for Guard {
 /// fork child: the thread that may have held the lock is gone; forget (leak) its state.
 extern "C" fn after_fork_child() {
     // SAFETY: in the child only this thread runs; the old state is leaked, never touched again.
-    unsafe { std::ptr::write(STATE.0.get(), None) };
+    unsafe { std::ptr::write(RECORD.0.get(), None) };
     LOCK.store(false, Ordering::Release);
 }
 

@@ -119,7 +119,7 @@ use pin::{collect, loader_value, pin};
 use plan::{excluded, plan_slots, Plan};
 use slots::write_slots;
 
-use crate::hooks::Hook;
+use crate::hooks::HookEntry;
 
 /// The exported data symbol that marks an object embedding the tracer: such objects are never
 /// patched (their I/O is the tracer's own). The Python extension module exports it too.
@@ -173,7 +173,7 @@ static SELF_ANCHOR: u8 = 0;
 
 /// Binds `hooks` in every loaded object except the excluded ones (see the module docs).
 /// Idempotent; prints one stderr line when some object could not be bound.
-pub fn bind_all(hooks: &'static [Hook]) -> Report {
+pub fn bind_all(hooks: &'static [HookEntry]) -> Report {
     let r = pass(hooks, false);
     warn(&r);
     r
@@ -185,7 +185,7 @@ fn warn(r: &Report) {
     }
 }
 
-fn pass(hooks: &'static [Hook], incremental: bool) -> Report {
+fn pass(hooks: &'static [HookEntry], incremental: bool) -> Report {
     let mut report = Report::default();
     if !arch::SUPPORTED {
         report
@@ -201,7 +201,7 @@ fn pass(hooks: &'static [Hook], incremental: bool) -> Report {
     // Snapshot of the record (read under the lock, used outside it).
     let (skip, installed) = {
         let mut g = Guard::lock();
-        let st = g.state();
+        let st = g.record();
         let installed = st
             .installed
             .map(|h| std::ptr::eq(h, hooks))
@@ -280,7 +280,7 @@ fn pass(hooks: &'static [Hook], incremental: bool) -> Report {
                 report.slots += w;
             }
         }
-        let st = g.state();
+        let st = g.record();
         if installed {
             if !incremental || st.seen.1 != counters.1 {
                 st.bound.clear();
@@ -311,11 +311,11 @@ fn label(name: &CStr) -> String {
 /// are bound by the loader like anyone's, so with `RTLD_LOCAL` `HOOKS[i].addr` is libc's
 /// function (symbol interposition), not ours.
 #[cfg(not(test))]
-fn io_hooks() -> &'static [Hook] {
-    static ALL: std::sync::OnceLock<Vec<Hook>> = std::sync::OnceLock::new();
+fn io_hooks() -> &'static [HookEntry] {
+    static ALL: std::sync::OnceLock<Vec<HookEntry>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
         let me = self_handle();
-        let mut v: Vec<Hook> = crate::hooks::HOOKS
+        let mut v: Vec<HookEntry> = crate::hooks::HOOKS
             .iter()
             .filter_map(|h| {
                 let a = match &me {
@@ -323,7 +323,7 @@ fn io_hooks() -> &'static [Hook] {
                     Some(p) => unsafe { libc::dlsym(p.0, h.name.as_ptr()) as usize },
                     None => h.addr as usize,
                 };
-                (a != 0 && crate::real::in_self(a)).then_some(Hook {
+                (a != 0 && crate::real::in_self(a)).then_some(HookEntry {
                     name: h.name,
                     addr: a as *const (),
                 })
@@ -344,7 +344,7 @@ pub fn bind_io_in_process() -> Report {
     let hooks = io_hooks();
     {
         let mut g = Guard::lock();
-        g.state().installed = Some(hooks);
+        g.record().installed = Some(hooks);
     }
     bind_all(hooks)
 }

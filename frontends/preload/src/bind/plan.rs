@@ -16,7 +16,7 @@ pub(super) enum Kind {
 }
 
 #[derive(Clone, Copy)]
-pub(super) struct Slot {
+pub(super) struct GotSlot {
     pub(super) addr: usize,
     pub(super) hook: usize,
     /// What the loader stores for this name (`dlsym(RTLD_DEFAULT)`), 0 if unknown.
@@ -29,7 +29,7 @@ pub(super) struct Plan {
     pub(super) base: usize,
     pub(super) name: CString,
     pub(super) img: Image,
-    pub(super) slots: Vec<Slot>,
+    pub(super) slots: Vec<GotSlot>,
 }
 
 /// Why an object is left alone (policy, not failure).
@@ -78,7 +78,7 @@ pub(super) fn is_glibc(soname: &[u8]) -> bool {
 }
 
 /// The slots of `d` to write for `hooks` (name -> (hook address, loader's address)).
-pub(super) fn plan_slots(d: &Dynamic, hooks: &HashMap<&[u8], (usize, usize)>) -> Vec<Slot> {
+pub(super) fn plan_slots(d: &Dynamic, hooks: &HashMap<&[u8], (usize, usize)>) -> Vec<GotSlot> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for &(table, size) in &d.relas {
@@ -114,7 +114,7 @@ pub(super) fn plan_slots(d: &Dynamic, hooks: &HashMap<&[u8], (usize, usize)>) ->
             if addr & 7 != 0 || !d.img.readable(addr, 8) || !seen.insert(addr) {
                 continue;
             }
-            out.push(Slot {
+            out.push(GotSlot {
                 addr,
                 hook,
                 loader,

@@ -7,17 +7,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use libc::c_void;
 
 use super::elf::{page_size, Image};
-use super::plan::{Kind, Slot};
+use super::plan::{GotSlot, Kind};
 
 /// Stores `slot.hook` into the slots of one object, making read-only pages writable for the
 /// store only. Returns (written, already bound) or an error.
 pub(super) fn write_slots(
     img: &Image,
-    slots: &[Slot],
+    slots: &[GotSlot],
     recheck: bool,
 ) -> Result<(usize, usize), String> {
     let ps = page_size();
-    let mut by_page: Vec<&Slot> = slots.iter().collect();
+    let mut by_page: Vec<&GotSlot> = slots.iter().collect();
     by_page.sort_by_key(|s| s.addr);
     let (mut written, mut already) = (0, 0);
     let mut i = 0;
@@ -29,7 +29,7 @@ pub(super) fn write_slots(
         }
         let group = &by_page[i..j];
         i = j;
-        let wanted = |s: &Slot, cur: usize| -> bool {
+        let wanted = |s: &GotSlot, cur: usize| -> bool {
             if cur == s.hook || cur == 0 {
                 return false;
             }
@@ -39,12 +39,12 @@ pub(super) fn write_slots(
             }
             true
         };
-        let load = |s: &Slot| -> usize {
+        let load = |s: &GotSlot| -> usize {
             // SAFETY: s.addr is 8-aligned and inside a mapped segment of a pinned object
             // (checked when planned); an atomic view of a pointer-sized slot.
             unsafe { AtomicUsize::from_ptr(s.addr as *mut usize) }.load(Ordering::Relaxed)
         };
-        let todo: Vec<&Slot> = group
+        let todo: Vec<&GotSlot> = group
             .iter()
             .copied()
             .filter(|s| {

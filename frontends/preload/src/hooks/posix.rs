@@ -667,7 +667,7 @@ macro_rules! mmap_hook {
             ]);
             if ret != libc::MAP_FAILED {
                 let _errno = SavedErrno::new();
-                guarded(|| super::fdio::map_insert(ret as usize, len, file));
+                guarded(|| super::maps::map_insert(ret as usize, len, file));
             }
             ret
         }

@@ -18,15 +18,18 @@
 //! and finishes the trace then (`hooks/signals.rs`), and a blocked signal the program takes
 //! with `sigwait`, `sigtimedwait` or `signalfd` ends nothing.
 //!
+//! `popen`/`pclose` and `umask` are process calls too (the stream is a pipe to a shell child;
+//! `umask` changes a process attribute, not a file): recorded under the process-call rule.
+//!
 //! A `vfork` child shares the parent's memory and runs no atfork handler: it is recognised by
 //! its pid and never flushes or finalizes the parent's tracer.
 #![allow(clippy::undocumented_unsafe_blocks)]
 
-use libc::{c_char, c_int};
+use libc::{c_char, c_int, mode_t, FILE};
 
 use dftracer_core::{Arg, Value};
 
-use super::{c_bytes, missing, POSIX};
+use super::{c_bytes, fileno_unlocked, missing, process_events_on, POSIX};
 use crate::{busy_here, enter, guarded, now, owner_pid, posix_on, real, record, SavedErrno};
 
 /// Records the exec and finishes the trace (its `end` record last), so that nothing is lost
@@ -316,8 +319,6 @@ fn unreachable_exit() -> ! {
 // atfork handler (`-fork` file), a spawned or `system` child because it inherits `LD_PRELOAD`
 // and the `DFTRACER_*` environment. The parent's event carries the child's pid (`ret` for
 // `fork`/`vfork`, `pid` for `posix_spawn`); a child's header records its `ppid`.
-
-use super::process_events_on;
 
 /// Records a process event with integer args (no file).
 fn record_process(name: &'static [u8], t0: u64, t1: u64, args: &[Arg]) {
@@ -717,4 +718,107 @@ pub unsafe extern "C" fn sigqueue(pid: libc::pid_t, sig: c_int, value: libc::sig
         before_self_kill(|| pid == real::getpid());
     }
     real(pid, sig, value)
+}
+
+// ---------------------------------------------------------------- popen, pclose
+
+/// `popen(command, mode)`: a process call (the stream is a pipe to a shell child, which
+/// traces itself); records `command`, `mode` and the stream's fd (`ret`, -1 on failure).
+#[no_mangle]
+pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE {
+    let Some(real) = real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)
+    else {
+        return missing(std::ptr::null_mut());
+    };
+    if !process_events_on() {
+        return real(command, mode);
+    }
+    let Some(busy) = enter() else {
+        return real(command, mode);
+    };
+    let t0 = now();
+    let fp = real(command, mode);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        let fd = if fp.is_null() {
+            -1
+        } else {
+            fileno_unlocked(fp)
+        };
+        record(
+            POSIX,
+            b"popen",
+            t0,
+            t1,
+            &[
+                Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
+                Arg::new("mode", Value::Str(c_bytes(mode).unwrap_or(b""))),
+                Arg::int("ret", fd as i64),
+            ],
+        )
+    });
+    drop(busy);
+    fp
+}
+
+/// `pclose(fp)`: waits for the `popen` child; records its status (`ret`).
+#[no_mangle]
+pub unsafe extern "C" fn pclose(fp: *mut FILE) -> c_int {
+    let Some(real) = real!(pclose: unsafe extern "C" fn(*mut FILE) -> c_int) else {
+        return missing(-1);
+    };
+    if fp.is_null() || !process_events_on() {
+        return real(fp);
+    }
+    let Some(busy) = enter() else { return real(fp) };
+    let fd = fileno_unlocked(fp);
+    let t0 = now();
+    let ret = real(fp);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        record(
+            POSIX,
+            b"pclose",
+            t0,
+            t1,
+            &[Arg::int("fd", fd as i64), Arg::int("ret", ret as i64)],
+        )
+    });
+    drop(busy);
+    ret
+}
+
+// ---------------------------------------------------------------- umask
+
+/// `umask` changes a process attribute, not a file: recorded (`mask`, `ret` = the previous
+/// mask) under the process-call rule ([`process_events_on`]), never looked up as an fd.
+#[no_mangle]
+pub unsafe extern "C" fn umask(mask: mode_t) -> mode_t {
+    let Some(real) = real!(umask: unsafe extern "C" fn(mode_t) -> mode_t) else {
+        // umask cannot fail; with no libc umask there is nothing sane to return.
+        return 0o022;
+    };
+    if !process_events_on() {
+        return real(mask);
+    }
+    let Some(busy) = enter() else {
+        return real(mask);
+    };
+    let t0 = now();
+    let ret = real(mask);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        record(
+            POSIX,
+            b"umask",
+            t0,
+            t1,
+            &[Arg::int("mask", mask as i64), Arg::int("ret", ret as i64)],
+        )
+    });
+    drop(busy);
+    ret
 }
