@@ -47,30 +47,26 @@ static PENDING: [Pending; MAX_PENDING] = [const {
 /// Requests followed now: 0 lets `aio_error`/`aio_return`/`aio_suspend` forward at once.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-static AIO_READ: Schema = Schema::new(
-    Layer::LibcIo,
-    "aio_read",
-    "POSIX",
-    &[
-        ("fd", Slot::Int),
-        ("count", Slot::UInt),
-        ("offset", Slot::Int),
-        ("ret", Slot::Int),
-    ],
-    "fhash",
-);
-static AIO_WRITE: Schema = Schema::new(
-    Layer::LibcIo,
-    "aio_write",
-    "POSIX",
-    &[
-        ("fd", Slot::Int),
-        ("count", Slot::UInt),
-        ("offset", Slot::Int),
-        ("ret", Slot::Int),
-    ],
-    "fhash",
-);
+/// The schema of a request's event: `fd`, `count`, `offset`, `ret` (its result).
+macro_rules! request_schema {
+    ($name:literal) => {
+        Schema::new(
+            Layer::LibcIo,
+            $name,
+            "POSIX",
+            &[
+                ("fd", Slot::Int),
+                ("count", Slot::UInt),
+                ("offset", Slot::Int),
+                ("ret", Slot::Int),
+            ],
+            "fhash",
+        )
+    };
+}
+
+static AIO_READ: Schema = request_schema!("aio_read");
+static AIO_WRITE: Schema = request_schema!("aio_write");
 
 fn follow(cb: *const aiocb, op: usize, t0: u64, file: Interned) {
     let Some(pin) = file.file.pin() else { return };

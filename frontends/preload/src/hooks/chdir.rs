@@ -41,79 +41,54 @@ const FTS_NOCHDIR: c_int = 4;
 
 type NftwFn = unsafe extern "C" fn(*const c_char, *const c_void, c_int, c_int) -> c_int;
 
-#[no_mangle]
-pub unsafe extern "C" fn nftw(
-    path: *const c_char,
-    f: *const c_void,
-    fds: c_int,
-    flags: c_int,
-) -> c_int {
-    let Some(real) = real!(nftw: NftwFn) else {
-        return missing(-1);
-    };
-    super::cwd::walking(flags & FTW_CHDIR != 0, || real(path, f, fds, flags))
+macro_rules! nftw_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(
+            path: *const c_char,
+            f: *const c_void,
+            fds: c_int,
+            flags: c_int,
+        ) -> c_int {
+            let Some(real) = real!($sym: NftwFn) else {
+                return missing(-1);
+            };
+            super::cwd::walking(flags & FTW_CHDIR != 0, || real(path, f, fds, flags))
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn nftw64(
-    path: *const c_char,
-    f: *const c_void,
-    fds: c_int,
-    flags: c_int,
-) -> c_int {
-    let Some(real) = real!(nftw64: NftwFn) else {
-        return missing(-1);
-    };
-    super::cwd::walking(flags & FTW_CHDIR != 0, || real(path, f, fds, flags))
-}
+nftw_hook!(nftw, nftw64);
 
 type FtsOpen = unsafe extern "C" fn(*const *const c_char, c_int, *const c_void) -> *mut c_void;
 type FtsClose = unsafe extern "C" fn(*mut c_void) -> c_int;
 
-#[no_mangle]
-pub unsafe extern "C" fn fts_open(
-    argv: *const *const c_char,
-    options: c_int,
-    compar: *const c_void,
-) -> *mut c_void {
-    let Some(real) = real!(fts_open: FtsOpen) else {
-        return missing(std::ptr::null_mut());
-    };
-    let fts = real(argv, options, compar);
-    super::cwd::walk_opened(fts as usize, options & FTS_NOCHDIR == 0);
-    fts
+macro_rules! fts_hooks {
+    ($($open:ident, $close:ident);*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $open(
+            argv: *const *const c_char,
+            options: c_int,
+            compar: *const c_void,
+        ) -> *mut c_void {
+            let Some(real) = real!($open: FtsOpen) else {
+                return missing(std::ptr::null_mut());
+            };
+            let fts = real(argv, options, compar);
+            super::cwd::walk_opened(fts as usize, options & FTS_NOCHDIR == 0);
+            fts
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $close(fts: *mut c_void) -> c_int {
+            let Some(real) = real!($close: FtsClose) else {
+                return missing(-1);
+            };
+            let r = real(fts);
+            super::cwd::walk_closed(fts as usize);
+            r
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fts64_open(
-    argv: *const *const c_char,
-    options: c_int,
-    compar: *const c_void,
-) -> *mut c_void {
-    let Some(real) = real!(fts64_open: FtsOpen) else {
-        return missing(std::ptr::null_mut());
-    };
-    let fts = real(argv, options, compar);
-    super::cwd::walk_opened(fts as usize, options & FTS_NOCHDIR == 0);
-    fts
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fts_close(fts: *mut c_void) -> c_int {
-    let Some(real) = real!(fts_close: FtsClose) else {
-        return missing(-1);
-    };
-    let r = real(fts);
-    super::cwd::walk_closed(fts as usize);
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fts64_close(fts: *mut c_void) -> c_int {
-    let Some(real) = real!(fts64_close: FtsClose) else {
-        return missing(-1);
-    };
-    let r = real(fts);
-    super::cwd::walk_closed(fts as usize);
-    r
-}
+fts_hooks!(fts_open, fts_close; fts64_open, fts64_close);

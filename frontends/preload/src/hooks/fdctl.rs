@@ -20,46 +20,29 @@ pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     ])
 }
 
-macro_rules! fadvise {
-    ($sym:ident, $off:ty) => {
+/// `posix_fadvise` and `posix_fallocate` (and their `64` twins): `(fd, offset, len[, advice])`.
+macro_rules! range_hook {
+    ($sym:ident, $off:ty $(, $extra:ident: $ety:ty)?) => {
         /// Returns an error number (not -1/errno), passed through unchanged.
         #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int, offset: $off, len: $off, advice: c_int) -> c_int {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, $off, $off, c_int) -> c_int) else {
+        pub unsafe extern "C" fn $sym(fd: c_int, offset: $off, len: $off $(, $extra: $ety)?) -> c_int {
+            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, $off, $off $(, $ety)?) -> c_int) else {
                 return libc::ENOSYS;
             };
-            on_fd!(stringify!($sym), fd, real(fd, offset, len, advice), |ret| [
+            on_fd!(stringify!($sym), fd, real(fd, offset, len $(, $extra)?), |ret| [
                 offset: I(offset as i64),
                 length: I(len as i64),
-                advice: I(advice as i64),
+                $($extra: I($extra as i64),)?
                 ret: I(ret as i64)
             ])
         }
     };
 }
 
-fadvise!(posix_fadvise, off_t);
-fadvise!(posix_fadvise64, off64_t);
-
-macro_rules! pfallocate {
-    ($sym:ident, $off:ty) => {
-        /// Returns an error number (not -1/errno), passed through unchanged.
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int, offset: $off, len: $off) -> c_int {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, $off, $off) -> c_int) else {
-                return libc::ENOSYS;
-            };
-            on_fd!(stringify!($sym), fd, real(fd, offset, len), |ret| [
-                offset: I(offset as i64),
-                length: I(len as i64),
-                ret: I(ret as i64)
-            ])
-        }
-    };
-}
-
-pfallocate!(posix_fallocate, off_t);
-pfallocate!(posix_fallocate64, off64_t);
+range_hook!(posix_fadvise, off_t, advice: c_int);
+range_hook!(posix_fadvise64, off64_t, advice: c_int);
+range_hook!(posix_fallocate, off_t);
+range_hook!(posix_fallocate64, off64_t);
 
 macro_rules! fallocate_hook {
     ($sym:ident, $off:ty) => {

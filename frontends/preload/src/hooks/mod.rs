@@ -31,36 +31,32 @@
 // C integer types (off_t, ssize_t, ...) are i64 on some targets and not on others.
 #![allow(clippy::unnecessary_cast)]
 
-// The modules of `extern "C"` shims: left out of the unit-test build (they would interpose the
-// test harness), with the table that lists them.
-#[cfg(not(test))]
-pub mod aio;
-#[cfg(not(test))]
-pub mod chdir;
-#[cfg(not(test))]
-pub mod copies;
+// The modules of `extern "C"` shims are left out of the unit-test build (they would interpose
+// the test harness), with the table that lists them.
+macro_rules! shim_modules {
+    ($($m:ident),* $(,)?) => {$(
+        #[cfg(not(test))]
+        pub mod $m;
+    )*};
+}
+
+shim_modules!(
+    aio,
+    chdir,
+    copies,
+    dirs,
+    fdctl,
+    links_attrs,
+    maps,
+    posix,
+    process,
+    signals,
+    stat,
+    stdio,
+    stdio_chars,
+);
 pub mod cwd;
-#[cfg(not(test))]
-pub mod dirs;
-#[cfg(not(test))]
-pub mod fdctl;
 pub mod inherit;
-#[cfg(not(test))]
-pub mod links_attrs;
-#[cfg(not(test))]
-pub mod maps;
-#[cfg(not(test))]
-pub mod posix;
-#[cfg(not(test))]
-pub mod process;
-#[cfg(not(test))]
-pub mod signals;
-#[cfg(not(test))]
-pub mod stat;
-#[cfg(not(test))]
-pub mod stdio;
-#[cfg(not(test))]
-pub mod stdio_chars;
 
 use std::ffi::CStr;
 
@@ -367,6 +363,35 @@ macro_rules! on_fd {
                 }
             }),
         }
+    }};
+}
+
+/// A process call (it names no file): recorded under [`process_events_on`].
+///
+/// `on_process!([skip_if cond;] call_expr, |ret, t0, t1| record_expr)`, the tail of a shim:
+/// forwards `call_expr` at once when `cond` holds, process events are off or this thread is
+/// already recording; otherwise times it, saves `errno`, evaluates `record_expr` (which
+/// records inside [`guarded`](crate::guarded)) and returns the call's result. `call_expr` is
+/// evaluated exactly once.
+#[macro_export]
+macro_rules! on_process {
+    ($call:expr, |$ret:ident, $t0:ident, $t1:ident| $record:expr) => {
+        $crate::on_process!(skip_if false; $call, |$ret, $t0, $t1| $record)
+    };
+    (skip_if $skip:expr; $call:expr, |$ret:ident, $t0:ident, $t1:ident| $record:expr) => {{
+        if $skip || !$crate::hooks::process_events_on() {
+            return $call;
+        }
+        let Some(busy) = $crate::enter() else {
+            return $call;
+        };
+        let $t0 = $crate::now();
+        let $ret = $call;
+        let _errno = $crate::SavedErrno::new();
+        let $t1 = $crate::now();
+        $record;
+        drop(busy);
+        $ret
     }};
 }
 

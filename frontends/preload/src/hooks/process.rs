@@ -30,7 +30,7 @@ use libc::{c_char, c_int, mode_t, FILE};
 use dftracer_core::{Arg, Value};
 
 use super::{c_bytes, fileno_unlocked, missing, process_events_on, POSIX};
-use crate::{busy_here, enter, guarded, now, owner_pid, posix_on, real, record, SavedErrno};
+use crate::{busy_here, enter, guarded, now, on_process, owner_pid, posix_on, real, record, SavedErrno};
 
 /// Records the exec and finishes the trace (its `end` record last), so that nothing is lost
 /// when the image is replaced. An exec that fails leaves the process untraced from then on
@@ -285,25 +285,21 @@ fn before_exit() {
 
 type ExitFn = unsafe extern "C" fn(c_int) -> !;
 
-#[no_mangle]
-pub unsafe extern "C" fn _exit(status: c_int) -> ! {
-    before_exit();
-    if let Some(real) = real!(_exit: ExitFn) {
-        real(status)
-    }
-    libc::syscall(libc::SYS_exit_group, status as libc::c_long);
-    unreachable_exit()
+macro_rules! exit_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(status: c_int) -> ! {
+            before_exit();
+            if let Some(real) = real!($sym: ExitFn) {
+                real(status)
+            }
+            libc::syscall(libc::SYS_exit_group, status as libc::c_long);
+            unreachable_exit()
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
-    before_exit();
-    if let Some(real) = real!(_Exit: ExitFn) {
-        real(status)
-    }
-    libc::syscall(libc::SYS_exit_group, status as libc::c_long);
-    unreachable_exit()
-}
+exit_hook!(_exit, _Exit);
 
 fn unreachable_exit() -> ! {
     loop {
@@ -427,27 +423,17 @@ pub unsafe extern "C" fn wait(status: *mut c_int) -> libc::pid_t {
     let Some(real) = real!(wait: unsafe extern "C" fn(*mut c_int) -> libc::pid_t) else {
         return missing(-1);
     };
-    if !process_events_on() {
-        return real(status);
-    }
-    let Some(busy) = enter() else {
-        return real(status);
-    };
-    let t0 = now();
-    let ret = real(status);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    record_process(
-        b"wait",
-        t0,
-        t1,
-        &[
-            Arg::int("ret", ret as i64),
-            Arg::int("status", status_of(status, ret)),
-        ],
-    );
-    drop(busy);
-    ret
+    on_process!(real(status), |ret, t0, t1| {
+        record_process(
+            b"wait",
+            t0,
+            t1,
+            &[
+                Arg::int("ret", ret as i64),
+                Arg::int("status", status_of(status, ret)),
+            ],
+        )
+    })
 }
 
 #[no_mangle]
@@ -461,29 +447,19 @@ pub unsafe extern "C" fn waitpid(
     else {
         return missing(-1);
     };
-    if !process_events_on() {
-        return real(pid, status, options);
-    }
-    let Some(busy) = enter() else {
-        return real(pid, status, options);
-    };
-    let t0 = now();
-    let ret = real(pid, status, options);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    record_process(
-        b"waitpid",
-        t0,
-        t1,
-        &[
-            Arg::int("pid", pid as i64),
-            Arg::int("options", options as i64),
-            Arg::int("ret", ret as i64),
-            Arg::int("status", status_of(status, ret)),
-        ],
-    );
-    drop(busy);
-    ret
+    on_process!(real(pid, status, options), |ret, t0, t1| {
+        record_process(
+            b"waitpid",
+            t0,
+            t1,
+            &[
+                Arg::int("pid", pid as i64),
+                Arg::int("options", options as i64),
+                Arg::int("ret", ret as i64),
+                Arg::int("status", status_of(status, ret)),
+            ],
+        )
+    })
 }
 
 #[no_mangle]
@@ -497,29 +473,19 @@ pub unsafe extern "C" fn wait4(
     else {
         return missing(-1);
     };
-    if !process_events_on() {
-        return real(pid, status, options, rusage);
-    }
-    let Some(busy) = enter() else {
-        return real(pid, status, options, rusage);
-    };
-    let t0 = now();
-    let ret = real(pid, status, options, rusage);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    record_process(
-        b"wait4",
-        t0,
-        t1,
-        &[
-            Arg::int("pid", pid as i64),
-            Arg::int("options", options as i64),
-            Arg::int("ret", ret as i64),
-            Arg::int("status", status_of(status, ret)),
-        ],
-    );
-    drop(busy);
-    ret
+    on_process!(real(pid, status, options, rusage), |ret, t0, t1| {
+        record_process(
+            b"wait4",
+            t0,
+            t1,
+            &[
+                Arg::int("pid", pid as i64),
+                Arg::int("options", options as i64),
+                Arg::int("ret", ret as i64),
+                Arg::int("status", status_of(status, ret)),
+            ],
+        )
+    })
 }
 
 type SpawnFn = unsafe extern "C" fn(
@@ -542,74 +508,56 @@ unsafe fn spawn_common(
     argv: *const *mut c_char,
     envp: *const *mut c_char,
 ) -> c_int {
-    if !process_events_on() {
-        return real(pid, path, actions, attr, argv, envp);
-    }
-    let Some(busy) = enter() else {
-        return real(pid, path, actions, attr, argv, envp);
-    };
-    let t0 = now();
-    let ret = real(pid, path, actions, attr, argv, envp);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        let child = if ret == 0 && !pid.is_null() {
-            *pid as i64
-        } else {
-            -1
-        };
-        let mut argc = 0i64;
-        if !argv.is_null() {
-            while !(*argv.add(argc as usize)).is_null() {
-                argc += 1;
+    on_process!(real(pid, path, actions, attr, argv, envp), |ret, t0, t1| {
+        guarded(|| {
+            let child = if ret == 0 && !pid.is_null() {
+                *pid as i64
+            } else {
+                -1
+            };
+            let mut argc = 0i64;
+            if !argv.is_null() {
+                while !(*argv.add(argc as usize)).is_null() {
+                    argc += 1;
+                }
             }
+            record(
+                POSIX,
+                name,
+                t0,
+                t1,
+                &[
+                    Arg::int("pid", child),
+                    Arg::int("argc", argc),
+                    Arg::int("ret", ret as i64),
+                    Arg::new("fhash", Value::Path(c_bytes(path).unwrap_or(b""))),
+                ],
+            );
+        })
+    })
+}
+
+macro_rules! spawn_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(
+            pid: *mut libc::pid_t,
+            path: *const c_char,
+            actions: *const libc::c_void,
+            attr: *const libc::c_void,
+            argv: *const *mut c_char,
+            envp: *const *mut c_char,
+        ) -> c_int {
+            let Some(real) = real!($sym: SpawnFn) else {
+                return libc::ENOSYS;
+            };
+            spawn_common(stringify!($sym).as_bytes(), real, pid, path, actions, attr, argv, envp)
         }
-        record(
-            POSIX,
-            name,
-            t0,
-            t1,
-            &[
-                Arg::int("pid", child),
-                Arg::int("argc", argc),
-                Arg::int("ret", ret as i64),
-                Arg::new("fhash", Value::Path(c_bytes(path).unwrap_or(b""))),
-            ],
-        );
-    });
-    drop(busy);
-    ret
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawn(
-    pid: *mut libc::pid_t,
-    path: *const c_char,
-    actions: *const libc::c_void,
-    attr: *const libc::c_void,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    let Some(real) = real!(posix_spawn: SpawnFn) else {
-        return libc::ENOSYS;
-    };
-    spawn_common(b"posix_spawn", real, pid, path, actions, attr, argv, envp)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawnp(
-    pid: *mut libc::pid_t,
-    file: *const c_char,
-    actions: *const libc::c_void,
-    attr: *const libc::c_void,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    let Some(real) = real!(posix_spawnp: SpawnFn) else {
-        return libc::ENOSYS;
-    };
-    spawn_common(b"posix_spawnp", real, pid, file, actions, attr, argv, envp)
-}
+// `posix_spawnp`'s second argument is a file name searched in `PATH`, recorded as given.
+spawn_hook!(posix_spawn, posix_spawnp);
 
 /// `system(command)`: the shell child is spawned and reaped inside libc, so its pid cannot be
 /// observed without reimplementing `system`; the event records the `command` and the status
@@ -619,30 +567,20 @@ pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
     let Some(real) = real!(system: unsafe extern "C" fn(*const c_char) -> c_int) else {
         return missing(-1);
     };
-    if command.is_null() || !process_events_on() {
-        return real(command);
-    }
-    let Some(busy) = enter() else {
-        return real(command);
-    };
-    let t0 = now();
-    let ret = real(command);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        record(
-            POSIX,
-            b"system",
-            t0,
-            t1,
-            &[
-                Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
-                Arg::int("ret", ret as i64),
-            ],
-        )
-    });
-    drop(busy);
-    ret
+    on_process!(skip_if command.is_null(); real(command), |ret, t0, t1| {
+        guarded(|| {
+            record(
+                POSIX,
+                b"system",
+                t0,
+                t1,
+                &[
+                    Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
+                    Arg::int("ret", ret as i64),
+                ],
+            )
+        })
+    })
 }
 
 /// `SIGKILL` aimed at this process: no handler will see it, so the trace is finished first.
@@ -730,36 +668,26 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
     else {
         return missing(std::ptr::null_mut());
     };
-    if !process_events_on() {
-        return real(command, mode);
-    }
-    let Some(busy) = enter() else {
-        return real(command, mode);
-    };
-    let t0 = now();
-    let fp = real(command, mode);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        let fd = if fp.is_null() {
-            -1
-        } else {
-            fileno_unlocked(fp)
-        };
-        record(
-            POSIX,
-            b"popen",
-            t0,
-            t1,
-            &[
-                Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
-                Arg::new("mode", Value::Str(c_bytes(mode).unwrap_or(b""))),
-                Arg::int("ret", fd as i64),
-            ],
-        )
-    });
-    drop(busy);
-    fp
+    on_process!(real(command, mode), |fp, t0, t1| {
+        guarded(|| {
+            let fd = if fp.is_null() {
+                -1
+            } else {
+                fileno_unlocked(fp)
+            };
+            record(
+                POSIX,
+                b"popen",
+                t0,
+                t1,
+                &[
+                    Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
+                    Arg::new("mode", Value::Str(c_bytes(mode).unwrap_or(b""))),
+                    Arg::int("ret", fd as i64),
+                ],
+            )
+        })
+    })
 }
 
 /// `pclose(fp)`: waits for the `popen` child; records its status (`ret`).
@@ -800,25 +728,15 @@ pub unsafe extern "C" fn umask(mask: mode_t) -> mode_t {
         // umask cannot fail; with no libc umask there is nothing sane to return.
         return 0o022;
     };
-    if !process_events_on() {
-        return real(mask);
-    }
-    let Some(busy) = enter() else {
-        return real(mask);
-    };
-    let t0 = now();
-    let ret = real(mask);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        record(
-            POSIX,
-            b"umask",
-            t0,
-            t1,
-            &[Arg::int("mask", mask as i64), Arg::int("ret", ret as i64)],
-        )
-    });
-    drop(busy);
-    ret
+    on_process!(real(mask), |ret, t0, t1| {
+        guarded(|| {
+            record(
+                POSIX,
+                b"umask",
+                t0,
+                t1,
+                &[Arg::int("mask", mask as i64), Arg::int("ret", ret as i64)],
+            )
+        })
+    })
 }

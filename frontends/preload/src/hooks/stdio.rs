@@ -77,21 +77,19 @@ unsafe fn fopen_common(
     fp
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    let Some(real) = real!(fopen: FopenFn) else {
-        return missing(std::ptr::null_mut());
-    };
-    fopen_common(b"fopen", real, path, mode)
+macro_rules! fopen_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(path: *const c_char, mode: *const c_char) -> *mut FILE {
+            let Some(real) = real!($sym: FopenFn) else {
+                return missing(std::ptr::null_mut());
+            };
+            fopen_common(stringify!($sym).as_bytes(), real, path, mode)
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    let Some(real) = real!(fopen64: FopenFn) else {
-        return missing(std::ptr::null_mut());
-    };
-    fopen_common(b"fopen64", real, path, mode)
-}
+fopen_hook!(fopen, fopen64);
 
 #[no_mangle]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
@@ -378,26 +376,20 @@ unsafe fn freopen_common(
     ret
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn freopen(
-    path: *const c_char,
-    mode: *const c_char,
-    fp: *mut FILE,
-) -> *mut FILE {
-    let Some(real) = real!(freopen: FreopenFn) else {
-        return missing(std::ptr::null_mut());
-    };
-    freopen_common(b"freopen", real, path, mode, fp)
+macro_rules! freopen_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(
+            path: *const c_char,
+            mode: *const c_char,
+            fp: *mut FILE,
+        ) -> *mut FILE {
+            let Some(real) = real!($sym: FreopenFn) else {
+                return missing(std::ptr::null_mut());
+            };
+            freopen_common(stringify!($sym).as_bytes(), real, path, mode, fp)
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn freopen64(
-    path: *const c_char,
-    mode: *const c_char,
-    fp: *mut FILE,
-) -> *mut FILE {
-    let Some(real) = real!(freopen64: FreopenFn) else {
-        return missing(std::ptr::null_mut());
-    };
-    freopen_common(b"freopen64", real, path, mode, fp)
-}
+freopen_hook!(freopen, freopen64);
