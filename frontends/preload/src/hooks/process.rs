@@ -106,39 +106,35 @@ type ExecveFn =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
 
+/// Execs through the real `$sym` (`$fn`) with `($args)`: the trace is finished first
+/// ([`before_exec`], event `$name`); the call returns only when the exec failed.
+macro_rules! exec_via {
+    ($sym:ident: $fn:ty, $name:expr, $path:expr, $argv:expr, ($($arg:expr),*)) => {{
+        let Some(real) = real!($sym: $fn) else {
+            return missing(-1);
+        };
+        before_exec($name, $path, $argv);
+        let r = real($($arg),*);
+        after_failed_exec();
+        r
+    }};
+}
+
 unsafe fn do_execve(
     name: &'static [u8],
     path: *const c_char,
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let Some(real) = real!(execve: ExecveFn) else {
-        return missing(-1);
-    };
-    before_exec(name, path, argv);
-    let r = real(path, argv, envp);
-    after_failed_exec();
-    r
+    exec_via!(execve: ExecveFn, name, path, argv, (path, argv, envp))
 }
 
 unsafe fn do_execv(name: &'static [u8], path: *const c_char, argv: *const *const c_char) -> c_int {
-    let Some(real) = real!(execv: ExecvFn) else {
-        return missing(-1);
-    };
-    before_exec(name, path, argv);
-    let r = real(path, argv);
-    after_failed_exec();
-    r
+    exec_via!(execv: ExecvFn, name, path, argv, (path, argv))
 }
 
 unsafe fn do_execvp(name: &'static [u8], file: *const c_char, argv: *const *const c_char) -> c_int {
-    let Some(real) = real!(execvp: ExecvFn) else {
-        return missing(-1);
-    };
-    before_exec(name, file, argv);
-    let r = real(file, argv);
-    after_failed_exec();
-    r
+    exec_via!(execvp: ExecvFn, name, file, argv, (file, argv))
 }
 
 #[no_mangle]
@@ -166,13 +162,7 @@ pub unsafe extern "C" fn execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let Some(real) = real!(execvpe: ExecveFn) else {
-        return missing(-1);
-    };
-    before_exec(b"execvpe", file, argv);
-    let r = real(file, argv, envp);
-    after_failed_exec();
-    r
+    exec_via!(execvpe: ExecveFn, b"execvpe", file, argv, (file, argv, envp))
 }
 
 const KIND_EXECL: usize = 0;
