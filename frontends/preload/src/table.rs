@@ -25,7 +25,8 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-use dftracer_core::files::{FileHandle, Pinned, Pool};
+use dftracer_core::files::Pool;
+use dftracer_core::{FileHandle, Pinned};
 
 const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;

@@ -181,7 +181,7 @@ pub fn bind_all(hooks: &'static [HookEntry]) -> Report {
 
 fn warn(r: &Report) {
     if let Some(line) = r.warn_line() {
-        dftracer_core::sys::eprint_line(&line);
+        dftracer_core::eprint_line(&line);
     }
 }
 
