@@ -131,3 +131,31 @@ pub(super) fn loader_value(name: &CStr) -> usize {
     // SAFETY: valid C string; RTLD_DEFAULT is always a valid pseudo-handle.
     unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::bind::elf::{auxv, Dynamic, AT_SYSINFO_EHDR};
+
+    /// Parses every object of the test process itself, and finds exported symbols.
+    #[test]
+    fn parses_loaded_objects() {
+        let (objs, (adds, _)) = collect();
+        assert!(adds as usize >= objs.len());
+        let mut libc_seen = false;
+        for o in &objs {
+            if auxv(AT_SYSINFO_EHDR) != 0 && o.contains(auxv(AT_SYSINFO_EHDR)) {
+                continue;
+            }
+            let d = Dynamic::parse(o).unwrap_or_else(|e| panic!("{}: {e}", o.label()));
+            assert!(d.nsyms > 0, "{}", o.label());
+            if d.soname.as_deref() == Some(b"libc.so.6") {
+                libc_seen = true;
+                assert!(d.defines(b"read") && d.defines(b"fopen"));
+                assert!(!d.defines(b"no_such_symbol_here"));
+            }
+        }
+        assert!(libc_seen);
+    }
+}
