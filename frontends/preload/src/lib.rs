@@ -33,7 +33,7 @@
 //!
 //! The unsafe surface is this crate's reason to exist: `hooks` and `capi` (the C ABI), [`real`]
 //! (symbol resolution), [`bind`] (GOT rewriting), [`table`] and [`region`] (lock-free tables and
-//! region slots); each unsafe block states why it is sound.
+//! region cells); each unsafe block states why it is sound.
 #![deny(unsafe_code)]
 // The unit-test build leaves out the C entry points (they would interpose the test harness).
 #![cfg_attr(test, allow(dead_code))]
@@ -44,7 +44,6 @@ pub mod bind;
 mod capi;
 #[cfg(not(test))]
 mod cxx;
-#[cfg(not(test))]
 mod hooks;
 pub mod real;
 pub mod region;

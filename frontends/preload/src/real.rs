@@ -205,9 +205,9 @@ pub fn cached(slot: &AtomicUsize, name: &CStr) -> usize {
 #[macro_export]
 macro_rules! real {
     ($name:ident : $ty:ty) => {{
-        static SLOT: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
+        static ADDR: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
         let p = $crate::real::cached(
-            &SLOT,
+            &ADDR,
             // SAFETY: the literal ends with exactly one NUL.
             unsafe {
                 ::std::ffi::CStr::from_bytes_with_nul_unchecked(

@@ -1,21 +1,21 @@
 //! Open regions of the C/C++ API (`initialize_region` ... `finalize_region`).
 //!
-//! A region is a [`Slot`] whose first field is the C `struct DFTracerData`; the pointer handed
-//! to C is the slot's address. Slots live in chunks that are allocated on demand and never
+//! A region is a [`RegionCell`] whose first field is the C `struct DFTracerData`; the pointer handed
+//! to C is the cell's address. Cells live in chunks that are allocated on demand and never
 //! freed, and are recycled through a lock-free free list, so:
 //!
 //! - **any pointer is safe to pass back**: [`lookup`] only compares addresses against the
 //!   chunks' ranges before it touches memory, so NULL, a stack address or a pointer that was
 //!   never a region is ignored, never dereferenced;
-//! - **a region ends once**: `finalize_region` moves the slot `LIVE -> BUSY` with a CAS; a
+//! - **a region ends once**: `finalize_region` moves the cell `LIVE -> BUSY` with a CAS; a
 //!   second `finalize_region` of the same pointer (or one racing it) finds it not live and
-//!   does nothing (if the slot was already reused by a new region, that region is ended: the
+//!   does nothing (if the cell was already reused by a new region, that region is ended: the
 //!   same as a reuse by `malloc`, without the crash);
 //! - **no lock** anywhere (a region begin or end never waits for another thread, and a `fork`
 //!   child cannot inherit a held lock); begin and end cost a CAS each, plus an allocation only
-//!   while a slot's text buffer grows past what earlier regions of that slot needed.
+//!   while a cell's text buffer grows past what earlier regions of that cell needed.
 //!
-//! Memory: slots are never returned to the allocator; their number is the largest number of
+//! Memory: cells are never returned to the allocator; their number is the largest number of
 //! regions open at once. Each region keeps its name, category and args (keys and string values
 //! clipped to the core's limits, at most [`MAX_REGION_ARGS`] distinct keys; the same key again
 //! replaces the value, as in the reference).
@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use dftracer_core::event::{MAX_KEY, MAX_STR};
 use dftracer_core::{Arg, Layer, Value};
 
-/// The C `struct DFTracerData { void *profiler; }` (its field points at the slot itself).
+/// The C `struct DFTracerData { void *profiler; }` (its field points at the cell itself).
 #[repr(C)]
 pub struct DFTracerData {
     pub profiler: *mut std::ffi::c_void,
@@ -35,42 +35,43 @@ pub struct DFTracerData {
 
 /// Distinct arg keys kept per region (the core writes 32 and counts the rest as dropped).
 pub const MAX_REGION_ARGS: usize = 64;
-/// A slot's text buffer is given back to the allocator above this size when it is reused.
+/// A cell's text buffer is given back to the allocator above this size when it is reused.
 const TEXT_KEEP: usize = 64 * 1024;
 
 const FREE: u8 = 0;
 const LIVE: u8 = 1;
 const BUSY: u8 = 2;
 
-/// Slots in chunk 0; chunk `k` holds `BASE << k`.
+/// Cells in chunk 0; chunk `k` holds `BASE << k`.
 const BASE: usize = 64;
 const CHUNKS: usize = 24;
-static CHUNK: [AtomicPtr<Slot>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
+static CHUNK: [AtomicPtr<RegionCell>; CHUNKS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
 /// Free-list head: (tag << 32) | (index + 1); 0 in the low half is the empty list. The tag,
 /// bumped by every change, makes a stale compare-and-swap fail (no ABA).
 static HEAD: AtomicU64 = AtomicU64::new(0);
 
 #[repr(C)]
-pub struct Slot {
-    /// What C sees; must stay the first field (the C pointer is the slot's address).
+pub struct RegionCell {
+    /// What C sees; must stay the first field (the C pointer is the cell's address).
     data: DFTracerData,
     state: AtomicU8,
-    /// Free-list link: index + 1 of the next free slot, 0 at the end.
+    /// Free-list link: index + 1 of the next free cell, 0 at the end.
     next: AtomicU32,
     body: UnsafeCell<Region>,
 }
 
 // SAFETY: `body` is only touched by the one thread that moved `state` to BUSY (or that popped
-// the slot off the free list, before publishing it as LIVE); `data.profiler` is written once,
+// the cell off the free list, before publishing it as LIVE); `data.profiler` is written once,
 // before the chunk is published, and only read afterwards.
-unsafe impl Sync for Slot {}
+unsafe impl Sync for RegionCell {}
 
 enum ArgVal {
     Int(i64),
     Str(u32, u32),
 }
 
-struct ArgSlot {
+struct RegionArg {
     key: (u32, u32),
     val: ArgVal,
 }
@@ -84,7 +85,7 @@ pub struct Region {
     text: Vec<u8>,
     name: (u32, u32),
     cat: (u32, u32),
-    args: Vec<ArgSlot>,
+    args: Vec<RegionArg>,
 }
 
 impl Region {
@@ -150,7 +151,7 @@ impl Region {
             None if self.args.len() < MAX_REGION_ARGS => {
                 let k = self.push_text(key, MAX_KEY);
                 let v = val(self);
-                self.args.push(ArgSlot { key: k, val: v });
+                self.args.push(RegionArg { key: k, val: v });
             }
             None => {}
         }
@@ -159,7 +160,7 @@ impl Region {
     /// Calls `f` with the region's args as the core takes them (on the stack up to
     /// [`INLINE_ARGS`]; more, which is rare, in a short-lived `Vec`).
     pub fn with_args<R>(&self, f: impl FnOnce(&[Arg]) -> R) -> R {
-        let arg = |a: &ArgSlot| Arg {
+        let arg = |a: &RegionArg| Arg {
             key: self.text(a.key),
             value: match a.val {
                 ArgVal::Int(v) => Value::Int(v),
@@ -193,7 +194,7 @@ fn chunk_start(k: usize) -> usize {
     BASE * ((1 << k) - 1)
 }
 
-fn slot(index: usize) -> &'static Slot {
+fn cell(index: usize) -> &'static RegionCell {
     let k = (index / BASE + 1).ilog2() as usize;
     let p = CHUNK[k].load(Ordering::Acquire);
     debug_assert!(!p.is_null());
@@ -202,10 +203,10 @@ fn slot(index: usize) -> &'static Slot {
     unsafe { &*p.add(index - chunk_start(k)) }
 }
 
-/// The slot behind a C pointer, if it is one (address checks only: `p` is not read).
-pub fn lookup(p: *const DFTracerData) -> Option<(usize, &'static Slot)> {
+/// The cell behind a C pointer, if it is one (address checks only: `p` is not read).
+pub fn lookup(p: *const DFTracerData) -> Option<(usize, &'static RegionCell)> {
     let addr = p as usize;
-    let size = std::mem::size_of::<Slot>();
+    let size = std::mem::size_of::<RegionCell>();
     for (k, chunk) in CHUNK.iter().enumerate() {
         let base = chunk.load(Ordering::Acquire);
         if base.is_null() {
@@ -214,7 +215,7 @@ pub fn lookup(p: *const DFTracerData) -> Option<(usize, &'static Slot)> {
         let b = base as usize;
         let i = addr.wrapping_sub(b) / size;
         if addr >= b && i < chunk_len(k) && b + i * size == addr {
-            // SAFETY: in range of a published, never-freed chunk, on a slot boundary.
+            // SAFETY: in range of a published, never-freed chunk, on a cell boundary.
             return Some((chunk_start(k) + i, unsafe { &*base.add(i) }));
         }
     }
@@ -222,7 +223,7 @@ pub fn lookup(p: *const DFTracerData) -> Option<(usize, &'static Slot)> {
 }
 
 fn push(index: usize) {
-    let s = slot(index);
+    let s = cell(index);
     let mut h = HEAD.load(Ordering::Relaxed);
     loop {
         s.next.store(h as u32, Ordering::Relaxed);
@@ -241,9 +242,9 @@ fn pop() -> Option<usize> {
         if top == 0 {
             return grow();
         }
-        // A slot's `next` may be rewritten by a thread that popped and pushed it meanwhile:
+        // A cell's `next` may be rewritten by a thread that popped and pushed it meanwhile:
         // then the tag has moved and the exchange below fails.
-        let next = slot(top as usize - 1).next.load(Ordering::Relaxed);
+        let next = cell(top as usize - 1).next.load(Ordering::Relaxed);
         let nh = (((h >> 32) + 1) << 32) | next as u64;
         match HEAD.compare_exchange_weak(h, nh, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => return Some(top as usize - 1),
@@ -252,14 +253,14 @@ fn pop() -> Option<usize> {
     }
 }
 
-/// Publishes the next chunk and returns its first slot (the others go on the free list).
+/// Publishes the next chunk and returns its first cell (the others go on the free list).
 fn grow() -> Option<usize> {
     for (k, chunk) in CHUNK.iter().enumerate() {
         if !chunk.load(Ordering::Acquire).is_null() {
             continue;
         }
-        let mut v: Vec<Slot> = (0..chunk_len(k))
-            .map(|_| Slot {
+        let mut v: Vec<RegionCell> = (0..chunk_len(k))
+            .map(|_| RegionCell {
                 data: DFTracerData {
                     profiler: std::ptr::null_mut(),
                 },
@@ -269,9 +270,9 @@ fn grow() -> Option<usize> {
             })
             .collect();
         for s in v.iter_mut() {
-            s.data.profiler = s as *mut Slot as *mut std::ffi::c_void;
+            s.data.profiler = s as *mut RegionCell as *mut std::ffi::c_void;
         }
-        let p = Box::into_raw(v.into_boxed_slice()) as *mut Slot;
+        let p = Box::into_raw(v.into_boxed_slice()) as *mut RegionCell;
         match chunk.compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
                 let first = chunk_start(k);
@@ -300,8 +301,8 @@ pub fn begin(
     ts: u64,
 ) -> Option<*mut DFTracerData> {
     let index = pop()?;
-    let s = slot(index);
-    // SAFETY: the slot was just taken off the free list, so no other thread refers to its body
+    let s = cell(index);
+    // SAFETY: the cell was just taken off the free list, so no other thread refers to its body
     // (a stale C pointer to it fails `lookup`'s LIVE check until the store below).
     let r = unsafe { &mut *s.body.get() };
     if r.text.capacity() > TEXT_KEEP {
@@ -327,13 +328,13 @@ pub fn with_live(p: *const DFTracerData, f: impl FnOnce(&mut Region)) {
     {
         return;
     }
-    // SAFETY: this thread moved the slot to BUSY: it has the body to itself until it stores
+    // SAFETY: this thread moved the cell to BUSY: it has the body to itself until it stores
     // LIVE again.
     f(unsafe { &mut *s.body.get() });
     s.state.store(LIVE, Ordering::Release);
 }
 
-/// Ends a live region: `f` sees it one last time, then the slot is recycled. Returns false
+/// Ends a live region: `f` sees it one last time, then the cell is recycled. Returns false
 /// when `p` is not a live region.
 pub fn end(p: *const DFTracerData, f: impl FnOnce(&Region)) -> bool {
     let Some((index, s)) = lookup(p) else {
@@ -356,7 +357,7 @@ pub fn end(p: *const DFTracerData, f: impl FnOnce(&Region)) -> bool {
 mod tests {
     use super::*;
 
-    /// The tests share the process's slots, which are reused once ended: a test's ended
+    /// The tests share the process's cells, which are reused once ended: a test's ended
     /// handle may name another test's new region, so they run one at a time.
     fn serial() -> std::sync::MutexGuard<'static, ()> {
         static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -423,7 +424,7 @@ mod tests {
         assert!(!end(stack, |_| panic!()));
         let p = begin(Layer::CApp, false, b"n", b"c", 0).unwrap();
         let inside = (p as usize + 1) as *const DFTracerData;
-        assert!(lookup(inside).is_none(), "not on a slot boundary");
+        assert!(lookup(inside).is_none(), "not on a cell boundary");
         assert!(end(p, |_| {}));
     }
 

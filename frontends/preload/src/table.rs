@@ -25,7 +25,8 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-use dftracer_core::files::{FileHandle, Pinned, Pool};
+use dftracer_core::files::Pool;
+use dftracer_core::{FileHandle, Pinned};
 
 const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
@@ -93,8 +94,8 @@ pub unsafe trait Zeroable {}
 unsafe impl<T> Zeroable for AtomicPtr<T> {}
 // SAFETY: 0 is a valid AtomicU64.
 unsafe impl Zeroable for AtomicU64 {}
-// SAFETY: 0 is a valid AtomicUsize; FileSlot is two zeroable atomics.
-unsafe impl Zeroable for FileSlot {}
+// SAFETY: 0 is a valid AtomicUsize; StreamEntry is two zeroable atomics.
+unsafe impl Zeroable for StreamEntry {}
 
 /// A fd-indexed table of `T` slots.
 pub struct Chunked<T: 'static> {
@@ -128,7 +129,7 @@ impl<T: Zeroable + 'static> Chunked<T> {
 
     /// The slot of `fd`, allocating its chunk if needed. `None` for out-of-range fds or when
     /// memory is exhausted.
-    pub fn slot(&self, fd: i32) -> Option<&'static T> {
+    pub fn entry(&self, fd: i32) -> Option<&'static T> {
         if let Some(s) = self.get(fd) {
             return Some(s);
         }
@@ -191,7 +192,7 @@ impl FdTable {
     pub fn set(&self, fd: i32, what: Option<Pinned>) {
         match what {
             Some(p) => {
-                if let Some(s) = self.0.slot(fd) {
+                if let Some(s) = self.0.entry(fd) {
                     release(s.swap(keep(p), Ordering::AcqRel));
                 }
             }
@@ -229,14 +230,14 @@ impl FdTable {
 
 /// A traced `FILE*`: keyed by its fd, checked against the stream pointer itself.
 #[derive(Default)]
-pub struct FileSlot {
+pub struct StreamEntry {
     fp: AtomicUsize,
     path: AtomicU64,
 }
 
 /// fd -> (FILE*, file) of traced streams.
 pub struct FileTable {
-    slots: Chunked<FileSlot>,
+    streams: Chunked<StreamEntry>,
     /// Traced streams open now; 0 lets every stdio call skip the lookup.
     open: AtomicIsize,
 }
@@ -246,7 +247,7 @@ impl FileTable {
     #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         FileTable {
-            slots: Chunked::new(),
+            streams: Chunked::new(),
             open: AtomicIsize::new(0),
         }
     }
@@ -259,7 +260,7 @@ impl FileTable {
     /// The traced file of stream `fp` (whose fd is `fd`), if any.
     #[inline]
     pub fn path(&self, fd: i32, fp: usize) -> Option<Interned> {
-        let s = self.slots.get(fd)?;
+        let s = self.streams.get(fd)?;
         if s.fp.load(Ordering::Acquire) != fp || fp == 0 {
             return None;
         }
@@ -268,7 +269,7 @@ impl FileTable {
 
     /// Starts tracing stream `fp` on `fd`; the entry keeps `what`'s pin.
     pub fn insert(&self, fd: i32, fp: usize, what: Pinned) {
-        if let Some(s) = self.slots.slot(fd) {
+        if let Some(s) = self.streams.entry(fd) {
             let was = s.fp.swap(0, Ordering::AcqRel);
             release(s.path.swap(keep(what), Ordering::AcqRel));
             s.fp.store(fp, Ordering::Release);
@@ -281,7 +282,7 @@ impl FileTable {
     /// Stops tracing stream `fp` on `fd` (fclose); returns its file (with the entry's pin)
     /// if it was traced.
     pub fn remove(&self, fd: i32, fp: usize) -> Option<Pinned> {
-        let s = self.slots.get(fd)?;
+        let s = self.streams.get(fd)?;
         if fp == 0
             || s.fp
                 .compare_exchange(fp, 0, Ordering::AcqRel, Ordering::Acquire)

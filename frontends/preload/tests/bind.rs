@@ -1,4 +1,4 @@
-//! Binding without `LD_PRELOAD` (`src/bind.rs`): C programs compiled here `dlopen` the library
+//! Binding without `LD_PRELOAD` (`src/bind/`): C programs compiled here `dlopen` the library
 //! with `RTLD_LOCAL` (as the Python extension or ctypes would), the constructor starts the core
 //! from `DFTRACER_ENABLE=1 DFTRACER_INIT=PRELOAD` as it does today, and the program calls the
 //! exported `dftracer_bind_io()`. The real trace files are read back.

@@ -8,7 +8,7 @@
 //! longer answers `EINPROGRESS`, the return of an `aio_suspend` that waited for it, or of a
 //! `lio_listio(LIO_WAIT)`, whichever comes first; the event is written by `aio_return` (which
 //! POSIX requires once per request) with the request's result. A request whose `aio_return`
-//! is never called leaves no event. Requests are followed in a fixed table of `SLOTS` (more
+//! is never called leaves no event. Requests are followed in a fixed table of `MAX_PENDING` (more
 //! in flight at once are not followed).
 #![allow(clippy::undocumented_unsafe_blocks)]
 
@@ -22,7 +22,7 @@ use super::{missing, out_of_line, traced_fd};
 use crate::table::Interned;
 use crate::{enter, guarded, now, posix_on, real, record_static, SavedErrno};
 
-const SLOTS: usize = 1024;
+const MAX_PENDING: usize = 1024;
 
 struct Pending {
     cb: AtomicUsize,
@@ -35,7 +35,7 @@ struct Pending {
     file: AtomicU64,
 }
 
-static PENDING: [Pending; SLOTS] = [const {
+static PENDING: [Pending; MAX_PENDING] = [const {
     Pending {
         cb: AtomicUsize::new(0),
         t0: AtomicU64::new(0),
@@ -43,34 +43,30 @@ static PENDING: [Pending; SLOTS] = [const {
         op: AtomicUsize::new(0),
         file: AtomicU64::new(0),
     }
-}; SLOTS];
+}; MAX_PENDING];
 /// Requests followed now: 0 lets `aio_error`/`aio_return`/`aio_suspend` forward at once.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-static AIO_READ: Schema = Schema::new(
-    Layer::LibcIo,
-    "aio_read",
-    "POSIX",
-    &[
-        ("fd", Slot::Int),
-        ("count", Slot::UInt),
-        ("offset", Slot::Int),
-        ("ret", Slot::Int),
-    ],
-    "fhash",
-);
-static AIO_WRITE: Schema = Schema::new(
-    Layer::LibcIo,
-    "aio_write",
-    "POSIX",
-    &[
-        ("fd", Slot::Int),
-        ("count", Slot::UInt),
-        ("offset", Slot::Int),
-        ("ret", Slot::Int),
-    ],
-    "fhash",
-);
+/// The schema of a request's event: `fd`, `count`, `offset`, `ret` (its result).
+macro_rules! request_schema {
+    ($name:literal) => {
+        Schema::new(
+            Layer::LibcIo,
+            $name,
+            "POSIX",
+            &[
+                ("fd", Slot::Int),
+                ("count", Slot::UInt),
+                ("offset", Slot::Int),
+                ("ret", Slot::Int),
+            ],
+            "fhash",
+        )
+    };
+}
+
+static AIO_READ: Schema = request_schema!("aio_read");
+static AIO_WRITE: Schema = request_schema!("aio_write");
 
 fn follow(cb: *const aiocb, op: usize, t0: u64, file: Interned) {
     let Some(pin) = file.file.pin() else { return };

@@ -44,7 +44,7 @@ unsafe fn traced_dir_slow(d: *mut DIR) -> Option<(Interned, c_int)> {
 
 /// Starts following stream `d` of directory `file` (the stream's entry and the fd's entry
 /// each hold a pin).
-unsafe fn follow_dir(d: *mut DIR, file: dftracer_core::files::Pinned) -> c_int {
+unsafe fn follow_dir(d: *mut DIR, file: dftracer_core::Pinned) -> c_int {
     let fd = fd_of(d);
     if fd >= 0 {
         FDS.set(fd, file.handle().pin());

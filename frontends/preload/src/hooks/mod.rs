@@ -31,35 +31,66 @@
 // C integer types (off_t, ssize_t, ...) are i64 on some targets and not on others.
 #![allow(clippy::unnecessary_cast)]
 
-pub mod aio;
+// The modules of `extern "C"` shims are left out of the unit-test build (they would interpose
+// the test harness), with the table that lists them.
+macro_rules! shim_modules {
+    ($($m:ident),* $(,)?) => {$(
+        #[cfg(not(test))]
+        pub mod $m;
+    )*};
+}
+
+shim_modules!(
+    aio,
+    chdir,
+    copies,
+    dirs,
+    fdctl,
+    links_attrs,
+    maps,
+    posix,
+    process,
+    signals,
+    stat,
+    stdio,
+    stdio_chars,
+);
 pub mod cwd;
-pub mod dirs;
-pub mod fdio;
 pub mod inherit;
-pub mod paths;
-pub mod posix;
-pub mod process;
-pub mod signals;
-pub mod stat;
-pub mod stdio;
-pub mod stdio_more;
 
 use std::ffi::CStr;
 
 use libc::{c_char, c_int};
 
-use crate::bind::Hook;
 use crate::table::Interned;
 use crate::{filter, posix_on, stdio_on, FDS, FILES};
 
 pub use crate::PATH_MAX;
 
-/// `hook_list![module::{f, ...}, ...]`: a `Hook` per function, named after it.
+/// An entry of the hook table: every GOT slot naming `name` will hold `addr`.
+///
+/// Note for `addr` taken in Rust from an *exported* function (as in [`HOOKS`]): the loader
+/// binds that reference by symbol name like any other, so when this library is loaded with
+/// `RTLD_LOCAL` it is libc's function; [`crate::bind::bind_io_in_process`] looks each name up
+/// in this object instead.
+#[derive(Clone, Copy, Debug)]
+pub struct HookEntry {
+    pub name: &'static CStr,
+    pub addr: *const (),
+}
+
+// SAFETY: `addr` is the address of a function (immutable code), never dereferenced as data.
+unsafe impl Sync for HookEntry {}
+// SAFETY: as above.
+unsafe impl Send for HookEntry {}
+
+/// `hook_list![module::{f, ...}, ...]`: a `HookEntry` per function, named after it.
+#[cfg(not(test))]
 macro_rules! hook_list {
     ($($m:ident :: { $($(#[$attr:meta])* $f:ident),* $(,)? }),* $(,)?) => {
         &[$($(
             $(#[$attr])*
-            Hook {
+            HookEntry {
                 name: match CStr::from_bytes_with_nul(concat!(stringify!($f), "\0").as_bytes()) {
                     Ok(c) => c,
                     Err(_) => panic!("hook name"),
@@ -73,7 +104,8 @@ macro_rules! hook_list {
 /// Every interposed function, for binding without `LD_PRELOAD` ([`crate::bind`]). This is the
 /// one list: a new `#[no_mangle]` hook goes here too (`tests/bind.rs` compares this list with
 /// the library's exported functions).
-pub static HOOKS: &[Hook] = hook_list![
+#[cfg(not(test))]
+pub static HOOKS: &[HookEntry] = hook_list![
     posix::{
         __open64_2, __open_2, __openat64_2, __openat_2, __pread64_chk, __pread_chk, __read_chk,
         access, close, close_range, closefrom, creat, creat64, dup, dup2, dup3, faccessat,
@@ -88,32 +120,39 @@ pub static HOOKS: &[Hook] = hook_list![
     },
     stdio::{
         __fgets_chk, __fread_chk, fclose, fdopen, fflush, fgets, fopen, fopen64, fputs, fread,
-        fseek, fseeko, fseeko64, ftell, ftello, ftello64, fwrite,
+        freopen, freopen64, fseek, fseeko, fseeko64, ftell, ftello, ftello64, fwrite,
     },
-    stdio_more::{
+    stdio_chars::{
         _IO_getc, _IO_putc, __getdelim, __isoc99_vfscanf, __vfprintf_chk, clearerr,
         clearerr_unlocked, feof, feof_unlocked, ferror, ferror_unlocked, fflush_unlocked, fgetc,
         fgetc_unlocked, fgetpos, fgetpos64, fgets_unlocked, fileno, fputc, fputc_unlocked,
-        fputs_unlocked, fread_unlocked, freopen, freopen64, fsetpos, fsetpos64, fwrite_unlocked,
-        getc, getc_unlocked, getdelim, getline, getw, pclose, popen, putc, putc_unlocked, putw,
+        fputs_unlocked, fread_unlocked, fsetpos, fsetpos64, fwrite_unlocked,
+        getc, getc_unlocked, getdelim, getline, getw, putc, putc_unlocked, putw,
         rewind, setvbuf, ungetc, vfprintf, vfscanf,
         #[cfg(target_arch = "x86_64")] fprintf,
         #[cfg(target_arch = "x86_64")] __fprintf_chk,
         #[cfg(target_arch = "x86_64")] fscanf,
         #[cfg(target_arch = "x86_64")] __isoc99_fscanf,
     },
-    paths::{
-        __readlink_chk, __readlinkat_chk, __realpath_chk, chdir, chmod, chown, fchdir, fchmod,
-        fts_open, fts64_open, fts_close, fts64_close, nftw, nftw64,
+    chdir::{
+        chdir, fchdir, fts_open, fts64_open, fts_close, fts64_close, nftw, nftw64,
+    },
+    links_attrs::{
+        __readlink_chk, __readlinkat_chk, __realpath_chk, chmod, chown, fchmod,
         fchmodat, fchown, fchownat, fstatvfs, fstatvfs64, futimens, futimes, lchown, link,
         linkat, lutimes, mkfifo, mkfifoat, mknod, mknodat, readlink, readlinkat, realpath,
-        remove, statvfs, statvfs64, symlink, symlinkat, truncate, truncate64, umask, utime,
+        remove, statvfs, statvfs64, symlink, symlinkat, truncate, truncate64, utime,
         utimensat, utimes,
     },
-    fdio::{
-        copy_file_range, fallocate, fallocate64, flock, ioctl, isatty, msync, munmap,
-        posix_fadvise, posix_fadvise64, posix_fallocate, posix_fallocate64, sendfile,
-        sendfile64, splice,
+    fdctl::{
+        fallocate, fallocate64, flock, ioctl, isatty, posix_fadvise, posix_fadvise64,
+        posix_fallocate, posix_fallocate64,
+    },
+    copies::{
+        copy_file_range, sendfile, sendfile64, splice,
+    },
+    maps::{
+        msync, munmap,
     },
     dirs::{
         closedir, dirfd, fdopendir, opendir, readdir, readdir64,
@@ -123,8 +162,8 @@ pub static HOOKS: &[Hook] = hook_list![
         aio_suspend64, aio_write, aio_write64, lio_listio, lio_listio64,
     },
     process::{
-        _Exit, _exit, execv, execve, execvp, execvpe, fork, kill, posix_spawn, posix_spawnp,
-        pthread_kill, raise, sigqueue, system, tgkill, wait, wait4, waitpid,
+        _Exit, _exit, execv, execve, execvp, execvpe, fork, kill, pclose, popen, posix_spawn,
+        posix_spawnp, pthread_kill, raise, sigqueue, system, tgkill, umask, wait, wait4, waitpid,
         #[cfg(target_arch = "x86_64")] vfork,
         #[cfg(target_arch = "x86_64")] execl,
         #[cfg(target_arch = "x86_64")] execlp,
@@ -324,6 +363,35 @@ macro_rules! on_fd {
                 }
             }),
         }
+    }};
+}
+
+/// A process call (it names no file): recorded under [`process_events_on`].
+///
+/// `on_process!([skip_if cond;] call_expr, |ret, t0, t1| record_expr)`, the tail of a shim:
+/// forwards `call_expr` at once when `cond` holds, process events are off or this thread is
+/// already recording; otherwise times it, saves `errno`, evaluates `record_expr` (which
+/// records inside [`guarded`](crate::guarded)) and returns the call's result. `call_expr` is
+/// evaluated exactly once.
+#[macro_export]
+macro_rules! on_process {
+    ($call:expr, |$ret:ident, $t0:ident, $t1:ident| $record:expr) => {
+        $crate::on_process!(skip_if false; $call, |$ret, $t0, $t1| $record)
+    };
+    (skip_if $skip:expr; $call:expr, |$ret:ident, $t0:ident, $t1:ident| $record:expr) => {{
+        if $skip || !$crate::hooks::process_events_on() {
+            return $call;
+        }
+        let Some(busy) = $crate::enter() else {
+            return $call;
+        };
+        let $t0 = $crate::now();
+        let $ret = $call;
+        let _errno = $crate::SavedErrno::new();
+        let $t1 = $crate::now();
+        $record;
+        drop(busy);
+        $ret
     }};
 }
 

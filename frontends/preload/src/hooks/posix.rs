@@ -24,7 +24,7 @@ fn needs_mode(flags: c_int) -> bool {
 
 /// The two static schemas of an open-like call `name`: without and with `mode`.
 macro_rules! open_schemas {
-    ($name:literal) => {{
+    ($name:expr) => {{
         static S: [Schema; 2] = [
             Schema::new(
                 Layer::LibcIo,
@@ -133,181 +133,69 @@ unsafe fn open_common(
     fd
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    let Some(real) = real!(open: OpenFn) else {
-        return missing(-1);
+/// An open-like shim: `$sym` calls its real function through `$fn` (`$real(args)`) and
+/// records event `$name`; `flags` and `mode` (or what stands for them)
+/// and the dirfd (`AT_FDCWD` for the path-only calls) go to [`open_common`].
+macro_rules! open_hook {
+    ($sym:ident => $name:ident, ($($arg:ident: $ty:ty),*), $fn:ty, $dirfd:expr, $path:ident, $flags:expr, $mode:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym($($arg: $ty),*) -> c_int {
+            let Some(real) = real!($sym: $fn) else {
+                return missing(-1);
+            };
+            open_common(
+                stringify!($name).as_bytes(),
+                open_schemas!(stringify!($name)),
+                $dirfd,
+                $path,
+                $flags,
+                $mode,
+                || real($($arg),*),
+            )
+        }
     };
-    open_common(
-        b"open",
-        open_schemas!("open"),
-        libc::AT_FDCWD,
-        path,
-        flags,
-        mode,
-        || real(path, flags, mode),
-    )
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    let Some(real) = real!(open64: OpenFn) else {
-        return missing(-1);
-    };
-    open_common(
-        b"open64",
-        open_schemas!("open64"),
-        libc::AT_FDCWD,
-        path,
-        flags,
-        mode,
-        || real(path, flags, mode),
-    )
+/// `open`, `openat`, `creat` and their `64` twins (one body per pair; each symbol its own real
+/// function and event name).
+macro_rules! open_hooks {
+    ($($sym:ident),*) => {$(
+        open_hook!($sym => $sym, (path: *const c_char, flags: c_int, mode: c_uint), OpenFn,
+            libc::AT_FDCWD, path, flags, mode);
+    )*};
 }
-
+macro_rules! openat_hooks {
+    ($($sym:ident),*) => {$(
+        open_hook!($sym => $sym, (dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint),
+            OpenAtFn, dirfd, path, flags, mode);
+    )*};
+}
 /// `_FORTIFY_SOURCE` builds call these when `flags` is not a constant and no mode is given.
-#[no_mangle]
-pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    let Some(real) = real!(__open_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int) else {
-        return missing(-1);
-    };
-    open_common(
-        b"open",
-        open_schemas!("open"),
-        libc::AT_FDCWD,
-        path,
-        flags,
-        0,
-        || real(path, flags),
-    )
+macro_rules! open_2_hooks {
+    ($($sym:ident => $name:ident),*) => {$(
+        open_hook!($sym => $name, (path: *const c_char, flags: c_int),
+            unsafe extern "C" fn(*const c_char, c_int) -> c_int, libc::AT_FDCWD, path, flags, 0);
+    )*};
+}
+macro_rules! openat_2_hooks {
+    ($($sym:ident => $name:ident),*) => {$(
+        open_hook!($sym => $name, (dirfd: c_int, path: *const c_char, flags: c_int),
+            unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int, dirfd, path, flags, 0);
+    )*};
+}
+macro_rules! creat_hooks {
+    ($($sym:ident),*) => {$(
+        open_hook!($sym => $sym, (path: *const c_char, mode: mode_t),
+            unsafe extern "C" fn(*const c_char, mode_t) -> c_int, libc::AT_FDCWD, path,
+            libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode);
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
-    let Some(real) = real!(__open64_2: unsafe extern "C" fn(*const c_char, c_int) -> c_int) else {
-        return missing(-1);
-    };
-    open_common(
-        b"open64",
-        open_schemas!("open64"),
-        libc::AT_FDCWD,
-        path,
-        flags,
-        0,
-        || real(path, flags),
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn openat(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: c_uint,
-) -> c_int {
-    let Some(real) = real!(openat: OpenAtFn) else {
-        return missing(-1);
-    };
-    open_common(
-        b"openat",
-        open_schemas!("openat"),
-        dirfd,
-        path,
-        flags,
-        mode,
-        || real(dirfd, path, flags, mode),
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn openat64(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: c_uint,
-) -> c_int {
-    let Some(real) = real!(openat64: OpenAtFn) else {
-        return missing(-1);
-    };
-    open_common(
-        b"openat64",
-        open_schemas!("openat64"),
-        dirfd,
-        path,
-        flags,
-        mode,
-        || real(dirfd, path, flags, mode),
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    let Some(real) = real!(__openat_2: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int)
-    else {
-        return missing(-1);
-    };
-    open_common(
-        b"openat",
-        open_schemas!("openat"),
-        dirfd,
-        path,
-        flags,
-        0,
-        || real(dirfd, path, flags),
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    let Some(real) =
-        real!(__openat64_2: unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int)
-    else {
-        return missing(-1);
-    };
-    open_common(
-        b"openat64",
-        open_schemas!("openat64"),
-        dirfd,
-        path,
-        flags,
-        0,
-        || real(dirfd, path, flags),
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
-    let Some(real) = real!(creat: unsafe extern "C" fn(*const c_char, mode_t) -> c_int) else {
-        return missing(-1);
-    };
-    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
-    open_common(
-        b"creat",
-        open_schemas!("creat"),
-        libc::AT_FDCWD,
-        path,
-        flags,
-        mode,
-        || real(path, mode),
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
-    let Some(real) = real!(creat64: unsafe extern "C" fn(*const c_char, mode_t) -> c_int) else {
-        return missing(-1);
-    };
-    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
-    open_common(
-        b"creat64",
-        open_schemas!("creat64"),
-        libc::AT_FDCWD,
-        path,
-        flags,
-        mode,
-        || real(path, mode),
-    )
-}
+open_hooks!(open, open64);
+open_2_hooks!(__open_2 => open, __open64_2 => open64);
+openat_hooks!(openat, openat64);
+openat_2_hooks!(__openat_2 => openat, __openat64_2 => openat64);
+creat_hooks!(creat, creat64);
 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
@@ -466,31 +354,24 @@ unsafe fn iov_bytes(iov: *const iovec, cnt: c_int) -> u64 {
         .sum()
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    let Some(real) = real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)
-    else {
-        return missing(-1);
-    };
-    on_fd!("readv", fd, real(fd, iov, cnt), |ret| [
-        count: U(iov_bytes(iov, cnt)),
-        iovcnt: I(cnt as i64),
-        ret: I(ret as i64)
-    ])
+macro_rules! iov_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)
+            else {
+                return missing(-1);
+            };
+            on_fd!(stringify!($sym), fd, real(fd, iov, cnt), |ret| [
+                count: U(iov_bytes(iov, cnt)),
+                iovcnt: I(cnt as i64),
+                ret: I(ret as i64)
+            ])
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    let Some(real) = real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)
-    else {
-        return missing(-1);
-    };
-    on_fd!("writev", fd, real(fd, iov, cnt), |ret| [
-        count: U(iov_bytes(iov, cnt)),
-        iovcnt: I(cnt as i64),
-        ret: I(ret as i64)
-    ])
-}
+iov_hook!(readv, writev);
 
 macro_rules! piov {
     ($sym:ident, $name:literal, $off:ty) => {
@@ -514,67 +395,54 @@ piov!(preadv64, "preadv64", off64_t);
 piov!(pwritev, "pwritev", off_t);
 piov!(pwritev64, "pwritev64", off64_t);
 
-#[no_mangle]
-pub unsafe extern "C" fn lseek(fd: c_int, offset: off_t, whence: c_int) -> off_t {
-    let Some(real) = real!(lseek: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t) else {
-        return missing(-1);
-    };
-    on_fd!("lseek", fd, real(fd, offset, whence), |ret| [
-        offset: I(offset as i64),
-        whence: I(whence as i64),
-        ret: I(ret as i64)
-    ])
+macro_rules! lseek_hook {
+    ($($sym:ident: $off:ty),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fd: c_int, offset: $off, whence: c_int) -> $off {
+            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, $off, c_int) -> $off) else {
+                return missing(-1);
+            };
+            on_fd!(stringify!($sym), fd, real(fd, offset, whence), |ret| [
+                offset: I(offset as i64),
+                whence: I(whence as i64),
+                ret: I(ret as i64)
+            ])
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn lseek64(fd: c_int, offset: off64_t, whence: c_int) -> off64_t {
-    let Some(real) = real!(lseek64: unsafe extern "C" fn(c_int, off64_t, c_int) -> off64_t) else {
-        return missing(-1);
-    };
-    on_fd!("lseek64", fd, real(fd, offset, whence), |ret| [
-        offset: I(offset as i64),
-        whence: I(whence as i64),
-        ret: I(ret as i64)
-    ])
+lseek_hook!(lseek: off_t, lseek64: off64_t);
+
+macro_rules! sync_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fd: c_int) -> c_int {
+            let Some(real) = real!($sym: unsafe extern "C" fn(c_int) -> c_int) else {
+                return missing(-1);
+            };
+            on_fd!(stringify!($sym), fd, real(fd), |ret| [ret: I(ret as i64)])
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
-    let Some(real) = real!(fsync: unsafe extern "C" fn(c_int) -> c_int) else {
-        return missing(-1);
-    };
-    on_fd!("fsync", fd, real(fd), |ret| [ret: I(ret as i64)])
+sync_hook!(fsync, fdatasync);
+
+macro_rules! ftruncate_hook {
+    ($($sym:ident: $off:ty),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fd: c_int, length: $off) -> c_int {
+            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, $off) -> c_int) else {
+                return missing(-1);
+            };
+            on_fd!(stringify!($sym), fd, real(fd, length), |ret| [
+                length: I(length as i64),
+                ret: I(ret as i64)
+            ])
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
-    let Some(real) = real!(fdatasync: unsafe extern "C" fn(c_int) -> c_int) else {
-        return missing(-1);
-    };
-    on_fd!("fdatasync", fd, real(fd), |ret| [ret: I(ret as i64)])
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ftruncate(fd: c_int, length: off_t) -> c_int {
-    let Some(real) = real!(ftruncate: unsafe extern "C" fn(c_int, off_t) -> c_int) else {
-        return missing(-1);
-    };
-    on_fd!("ftruncate", fd, real(fd, length), |ret| [
-        length: I(length as i64),
-        ret: I(ret as i64)
-    ])
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ftruncate64(fd: c_int, length: off64_t) -> c_int {
-    let Some(real) = real!(ftruncate64: unsafe extern "C" fn(c_int, off64_t) -> c_int) else {
-        return missing(-1);
-    };
-    on_fd!("ftruncate64", fd, real(fd, length), |ret| [
-        length: I(length as i64),
-        ret: I(ret as i64)
-    ])
-}
+ftruncate_hook!(ftruncate: off_t, ftruncate64: off64_t);
 
 /// After a successful dup-like call: `newfd` now refers to whatever `oldfd` referred to.
 #[inline]
@@ -667,7 +535,7 @@ macro_rules! mmap_hook {
             ]);
             if ret != libc::MAP_FAILED {
                 let _errno = SavedErrno::new();
-                guarded(|| super::fdio::map_insert(ret as usize, len, file));
+                guarded(|| super::maps::map_insert(ret as usize, len, file));
             }
             ret
         }

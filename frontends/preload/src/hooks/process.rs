@@ -18,16 +18,19 @@
 //! and finishes the trace then (`hooks/signals.rs`), and a blocked signal the program takes
 //! with `sigwait`, `sigtimedwait` or `signalfd` ends nothing.
 //!
+//! `popen`/`pclose` and `umask` are process calls too (the stream is a pipe to a shell child;
+//! `umask` changes a process attribute, not a file): recorded under the process-call rule.
+//!
 //! A `vfork` child shares the parent's memory and runs no atfork handler: it is recognised by
 //! its pid and never flushes or finalizes the parent's tracer.
 #![allow(clippy::undocumented_unsafe_blocks)]
 
-use libc::{c_char, c_int};
+use libc::{c_char, c_int, mode_t, FILE};
 
 use dftracer_core::{Arg, Value};
 
-use super::{c_bytes, missing, POSIX};
-use crate::{busy_here, enter, guarded, now, owner_pid, posix_on, real, record, SavedErrno};
+use super::{c_bytes, fileno_unlocked, missing, process_events_on, POSIX};
+use crate::{busy_here, enter, guarded, now, on_process, owner_pid, posix_on, real, record, SavedErrno};
 
 /// Records the exec and finishes the trace (its `end` record last), so that nothing is lost
 /// when the image is replaced. An exec that fails leaves the process untraced from then on
@@ -103,39 +106,35 @@ type ExecveFn =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
 
+/// Execs through the real `$sym` (`$fn`) with `($args)`: the trace is finished first
+/// ([`before_exec`], event `$name`); the call returns only when the exec failed.
+macro_rules! exec_via {
+    ($sym:ident: $fn:ty, $name:expr, $path:expr, $argv:expr, ($($arg:expr),*)) => {{
+        let Some(real) = real!($sym: $fn) else {
+            return missing(-1);
+        };
+        before_exec($name, $path, $argv);
+        let r = real($($arg),*);
+        after_failed_exec();
+        r
+    }};
+}
+
 unsafe fn do_execve(
     name: &'static [u8],
     path: *const c_char,
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let Some(real) = real!(execve: ExecveFn) else {
-        return missing(-1);
-    };
-    before_exec(name, path, argv);
-    let r = real(path, argv, envp);
-    after_failed_exec();
-    r
+    exec_via!(execve: ExecveFn, name, path, argv, (path, argv, envp))
 }
 
 unsafe fn do_execv(name: &'static [u8], path: *const c_char, argv: *const *const c_char) -> c_int {
-    let Some(real) = real!(execv: ExecvFn) else {
-        return missing(-1);
-    };
-    before_exec(name, path, argv);
-    let r = real(path, argv);
-    after_failed_exec();
-    r
+    exec_via!(execv: ExecvFn, name, path, argv, (path, argv))
 }
 
 unsafe fn do_execvp(name: &'static [u8], file: *const c_char, argv: *const *const c_char) -> c_int {
-    let Some(real) = real!(execvp: ExecvFn) else {
-        return missing(-1);
-    };
-    before_exec(name, file, argv);
-    let r = real(file, argv);
-    after_failed_exec();
-    r
+    exec_via!(execvp: ExecvFn, name, file, argv, (file, argv))
 }
 
 #[no_mangle]
@@ -163,13 +162,7 @@ pub unsafe extern "C" fn execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let Some(real) = real!(execvpe: ExecveFn) else {
-        return missing(-1);
-    };
-    before_exec(b"execvpe", file, argv);
-    let r = real(file, argv, envp);
-    after_failed_exec();
-    r
+    exec_via!(execvpe: ExecveFn, b"execvpe", file, argv, (file, argv, envp))
 }
 
 const KIND_EXECL: usize = 0;
@@ -282,25 +275,21 @@ fn before_exit() {
 
 type ExitFn = unsafe extern "C" fn(c_int) -> !;
 
-#[no_mangle]
-pub unsafe extern "C" fn _exit(status: c_int) -> ! {
-    before_exit();
-    if let Some(real) = real!(_exit: ExitFn) {
-        real(status)
-    }
-    libc::syscall(libc::SYS_exit_group, status as libc::c_long);
-    unreachable_exit()
+macro_rules! exit_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(status: c_int) -> ! {
+            before_exit();
+            if let Some(real) = real!($sym: ExitFn) {
+                real(status)
+            }
+            libc::syscall(libc::SYS_exit_group, status as libc::c_long);
+            unreachable_exit()
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
-    before_exit();
-    if let Some(real) = real!(_Exit: ExitFn) {
-        real(status)
-    }
-    libc::syscall(libc::SYS_exit_group, status as libc::c_long);
-    unreachable_exit()
-}
+exit_hook!(_exit, _Exit);
 
 fn unreachable_exit() -> ! {
     loop {
@@ -316,8 +305,6 @@ fn unreachable_exit() -> ! {
 // atfork handler (`-fork` file), a spawned or `system` child because it inherits `LD_PRELOAD`
 // and the `DFTRACER_*` environment. The parent's event carries the child's pid (`ret` for
 // `fork`/`vfork`, `pid` for `posix_spawn`); a child's header records its `ppid`.
-
-use super::process_events_on;
 
 /// Records a process event with integer args (no file).
 fn record_process(name: &'static [u8], t0: u64, t1: u64, args: &[Arg]) {
@@ -426,27 +413,17 @@ pub unsafe extern "C" fn wait(status: *mut c_int) -> libc::pid_t {
     let Some(real) = real!(wait: unsafe extern "C" fn(*mut c_int) -> libc::pid_t) else {
         return missing(-1);
     };
-    if !process_events_on() {
-        return real(status);
-    }
-    let Some(busy) = enter() else {
-        return real(status);
-    };
-    let t0 = now();
-    let ret = real(status);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    record_process(
-        b"wait",
-        t0,
-        t1,
-        &[
-            Arg::int("ret", ret as i64),
-            Arg::int("status", status_of(status, ret)),
-        ],
-    );
-    drop(busy);
-    ret
+    on_process!(real(status), |ret, t0, t1| {
+        record_process(
+            b"wait",
+            t0,
+            t1,
+            &[
+                Arg::int("ret", ret as i64),
+                Arg::int("status", status_of(status, ret)),
+            ],
+        )
+    })
 }
 
 #[no_mangle]
@@ -460,29 +437,19 @@ pub unsafe extern "C" fn waitpid(
     else {
         return missing(-1);
     };
-    if !process_events_on() {
-        return real(pid, status, options);
-    }
-    let Some(busy) = enter() else {
-        return real(pid, status, options);
-    };
-    let t0 = now();
-    let ret = real(pid, status, options);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    record_process(
-        b"waitpid",
-        t0,
-        t1,
-        &[
-            Arg::int("pid", pid as i64),
-            Arg::int("options", options as i64),
-            Arg::int("ret", ret as i64),
-            Arg::int("status", status_of(status, ret)),
-        ],
-    );
-    drop(busy);
-    ret
+    on_process!(real(pid, status, options), |ret, t0, t1| {
+        record_process(
+            b"waitpid",
+            t0,
+            t1,
+            &[
+                Arg::int("pid", pid as i64),
+                Arg::int("options", options as i64),
+                Arg::int("ret", ret as i64),
+                Arg::int("status", status_of(status, ret)),
+            ],
+        )
+    })
 }
 
 #[no_mangle]
@@ -496,29 +463,19 @@ pub unsafe extern "C" fn wait4(
     else {
         return missing(-1);
     };
-    if !process_events_on() {
-        return real(pid, status, options, rusage);
-    }
-    let Some(busy) = enter() else {
-        return real(pid, status, options, rusage);
-    };
-    let t0 = now();
-    let ret = real(pid, status, options, rusage);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    record_process(
-        b"wait4",
-        t0,
-        t1,
-        &[
-            Arg::int("pid", pid as i64),
-            Arg::int("options", options as i64),
-            Arg::int("ret", ret as i64),
-            Arg::int("status", status_of(status, ret)),
-        ],
-    );
-    drop(busy);
-    ret
+    on_process!(real(pid, status, options, rusage), |ret, t0, t1| {
+        record_process(
+            b"wait4",
+            t0,
+            t1,
+            &[
+                Arg::int("pid", pid as i64),
+                Arg::int("options", options as i64),
+                Arg::int("ret", ret as i64),
+                Arg::int("status", status_of(status, ret)),
+            ],
+        )
+    })
 }
 
 type SpawnFn = unsafe extern "C" fn(
@@ -541,74 +498,56 @@ unsafe fn spawn_common(
     argv: *const *mut c_char,
     envp: *const *mut c_char,
 ) -> c_int {
-    if !process_events_on() {
-        return real(pid, path, actions, attr, argv, envp);
-    }
-    let Some(busy) = enter() else {
-        return real(pid, path, actions, attr, argv, envp);
-    };
-    let t0 = now();
-    let ret = real(pid, path, actions, attr, argv, envp);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        let child = if ret == 0 && !pid.is_null() {
-            *pid as i64
-        } else {
-            -1
-        };
-        let mut argc = 0i64;
-        if !argv.is_null() {
-            while !(*argv.add(argc as usize)).is_null() {
-                argc += 1;
+    on_process!(real(pid, path, actions, attr, argv, envp), |ret, t0, t1| {
+        guarded(|| {
+            let child = if ret == 0 && !pid.is_null() {
+                *pid as i64
+            } else {
+                -1
+            };
+            let mut argc = 0i64;
+            if !argv.is_null() {
+                while !(*argv.add(argc as usize)).is_null() {
+                    argc += 1;
+                }
             }
+            record(
+                POSIX,
+                name,
+                t0,
+                t1,
+                &[
+                    Arg::int("pid", child),
+                    Arg::int("argc", argc),
+                    Arg::int("ret", ret as i64),
+                    Arg::new("fhash", Value::Path(c_bytes(path).unwrap_or(b""))),
+                ],
+            );
+        })
+    })
+}
+
+macro_rules! spawn_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(
+            pid: *mut libc::pid_t,
+            path: *const c_char,
+            actions: *const libc::c_void,
+            attr: *const libc::c_void,
+            argv: *const *mut c_char,
+            envp: *const *mut c_char,
+        ) -> c_int {
+            let Some(real) = real!($sym: SpawnFn) else {
+                return libc::ENOSYS;
+            };
+            spawn_common(stringify!($sym).as_bytes(), real, pid, path, actions, attr, argv, envp)
         }
-        record(
-            POSIX,
-            name,
-            t0,
-            t1,
-            &[
-                Arg::int("pid", child),
-                Arg::int("argc", argc),
-                Arg::int("ret", ret as i64),
-                Arg::new("fhash", Value::Path(c_bytes(path).unwrap_or(b""))),
-            ],
-        );
-    });
-    drop(busy);
-    ret
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawn(
-    pid: *mut libc::pid_t,
-    path: *const c_char,
-    actions: *const libc::c_void,
-    attr: *const libc::c_void,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    let Some(real) = real!(posix_spawn: SpawnFn) else {
-        return libc::ENOSYS;
-    };
-    spawn_common(b"posix_spawn", real, pid, path, actions, attr, argv, envp)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawnp(
-    pid: *mut libc::pid_t,
-    file: *const c_char,
-    actions: *const libc::c_void,
-    attr: *const libc::c_void,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    let Some(real) = real!(posix_spawnp: SpawnFn) else {
-        return libc::ENOSYS;
-    };
-    spawn_common(b"posix_spawnp", real, pid, file, actions, attr, argv, envp)
-}
+// `posix_spawnp`'s second argument is a file name searched in `PATH`, recorded as given.
+spawn_hook!(posix_spawn, posix_spawnp);
 
 /// `system(command)`: the shell child is spawned and reaped inside libc, so its pid cannot be
 /// observed without reimplementing `system`; the event records the `command` and the status
@@ -618,30 +557,20 @@ pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
     let Some(real) = real!(system: unsafe extern "C" fn(*const c_char) -> c_int) else {
         return missing(-1);
     };
-    if command.is_null() || !process_events_on() {
-        return real(command);
-    }
-    let Some(busy) = enter() else {
-        return real(command);
-    };
-    let t0 = now();
-    let ret = real(command);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        record(
-            POSIX,
-            b"system",
-            t0,
-            t1,
-            &[
-                Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
-                Arg::int("ret", ret as i64),
-            ],
-        )
-    });
-    drop(busy);
-    ret
+    on_process!(skip_if command.is_null(); real(command), |ret, t0, t1| {
+        guarded(|| {
+            record(
+                POSIX,
+                b"system",
+                t0,
+                t1,
+                &[
+                    Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
+                    Arg::int("ret", ret as i64),
+                ],
+            )
+        })
+    })
 }
 
 /// `SIGKILL` aimed at this process: no handler will see it, so the trace is finished first.
@@ -717,4 +646,87 @@ pub unsafe extern "C" fn sigqueue(pid: libc::pid_t, sig: c_int, value: libc::sig
         before_self_kill(|| pid == real::getpid());
     }
     real(pid, sig, value)
+}
+
+// ---------------------------------------------------------------- popen, pclose
+
+/// `popen(command, mode)`: a process call (the stream is a pipe to a shell child, which
+/// traces itself); records `command`, `mode` and the stream's fd (`ret`, -1 on failure).
+#[no_mangle]
+pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE {
+    let Some(real) = real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)
+    else {
+        return missing(std::ptr::null_mut());
+    };
+    on_process!(real(command, mode), |fp, t0, t1| {
+        guarded(|| {
+            let fd = if fp.is_null() {
+                -1
+            } else {
+                fileno_unlocked(fp)
+            };
+            record(
+                POSIX,
+                b"popen",
+                t0,
+                t1,
+                &[
+                    Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
+                    Arg::new("mode", Value::Str(c_bytes(mode).unwrap_or(b""))),
+                    Arg::int("ret", fd as i64),
+                ],
+            )
+        })
+    })
+}
+
+/// `pclose(fp)`: waits for the `popen` child; records its status (`ret`).
+#[no_mangle]
+pub unsafe extern "C" fn pclose(fp: *mut FILE) -> c_int {
+    let Some(real) = real!(pclose: unsafe extern "C" fn(*mut FILE) -> c_int) else {
+        return missing(-1);
+    };
+    if fp.is_null() || !process_events_on() {
+        return real(fp);
+    }
+    let Some(busy) = enter() else { return real(fp) };
+    let fd = fileno_unlocked(fp);
+    let t0 = now();
+    let ret = real(fp);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        record(
+            POSIX,
+            b"pclose",
+            t0,
+            t1,
+            &[Arg::int("fd", fd as i64), Arg::int("ret", ret as i64)],
+        )
+    });
+    drop(busy);
+    ret
+}
+
+// ---------------------------------------------------------------- umask
+
+/// `umask` changes a process attribute, not a file: recorded (`mask`, `ret` = the previous
+/// mask) under the process-call rule ([`process_events_on`]), never looked up as an fd.
+#[no_mangle]
+pub unsafe extern "C" fn umask(mask: mode_t) -> mode_t {
+    let Some(real) = real!(umask: unsafe extern "C" fn(mode_t) -> mode_t) else {
+        // umask cannot fail; with no libc umask there is nothing sane to return.
+        return 0o022;
+    };
+    on_process!(real(mask), |ret, t0, t1| {
+        guarded(|| {
+            record(
+                POSIX,
+                b"umask",
+                t0,
+                t1,
+                &[Arg::int("mask", mask as i64), Arg::int("ret", ret as i64)],
+            )
+        })
+    })
 }

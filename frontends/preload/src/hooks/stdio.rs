@@ -1,4 +1,4 @@
-//! Stdio streams: `fopen`/`fdopen` decide whether a `FILE*` is traced; `fclose`, `fread`,
+//! Stdio streams: `fopen`/`fdopen`/`freopen` decide whether a `FILE*` is traced; `fclose`, `fread`,
 //! `fwrite`, `fseek`, `ftell`, `fgets`, `fputs`, `fflush` (and their 64-bit, `o` and
 //! `_FORTIFY_SOURCE` variants) record only for traced streams. Streams glibc opens for itself
 //! use its internal `open`, so a stream's I/O is never also recorded as POSIX events.
@@ -10,7 +10,7 @@ use libc::{c_char, c_int, c_long, c_void, off64_t, off_t, size_t, FILE};
 
 use dftracer_core::{Arg, Value};
 
-use super::{c_bytes, missing, pre_resolve, traced_file, STDIO};
+use super::{c_bytes, fileno_unlocked, missing, pre_resolve, traced_file, STDIO};
 use crate::table::intern;
 use crate::{
     enter, guarded, now, on_file, posix_on, real, record, stdio_on, SavedErrno, FDS, FILES,
@@ -77,21 +77,19 @@ unsafe fn fopen_common(
     fp
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    let Some(real) = real!(fopen: FopenFn) else {
-        return missing(std::ptr::null_mut());
-    };
-    fopen_common(b"fopen", real, path, mode)
+macro_rules! fopen_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(path: *const c_char, mode: *const c_char) -> *mut FILE {
+            let Some(real) = real!($sym: FopenFn) else {
+                return missing(std::ptr::null_mut());
+            };
+            fopen_common(stringify!($sym).as_bytes(), real, path, mode)
+        }
+    )*};
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    let Some(real) = real!(fopen64: FopenFn) else {
-        return missing(std::ptr::null_mut());
-    };
-    fopen_common(b"fopen64", real, path, mode)
-}
+fopen_hook!(fopen, fopen64);
 
 #[no_mangle]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
@@ -301,3 +299,97 @@ pub unsafe extern "C" fn fflush(fp: *mut FILE) -> c_int {
     };
     on_file!("fflush", fp, real(fp), |ret| [ret: I(ret as i64)])
 }
+
+type FreopenFn = unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
+
+/// `freopen(path, mode, fp)`: the old stream is closed (forgotten); the new one is traced when
+/// `path` is (or, for a NULL path, a mode change, when the old one was).
+unsafe fn freopen_common(
+    name: &'static [u8],
+    real: FreopenFn,
+    path: *const c_char,
+    mode: *const c_char,
+    fp: *mut FILE,
+) -> *mut FILE {
+    if !stdio_on() {
+        return real(path, mode, fp);
+    }
+    let Some(mut busy) = enter() else {
+        return real(path, mode, fp);
+    };
+    let old = traced_file(fp);
+    // A path-less freopen keeps the stream's file: pin it before its entry goes.
+    let old_pin = old.and_then(|(i, _)| i.file.pin());
+    if let Some((_, fd)) = old {
+        FILES.remove(fd, fp as usize);
+    }
+    if !fp.is_null() && posix_on() {
+        // The old fd is closed inside libc.
+        FDS.set(fileno_unlocked(fp), None);
+    }
+    let resolved = if path.is_null() {
+        None
+    } else {
+        match busy.scratch() {
+            Some(bufs) => pre_resolve(libc::AT_FDCWD, path, &mut bufs[0]).map(|n| (bufs, n)),
+            None => None,
+        }
+    };
+    let file = match resolved {
+        Some((bufs, n)) => intern(&bufs[0][..n]),
+        None if path.is_null() => old_pin,
+        None => None,
+    };
+    let Some(file) = file else {
+        drop(busy);
+        return real(path, mode, fp);
+    };
+    let t0 = now();
+    let ret = real(path, mode, fp);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    guarded(|| {
+        let fd = if ret.is_null() {
+            -1
+        } else {
+            fileno_unlocked(ret)
+        };
+        if !ret.is_null() && posix_on() {
+            FDS.set(fd, file.handle().pin());
+        }
+        record(
+            STDIO,
+            name,
+            t0,
+            t1,
+            &[
+                Arg::new("mode", Value::Str(c_bytes(mode).unwrap_or(b""))),
+                Arg::int("fd", fd as i64),
+                Arg::new("fhash", Value::Path(file.path())),
+            ],
+        );
+        if !ret.is_null() {
+            FILES.insert(fd, ret as usize, file);
+        }
+    });
+    drop(busy);
+    ret
+}
+
+macro_rules! freopen_hook {
+    ($($sym:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(
+            path: *const c_char,
+            mode: *const c_char,
+            fp: *mut FILE,
+        ) -> *mut FILE {
+            let Some(real) = real!($sym: FreopenFn) else {
+                return missing(std::ptr::null_mut());
+            };
+            freopen_common(stringify!($sym).as_bytes(), real, path, mode, fp)
+        }
+    )*};
+}
+
+freopen_hook!(freopen, freopen64);

@@ -1,9 +1,8 @@
-//! Path calls beyond the open/stat/unlink/rename/mkdir families: `chdir`/`fchdir`, links,
-//! `readlink`, `remove`, permissions and owners, times, `truncate`, special files,
-//! `realpath`, `statvfs`, and `umask` (a process call: it names no file).
-//! Each path call is traced when its path (resolved against the cwd or its dirfd) is under a
-//! data dir; the fd variants when the fd is traced. Relative paths are resolved with the cwd
-//! of the moment, so they still resolve after a `chdir`.
+//! Links and file attributes by path or fd: `link`/`symlink` (+`at`), `readlink`, `remove`,
+//! permissions and owners, times, `truncate`, special files (`mkfifo`, `mknod`), `statvfs` and
+//! `realpath`. Each path call is traced when its path (resolved against the cwd or its dirfd)
+//! is under a data dir; the fd variants when the fd is traced. Relative paths are resolved with
+//! the cwd of the moment, so they still resolve after a `chdir`.
 //! Each `unsafe` forwards the caller's arguments unchanged to the real function of the same
 //! C signature.
 #![allow(clippy::undocumented_unsafe_blocks)]
@@ -13,114 +12,8 @@ use libc::{c_char, c_int, c_void, dev_t, gid_t, mode_t, off64_t, off_t, size_t, 
 use dftracer_core::{Arg, Value};
 
 use super::posix::rename_common;
-use super::{c_bytes, missing, process_events_on, POSIX};
-use crate::{enter, guarded, now, on_fd, on_path, real, record, SavedErrno};
-
-#[no_mangle]
-pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
-    let Some(real) = real!(chdir: unsafe extern "C" fn(*const c_char) -> c_int) else {
-        return missing(-1);
-    };
-    super::cwd::changing(|| {
-        on_path!(b"chdir", libc::AT_FDCWD, path, real(path), |ret| [
-            Arg::int("ret", ret as i64)
-        ])
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
-    let Some(real) = real!(fchdir: unsafe extern "C" fn(c_int) -> c_int) else {
-        return missing(-1);
-    };
-    super::cwd::changing(|| on_fd!("fchdir", fd, real(fd), |ret| [ret: I(ret as i64)]))
-}
-
-// Walkers that change directory inside libc (their `fchdir` calls are not hooked): the cwd
-// cache is off while they run (see `cwd`). Not traced themselves: their reads are.
-
-/// glibc's `FTW_CHDIR` and `FTS_NOCHDIR`.
-const FTW_CHDIR: c_int = 4;
-const FTS_NOCHDIR: c_int = 4;
-
-type NftwFn = unsafe extern "C" fn(*const c_char, *const c_void, c_int, c_int) -> c_int;
-
-#[no_mangle]
-pub unsafe extern "C" fn nftw(
-    path: *const c_char,
-    f: *const c_void,
-    fds: c_int,
-    flags: c_int,
-) -> c_int {
-    let Some(real) = real!(nftw: NftwFn) else {
-        return missing(-1);
-    };
-    super::cwd::walking(flags & FTW_CHDIR != 0, || real(path, f, fds, flags))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn nftw64(
-    path: *const c_char,
-    f: *const c_void,
-    fds: c_int,
-    flags: c_int,
-) -> c_int {
-    let Some(real) = real!(nftw64: NftwFn) else {
-        return missing(-1);
-    };
-    super::cwd::walking(flags & FTW_CHDIR != 0, || real(path, f, fds, flags))
-}
-
-type FtsOpen = unsafe extern "C" fn(*const *const c_char, c_int, *const c_void) -> *mut c_void;
-type FtsClose = unsafe extern "C" fn(*mut c_void) -> c_int;
-
-#[no_mangle]
-pub unsafe extern "C" fn fts_open(
-    argv: *const *const c_char,
-    options: c_int,
-    compar: *const c_void,
-) -> *mut c_void {
-    let Some(real) = real!(fts_open: FtsOpen) else {
-        return missing(std::ptr::null_mut());
-    };
-    let fts = real(argv, options, compar);
-    super::cwd::walk_opened(fts as usize, options & FTS_NOCHDIR == 0);
-    fts
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fts64_open(
-    argv: *const *const c_char,
-    options: c_int,
-    compar: *const c_void,
-) -> *mut c_void {
-    let Some(real) = real!(fts64_open: FtsOpen) else {
-        return missing(std::ptr::null_mut());
-    };
-    let fts = real(argv, options, compar);
-    super::cwd::walk_opened(fts as usize, options & FTS_NOCHDIR == 0);
-    fts
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fts_close(fts: *mut c_void) -> c_int {
-    let Some(real) = real!(fts_close: FtsClose) else {
-        return missing(-1);
-    };
-    let r = real(fts);
-    super::cwd::walk_closed(fts as usize);
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn fts64_close(fts: *mut c_void) -> c_int {
-    let Some(real) = real!(fts64_close: FtsClose) else {
-        return missing(-1);
-    };
-    let r = real(fts);
-    super::cwd::walk_closed(fts as usize);
-    r
-}
+use super::{c_bytes, missing};
+use crate::{on_fd, on_path, real};
 
 #[no_mangle]
 pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
@@ -405,35 +298,4 @@ pub unsafe extern "C" fn __realpath_chk(
         real(path, resolved, resolvedlen),
         |ret| [Arg::int("ret", if ret.is_null() { -1 } else { 0 })]
     )
-}
-
-/// `umask` changes a process attribute, not a file: recorded (`mask`, `ret` = the previous
-/// mask) under the process-call rule ([`process_events_on`]), never looked up as an fd.
-#[no_mangle]
-pub unsafe extern "C" fn umask(mask: mode_t) -> mode_t {
-    let Some(real) = real!(umask: unsafe extern "C" fn(mode_t) -> mode_t) else {
-        // umask cannot fail; with no libc umask there is nothing sane to return.
-        return 0o022;
-    };
-    if !process_events_on() {
-        return real(mask);
-    }
-    let Some(busy) = enter() else {
-        return real(mask);
-    };
-    let t0 = now();
-    let ret = real(mask);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        record(
-            POSIX,
-            b"umask",
-            t0,
-            t1,
-            &[Arg::int("mask", mask as i64), Arg::int("ret", ret as i64)],
-        )
-    });
-    drop(busy);
-    ret
 }

@@ -1,9 +1,9 @@
-//! More stdio: `freopen`, character and line I/O (`fgetc`, `getc`, `ungetc`, `fputc`, `putc`,
-//! `getline`, `getdelim`, `getw`, `putw`, and the `_unlocked` functions that programs built
-//! with gnulib's unlocked-io call), formatted I/O (`fprintf`, `vfprintf`, `fscanf`, `vfscanf`
-//! and their `_FORTIFY_SOURCE`/C99 names), positions (`fgetpos`, `fsetpos`, `rewind`), state
-//! (`clearerr`, `feof`, `ferror`, `setvbuf`, `fileno`), and `popen`/`pclose` (process calls:
-//! the stream is a pipe, not a file).
+//! Character, line and formatted stream I/O, and the stream calls around them: character and
+//! line I/O (`fgetc`, `getc`, `ungetc`, `fputc`, `putc`, `getline`, `getdelim`, `getw`, `putw`,
+//! and the `_unlocked` functions that programs built with gnulib's unlocked-io call), formatted
+//! I/O (`fprintf`, `vfprintf`, `fscanf`, `vfscanf` and their `_FORTIFY_SOURCE`/C99 names),
+//! positions (`fgetpos`, `fsetpos`, `rewind`) and state (`clearerr`, `feof`, `ferror`,
+//! `setvbuf`, `fileno`).
 //!
 //! `fprintf`, `__fprintf_chk`, `fscanf` and `__isoc99_fscanf` are C-variadic, which stable Rust
 //! cannot define: on x86_64 each is a naked trampoline that stores the six integer and eight
@@ -18,113 +18,8 @@
 
 use libc::{c_char, c_int, c_void, size_t, ssize_t, FILE};
 
-use dftracer_core::{Arg, Value};
-
-use super::{c_bytes, fileno_unlocked, missing, pre_resolve, process_events_on, traced_file};
-use super::{POSIX, STDIO};
-use crate::table::intern;
-use crate::{enter, guarded, now, on_file, posix_on, real, record, stdio_on, SavedErrno};
-use crate::{FDS, FILES};
-
-type FreopenFn = unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE;
-
-/// `freopen(path, mode, fp)`: the old stream is closed (forgotten); the new one is traced when
-/// `path` is (or, for a NULL path, a mode change, when the old one was).
-unsafe fn freopen_common(
-    name: &'static [u8],
-    real: FreopenFn,
-    path: *const c_char,
-    mode: *const c_char,
-    fp: *mut FILE,
-) -> *mut FILE {
-    if !stdio_on() {
-        return real(path, mode, fp);
-    }
-    let Some(mut busy) = enter() else {
-        return real(path, mode, fp);
-    };
-    let old = traced_file(fp);
-    // A path-less freopen keeps the stream's file: pin it before its entry goes.
-    let old_pin = old.and_then(|(i, _)| i.file.pin());
-    if let Some((_, fd)) = old {
-        FILES.remove(fd, fp as usize);
-    }
-    if !fp.is_null() && posix_on() {
-        // The old fd is closed inside libc.
-        FDS.set(fileno_unlocked(fp), None);
-    }
-    let resolved = if path.is_null() {
-        None
-    } else {
-        match busy.scratch() {
-            Some(bufs) => pre_resolve(libc::AT_FDCWD, path, &mut bufs[0]).map(|n| (bufs, n)),
-            None => None,
-        }
-    };
-    let file = match resolved {
-        Some((bufs, n)) => intern(&bufs[0][..n]),
-        None if path.is_null() => old_pin,
-        None => None,
-    };
-    let Some(file) = file else {
-        drop(busy);
-        return real(path, mode, fp);
-    };
-    let t0 = now();
-    let ret = real(path, mode, fp);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        let fd = if ret.is_null() {
-            -1
-        } else {
-            fileno_unlocked(ret)
-        };
-        if !ret.is_null() && posix_on() {
-            FDS.set(fd, file.handle().pin());
-        }
-        record(
-            STDIO,
-            name,
-            t0,
-            t1,
-            &[
-                Arg::new("mode", Value::Str(c_bytes(mode).unwrap_or(b""))),
-                Arg::int("fd", fd as i64),
-                Arg::new("fhash", Value::Path(file.path())),
-            ],
-        );
-        if !ret.is_null() {
-            FILES.insert(fd, ret as usize, file);
-        }
-    });
-    drop(busy);
-    ret
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn freopen(
-    path: *const c_char,
-    mode: *const c_char,
-    fp: *mut FILE,
-) -> *mut FILE {
-    let Some(real) = real!(freopen: FreopenFn) else {
-        return missing(std::ptr::null_mut());
-    };
-    freopen_common(b"freopen", real, path, mode, fp)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn freopen64(
-    path: *const c_char,
-    mode: *const c_char,
-    fp: *mut FILE,
-) -> *mut FILE {
-    let Some(real) = real!(freopen64: FreopenFn) else {
-        return missing(std::ptr::null_mut());
-    };
-    freopen_common(b"freopen64", real, path, mode, fp)
-}
+use super::{c_bytes, missing};
+use crate::{on_file, real};
 
 /// `f(fp) -> int` calls: `name` is the event name.
 macro_rules! file_int {
@@ -419,73 +314,3 @@ va_trampoline!(__fprintf_chk, 3, variadic::fprintf_chk_imp);
 va_trampoline!(fscanf, 2, variadic::fscanf_imp);
 #[cfg(target_arch = "x86_64")]
 va_trampoline!(__isoc99_fscanf, 2, variadic::isoc99_fscanf_imp);
-
-// ---------------------------------------------------------------- popen, pclose
-
-/// `popen(command, mode)`: a process call (the stream is a pipe to a shell child, which
-/// traces itself); records `command`, `mode` and the stream's fd (`ret`, -1 on failure).
-#[no_mangle]
-pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE {
-    let Some(real) = real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)
-    else {
-        return missing(std::ptr::null_mut());
-    };
-    if !process_events_on() {
-        return real(command, mode);
-    }
-    let Some(busy) = enter() else {
-        return real(command, mode);
-    };
-    let t0 = now();
-    let fp = real(command, mode);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        let fd = if fp.is_null() {
-            -1
-        } else {
-            fileno_unlocked(fp)
-        };
-        record(
-            POSIX,
-            b"popen",
-            t0,
-            t1,
-            &[
-                Arg::new("command", Value::Str(c_bytes(command).unwrap_or(b""))),
-                Arg::new("mode", Value::Str(c_bytes(mode).unwrap_or(b""))),
-                Arg::int("ret", fd as i64),
-            ],
-        )
-    });
-    drop(busy);
-    fp
-}
-
-/// `pclose(fp)`: waits for the `popen` child; records its status (`ret`).
-#[no_mangle]
-pub unsafe extern "C" fn pclose(fp: *mut FILE) -> c_int {
-    let Some(real) = real!(pclose: unsafe extern "C" fn(*mut FILE) -> c_int) else {
-        return missing(-1);
-    };
-    if fp.is_null() || !process_events_on() {
-        return real(fp);
-    }
-    let Some(busy) = enter() else { return real(fp) };
-    let fd = fileno_unlocked(fp);
-    let t0 = now();
-    let ret = real(fp);
-    let _errno = SavedErrno::new();
-    let t1 = now();
-    guarded(|| {
-        record(
-            POSIX,
-            b"pclose",
-            t0,
-            t1,
-            &[Arg::int("fd", fd as i64), Arg::int("ret", ret as i64)],
-        )
-    });
-    drop(busy);
-    ret
-}
