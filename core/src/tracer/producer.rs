@@ -1,6 +1,16 @@
-//! The producer side: the hot path that pushes records into this thread's ring.
+//! The producer side: the hot path that pushes records into this thread's ring. A full ring
+//! goes to the writer through one door ([`writer::hand_over`]), an orphan's record through
+//! another ([`writer::encode_orphan`]).
 
-use super::*;
+use super::{is_finalized, shared, writer, Section, PHASE, PHASE_RUNNING, STATE, UNIT};
+use crate::config::TimeMetric;
+use crate::event::{Layer, Pending};
+use crate::ring::Ring;
+use crate::sys;
+use std::cell::Cell;
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Everything the hot path needs of this thread, in one thread-local without a destructor:
 /// one TLS access per event (the preload library is a cdylib, so every distinct Rust
@@ -128,7 +138,7 @@ pub fn is_enabled() -> bool {
 pub fn now() -> u64 {
     // After finalize the clock goes on (callers still compute durations: pydftracer's
     // wrappers around a function that finalized); before any start it reads 0.
-    if !is_enabled() && !super::is_finalized() {
+    if !is_enabled() && !is_finalized() {
         return 0;
     }
     crate::clock::now_in(unit())
@@ -365,12 +375,7 @@ fn record_orphan(p: &Pending) {
     // SAFETY: `words` owns at least `len` initialised bytes; u8 has no alignment needs.
     let bytes = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) };
     p.write(bytes);
-    let _s = Section::new();
-    let mut w = sh.writer.lock();
-    // SAFETY: `bytes` was just written by `Pending::write` in this process.
-    if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
-        sh.encode(&mut w, sh.tid_of(sys::gettid()), &rec);
-    }
+    writer::encode_orphan(sh, bytes);
 }
 
 #[cold]
@@ -393,7 +398,7 @@ fn attach(l: &Local, s: u64) -> *const Ring {
         sh.rings.lock().push(ring.clone());
         l.ring.set(Arc::into_raw(ring));
     }
-    sh.ensure_writer();
+    writer::ensure_thread(sh);
     l.gen.set(s);
     l.ring.get()
 }
@@ -409,11 +414,7 @@ fn ring_full(ring: &Ring, p: &Pending, len: usize) {
     // writer cuts members), then retry, up to 8 chunks (more than any record needs).
     let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for _ in 0..8 {
-            {
-                let _s = Section::new();
-                let mut w = sh.writer.lock();
-                sh.drain_ring(&mut w, ring, DRAIN_CHUNK.min(ring.capacity() / 4), false);
-            }
+            writer::hand_over(sh, ring);
             if ring.push(len, |buf| p.write(buf)) {
                 return true;
             }
@@ -431,8 +432,8 @@ fn ring_full(ring: &Ring, p: &Pending, len: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::event::{Layer, Schema, Slot};
+    use super::{write_static, STATIC_FIXED};
+    use crate::event::{Layer, Pending, Schema, Slot};
 
     static SCHEMA: Schema = Schema::new(
         Layer::LibcIo,
