@@ -622,7 +622,7 @@ impl<'a> StaticRecord<'a> {
     }
 }
 
-/// What a static record's line is rendered from ([`crate::json::complete_static`]).
+/// What a static record's line is rendered from ([`crate::format::Encoder::complete_static`]).
 #[derive(Clone, Copy)]
 pub struct StaticView<'a> {
     pub schema: &'static Schema,

@@ -45,12 +45,12 @@ pub mod event;
 pub mod files;
 pub mod filter;
 #[doc(hidden)]
+pub mod format;
+#[doc(hidden)]
 pub mod gzip;
 #[doc(hidden)]
 pub mod hash;
 mod intern;
-#[doc(hidden)]
-pub mod json;
 #[doc(hidden)]
 pub mod ring;
 pub mod rules;

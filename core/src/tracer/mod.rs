@@ -18,9 +18,9 @@
 
 use crate::aggregate::Aggregator;
 use crate::config::{self, Config, Selection};
+use crate::format::Encoder;
 use crate::gzip::GzipWriter;
 use crate::hash::{hash16, hash_str};
-use crate::json::Ctx;
 use crate::ring::Ring;
 use crate::sink::{self, Origin, Sink};
 use crate::sys;
@@ -86,12 +86,8 @@ static EARLY_USED: Mutex<Vec<String>> = parking_lot::const_mutex(Vec::new());
 /// Threads named ([`name_thread`]) before the tracer started.
 static EARLY_THREAD_NAMES: Mutex<Vec<(u32, String)>> = parking_lot::const_mutex(Vec::new());
 
-/// A value of `end.args.app`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum AppValue {
-    Int(i64),
-    Str(String),
-}
+/// A value of `end.args.app` (the format's).
+pub use crate::format::AppValue;
 
 /// Why [`init`] did not start tracing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,7 +157,6 @@ struct Shared {
     /// when the start had none): what child processes inherit.
     data_dirs: Mutex<Option<String>>,
     host: String,
-    hhash: String,
     file_hash: String,
     pid: u32,
     ppid: u32,
@@ -292,8 +287,9 @@ impl Shared {
             a.rank = rank;
             a
         });
+        let hhash = hash_str(&hash16(host.as_bytes())).to_string();
+        let writer = Writer::new(&cfg, Encoder::new(pid, &hhash, cfg.metadata), agg);
         Shared {
-            hhash: hash_str(&hash16(host.as_bytes())).to_string(),
             host,
             file_hash,
             pid,
@@ -305,7 +301,7 @@ impl Shared {
             start_ts: crate::clock::now_in(cfg.time_metric),
             date: sys::asctime_now(),
             rings: Mutex::new(Vec::new()),
-            writer: Mutex::new(Writer::new(&cfg, agg)),
+            writer: Mutex::new(writer),
             output: Mutex::new(Output::new(gz)),
             wake: sys::Wake::new(),
             // A fork child copies its parent's list (rebuild_after_fork); the service is not a
@@ -344,14 +340,6 @@ impl Shared {
             ring_tid
         } else {
             0
-        }
-    }
-
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            pid: self.pid,
-            hhash: &self.hhash,
-            metadata: self.cfg.metadata,
         }
     }
 

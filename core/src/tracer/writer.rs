@@ -3,9 +3,7 @@
 //! crate docs for the thread model). Producers reach it through two doors: [`hand_over`] (a
 //! full ring) and [`encode_orphan`] (a thread whose ring is gone).
 
-use super::{
-    shared, AppValue, InternalGuard, Section, Shared, INTERNAL, PHASE, PHASE_DONE, PHASE_RUNNING,
-};
+use super::{shared, InternalGuard, Section, Shared, INTERNAL, PHASE, PHASE_DONE, PHASE_RUNNING};
 use crate::aggregate::Aggregator;
 use crate::config::Config;
 use crate::event::{
@@ -13,8 +11,8 @@ use crate::event::{
     KIND_META, KIND_STATIC, MAX_RECORD,
 };
 use crate::files::{self, PathTable, PATHS_CAP};
+use crate::format::{Encoder, End, Header, Line};
 use crate::hash::hash16;
-use crate::json::{self, Ctx};
 use crate::ring::Ring;
 use crate::sys;
 use parking_lot::MutexGuard;
@@ -45,8 +43,8 @@ pub(super) struct Writer {
     /// waits to see consumed.
     pass: u64,
     pass_targets: Vec<(Arc<Ring>, usize)>,
-    /// Rendered constant middles of lines.
-    cache: json::PrefixCache,
+    /// The file's encoder (with its caches of rendered line text).
+    enc: Encoder,
     /// `drain_all`'s copy of the ring list, kept to reuse its allocation.
     rings_scratch: Vec<Arc<Ring>>,
     used: [bool; Layer::ALL.len()],
@@ -98,7 +96,7 @@ fn agg_width(sh: &Shared) -> u64 {
 }
 
 impl Writer {
-    pub(super) fn new(cfg: &Config, agg: Option<Aggregator>) -> Writer {
+    pub(super) fn new(cfg: &Config, enc: Encoder, agg: Option<Aggregator>) -> Writer {
         let json_cap = cfg.write_buffer_size.clamp(64 * 1024, 16 * 1024 * 1024);
         Writer {
             // Both buffers at full size from the start (pages are touched only as they
@@ -113,7 +111,7 @@ impl Writer {
             paths: PathTable::new(PATHS_CAP),
             pass: 0,
             pass_targets: Vec::new(),
-            cache: json::PrefixCache::default(),
+            enc,
             rings_scratch: Vec::new(),
             used: [false; Layer::ALL.len()],
             events: 0,
@@ -194,11 +192,9 @@ impl Writer {
             return;
         }
         let names = std::mem::take(&mut *sh.thread_names.lock());
-        let ctx = sh.ctx();
         for (tid, name) in &names {
-            json::meta_str(
+            self.enc.meta_str(
                 &mut self.json,
-                &ctx,
                 sh.tid_of(*tid),
                 "thread_name",
                 name.as_bytes(),
@@ -223,7 +219,6 @@ impl Writer {
         ring.clear_wake();
         let tid = sh.tid_of(ring.tid.load(Ordering::Relaxed));
         let threshold = sh.cfg.write_buffer_size.max(1);
-        let ctx = sh.ctx();
         let mut cut = false;
         let wr: &mut Writer = w;
         // Static records (most) skip building a `Record`, unless aggregation may want them.
@@ -235,7 +230,7 @@ impl Writer {
                 // data).
                 #[allow(unsafe_code)]
                 if let Some(rec) = unsafe { StaticRecord::decode(bytes) } {
-                    wr.encode_static(sh, &ctx, tid, &rec.view());
+                    wr.encode_static(sh, tid, &rec.view());
                 }
             } else {
                 wr.encode_bytes(sh, tid, bytes);
@@ -279,9 +274,8 @@ impl Writer {
 
     /// Writes the aggregation buckets that closed at least one interval ago (all: `all`).
     fn flush_buckets(&mut self, sh: &Shared, all: bool) {
-        let ctx = sh.ctx();
         let width = agg_width(sh);
-        let Writer { agg, json, .. } = self;
+        let Writer { agg, json, enc, .. } = self;
         if let Some(agg) = agg.as_mut() {
             let before = if all {
                 u64::MAX
@@ -289,7 +283,7 @@ impl Writer {
                 let now = crate::clock::now_in(sh.cfg.time_metric);
                 (now - now % width).saturating_sub(width)
             };
-            agg.flush(json, &ctx, before);
+            agg.flush(json, enc, before);
         }
     }
 
@@ -303,10 +297,9 @@ impl Writer {
         }
     }
 
-    /// Encodes a static record (aggregation already declined it, or is off), with the file's
-    /// context built by the caller.
+    /// Encodes a static record (aggregation already declined it, or is off).
     #[inline(always)]
-    fn encode_static(&mut self, sh: &Shared, ctx: &Ctx, tid: u32, rec: &StaticView) {
+    fn encode_static(&mut self, sh: &Shared, tid: u32, rec: &StaticView) {
         if !self.header_done {
             self.header(sh);
         }
@@ -319,9 +312,8 @@ impl Writer {
                 let mark = match self.paths.mark_for(f.path()) {
                     Some(m) => m,
                     None => {
-                        json::meta(
+                        self.enc.meta(
                             &mut self.json,
-                            ctx,
                             tid,
                             1,
                             &plain("FH"),
@@ -340,21 +332,31 @@ impl Writer {
                 fh.store(mark, Ordering::Relaxed);
             }
         }
-        let Writer {
-            json, cache, hints, ..
-        } = self;
-        let start = json.len();
+        let start = self.json.len();
         let at = self.stream_pos + start as u64;
-        let prev = json::complete_static_at(json, cache, ctx, self.next_id, tid, rec, at);
+        let line = Line {
+            id: self.next_id,
+            tid,
+            at,
+        };
+        let prev = self.enc.complete_static(&mut self.json, line, rec);
+        self.complete_done(start, at, prev, rec.layer as usize);
+    }
+
+    /// After a complete event's line (from `start` in `json`, at stream position `at`): its
+    /// line hint when the encoder named the previous line of its kind (`prev`, 0: none), the
+    /// next id, the counts.
+    #[inline(always)]
+    fn complete_done(&mut self, start: usize, at: u64, prev: u64, layer: usize) {
         if let Some(h) = crate::deflate::hint(start, at.wrapping_sub(prev) as usize) {
             if prev != 0 {
-                hints.push(h);
+                self.hints.push(h);
             }
         }
         self.next_id += 1;
         self.events += 1;
         self.pending_events += 1;
-        self.used[rec.layer as usize] = true;
+        self.used[layer] = true;
     }
 
     fn encode(&mut self, sh: &Shared, tid: u32, rec: &Record) {
@@ -369,18 +371,16 @@ impl Writer {
             }
         }
         if let Some(v) = rec.static_view() {
-            return self.encode_static(sh, &sh.ctx(), tid, &v);
+            return self.encode_static(sh, tid, &v);
         }
-        let ctx = sh.ctx();
         if sh.cfg.metadata && rec.has_path {
             // FH records precede the first event that names a file.
             for (_, v) in rec.args() {
                 if let ArgValue::Path(t) = v {
                     if !self.paths.contains_key(t.bytes) {
                         let h = hash16(t.bytes);
-                        json::meta(
+                        self.enc.meta(
                             &mut self.json,
-                            &ctx,
                             tid,
                             1,
                             &plain("FH"),
@@ -401,35 +401,22 @@ impl Writer {
             KIND_COMPLETE => {
                 let start = self.json.len();
                 let at = self.stream_pos + start as u64;
-                let prev = json::complete_cached_at(
-                    &mut self.json,
-                    Some(&mut self.cache),
-                    &ctx,
-                    self.next_id,
+                let line = Line {
+                    id: self.next_id,
                     tid,
-                    rec,
-                    &mut hash_of,
                     at,
-                );
-                if let Some(h) = crate::deflate::hint(start, at.wrapping_sub(prev) as usize) {
-                    if prev != 0 {
-                        self.hints.push(h);
-                    }
-                }
-                self.next_id += 1;
-                self.events += 1;
-                self.pending_events += 1;
-                self.used[rec.layer as usize] = true;
+                };
+                let prev = self.enc.complete(&mut self.json, line, rec, &mut hash_of);
+                self.complete_done(start, at, prev, rec.layer as usize);
             }
             KIND_COUNTER => {
-                json::counter(&mut self.json, &ctx, tid, rec, &mut hash_of);
+                self.enc.counter(&mut self.json, tid, rec, &mut hash_of);
                 self.pending_events += 1;
                 self.used[rec.layer as usize] = true;
             }
             KIND_META => {
-                json::meta(
+                self.enc.meta(
                     &mut self.json,
-                    &ctx,
                     tid,
                     rec.layer as u8,
                     &rec.name,
@@ -475,61 +462,25 @@ impl Writer {
     /// The file's header records (HH, thread_name, CM, FH/SH) and its `start` record.
     fn header(&mut self, sh: &Shared) {
         self.header_done = true;
-        let ctx = sh.ctx();
-        let out = &mut self.json;
-        let tid = sh.pid;
-        json::meta_str(
-            out,
-            &ctx,
-            tid,
-            "HH",
-            sh.host.as_bytes(),
-            sh.hhash.as_bytes(),
-        );
-        json::meta_str(
-            out,
-            &ctx,
-            tid,
-            "thread_name",
-            sh.pid.to_string().as_bytes(),
-            b"thread_name",
-        );
-        json::meta_str(
-            out,
-            &ctx,
-            tid,
-            "CM",
-            b"time_metric",
-            sh.cfg.time_metric.as_str().as_bytes(),
-        );
-        let cwd_h = hash16(sh.cwd.as_bytes());
-        let cmd_h = hash16(sh.cmd.as_bytes());
-        let exec_h = hash16(sh.exec.as_bytes());
+        let h = Header {
+            pid: sh.pid,
+            host: &sh.host,
+            time_metric: sh.cfg.time_metric.as_str(),
+            cwd: &sh.cwd,
+            cmd: &sh.cmd,
+            exec: &sh.exec,
+            cwd_hash: hash16(sh.cwd.as_bytes()),
+            cmd_hash: hash16(sh.cmd.as_bytes()),
+            exec_hash: hash16(sh.exec.as_bytes()),
+            tid: sh.tid_of(sh.init_tid),
+            ts: sh.start_ts,
+            ppid: sh.ppid,
+            date: &sh.date,
+        };
+        self.enc.header(&mut self.json, &h);
         if sh.cfg.metadata {
-            json::meta_str(out, &ctx, tid, "FH", sh.cwd.as_bytes(), &cwd_h);
-            json::meta_str(out, &ctx, tid, "SH", sh.cmd.as_bytes(), &cmd_h);
-            json::meta_str(out, &ctx, tid, "SH", sh.exec.as_bytes(), &exec_h);
-            self.paths.insert(sh.cwd.as_bytes().into(), cwd_h);
+            self.paths.insert(sh.cwd.as_bytes().into(), h.cwd_hash);
         }
-        json::lifecycle_head(out, &ctx, 1, sh.tid_of(sh.init_tid), "start", sh.start_ts);
-        if sh.cfg.metadata {
-            out.extend_from_slice(b",\"args\":{\"hhash\":\"");
-            out.extend_from_slice(sh.hhash.as_bytes());
-            out.extend_from_slice(b"\",\"ppid\":");
-            json::write_u64(out, sh.ppid as u64);
-            out.extend_from_slice(b",\"cmd_hash\":");
-            json::hash_value(out, &cmd_h);
-            out.extend_from_slice(b",\"exec_hash\":");
-            json::hash_value(out, &exec_h);
-            out.extend_from_slice(b",\"version\":20003,\"implementation\":\"dftracer-rs ");
-            out.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
-            out.extend_from_slice(b"\",\"date\":");
-            json::write_str(out, sh.date.as_bytes(), sh.date.len());
-            out.extend_from_slice(b",\"cwd\":");
-            json::hash_value(out, &cwd_h);
-            out.push(b'}');
-        }
-        out.extend_from_slice(b"}\n");
         self.next_id = 2;
     }
 
@@ -539,133 +490,35 @@ impl Writer {
             return;
         }
         self.ended = true;
-        let ctx = sh.ctx();
-        let id = self.next_id;
-        let used = self.used;
-        let agg_folded = self.agg.as_ref().map(|a| a.folded);
-        let out = &mut self.json;
-        json::lifecycle_head(
-            out,
-            &ctx,
-            id,
-            sys::gettid(),
-            "end",
-            crate::clock::now_in(sh.cfg.time_metric),
-        );
-        if sh.cfg.metadata {
-            out.extend_from_slice(b",\"args\":{\"hhash\":\"");
-            out.extend_from_slice(sh.hhash.as_bytes());
-            out.extend_from_slice(b"\",\"app\":{");
-            for (i, (k, v)) in sh.app.lock().iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                json::write_str(out, k.as_bytes(), k.len());
-                out.push(b':');
-                match v {
-                    AppValue::Int(n) => json::write_i64(out, *n),
-                    AppValue::Str(s) => json::write_str(out, s.as_bytes(), s.len()),
-                }
-            }
-            out.extend_from_slice(b"},\"used\":{");
-            let mut first = true;
-            let mut sep = |out: &mut Vec<u8>| {
-                if !first {
-                    out.push(b',');
-                }
-                first = false;
-            };
-            for layer in Layer::ALL {
-                if used[layer as usize] {
-                    sep(out);
-                    json::write_str(out, layer.name().as_bytes(), layer.name().len());
-                    out.extend_from_slice(b":1");
-                }
-            }
-            for name in sh.used_names.lock().iter() {
-                // `mark_used("C_APP")` of a layer that also recorded events: one key.
-                let is_layer = |l: &Layer| used[*l as usize] && l.name() == name.as_str();
-                if Layer::ALL.iter().any(is_layer) {
-                    continue;
-                }
-                sep(out);
-                json::write_str(out, name.as_bytes(), name.len());
-                out.extend_from_slice(b":1");
-            }
-            out.extend_from_slice(b"},\"cfg\":{");
-            let c = &sh.cfg;
-            let b = |v: bool| if v { "1" } else { "0" };
-            let (log_file, lost) = {
-                let o = sh.output.lock();
-                let path = o
-                    .open_path()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| sh.expected_path());
-                (path, o.lost())
-            };
-            let fields: [(&str, String); 22] = [
-                ("enable", b(c.enable).into()),
-                ("metadata", b(c.metadata).into()),
-                ("core_affinity", b(c.core_affinity).into()),
-                ("time_metric", format!("\"{}\"", c.time_metric.as_str())),
-                ("io", b(c.io).into()),
-                ("posix", b(c.posix).into()),
-                ("stdio", b(c.stdio).into()),
-                ("compression", b(c.compression).into()),
-                (
-                    "trace_all_files",
-                    b(c.data_dirs.as_deref() == Some("all")).into(),
-                ),
-                ("tids", b(c.tids).into()),
-                ("bind_signals", b(c.bind_signals).into()),
-                ("write_buffer_size", c.write_buffer_size.to_string()),
-                ("trace_interval_ms", c.trace_interval_ms.to_string()),
-                ("libuv_thread_count", c.libuv_threads.to_string()),
-                // What was done: off when a bad rules file turned it off.
-                ("aggregation_enable", b(agg_folded.is_some()).into()),
-                ("aggregation_type", format!("\"{}\"", c.aggregation_type)),
-                ("bind", b(sh.bind.load(Ordering::Relaxed)).into()),
-                ("flush_interval_ms", c.flush_interval_ms.to_string()),
-                ("ring_size", c.ring_size.to_string()),
-                ("drop_when_full", b(c.drop_when_full).into()),
-                ("tsc", b(crate::clock::tsc_in_use()).into()),
-                ("compression_level", c.compression_level.to_string()),
-            ];
-            for (k, v) in fields {
-                out.push(b'"');
-                out.extend_from_slice(k.as_bytes());
-                out.extend_from_slice(b"\":");
-                out.extend_from_slice(v.as_bytes());
-                out.push(b',');
-            }
-            if agg_folded.is_some() && c.aggregation_type == "SELECTIVE" {
-                // The rules in force: a file, or "" for the default (every event).
-                let f = c.aggregation_file.as_deref().unwrap_or("");
-                out.extend_from_slice(b"\"aggregation_file\":");
-                json::write_str(out, f.as_bytes(), f.len());
-                out.push(b',');
-            }
-            out.extend_from_slice(b"\"log_file\":");
-            json::write_str(out, log_file.as_bytes(), log_file.len());
-            out.extend_from_slice(b"},\"build\":{\"mpi\":0,\"hdf5\":0,\"hip\":0,\"cuda\":0,\"finstrument\":0,\"variorum\":0},\"dropped\":");
-            json::write_u64(out, sh.dropped.load(Ordering::Relaxed));
-            out.extend_from_slice(b",\"lost\":");
-            json::write_u64(out, lost);
-            let sig = sh.signal.load(Ordering::Acquire);
-            if sig != 0 {
-                // The trace was finished because the process was dying by this signal.
-                out.extend_from_slice(b",\"signal\":");
-                json::write_u64(out, sig as u64);
-            }
-            if let Some(a) = &agg_folded {
-                out.extend_from_slice(b",\"aggregated\":");
-                json::write_u64(out, *a);
-            }
-            out.extend_from_slice(b",\"num_events\":");
-            json::write_u64(out, id - 1);
-            out.push(b'}');
-        }
-        out.extend_from_slice(b"}\n");
+        let tid = sys::gettid();
+        let ts = crate::clock::now_in(sh.cfg.time_metric);
+        let (log_file, lost) = {
+            let o = sh.output.lock();
+            let path = o
+                .open_path()
+                .map(str::to_string)
+                .unwrap_or_else(|| sh.expected_path());
+            (path, o.lost())
+        };
+        let app = sh.app.lock();
+        let used_names = sh.used_names.lock();
+        let e = End {
+            id: self.next_id,
+            tid,
+            ts,
+            app: &app,
+            used: &self.used,
+            used_names: &used_names,
+            cfg: &sh.cfg,
+            aggregated: self.agg.as_ref().map(|a| a.folded),
+            bind: sh.bind.load(Ordering::Relaxed),
+            tsc: crate::clock::tsc_in_use(),
+            log_file: &log_file,
+            dropped: sh.dropped.load(Ordering::Relaxed),
+            lost,
+            signal: sh.signal.load(Ordering::Acquire),
+        };
+        self.enc.end(&mut self.json, &e);
     }
 }
 
