@@ -10,8 +10,8 @@
 //!
 //! Runs on the writer (off the hot path); memory is one entry per live key and bucket.
 
-use crate::event::{ArgValue, Record};
 use crate::format::{Bucket, Encoder, Num};
+use crate::record::{ArgValue, Record};
 use std::collections::HashMap;
 
 #[derive(Debug)]
@@ -216,7 +216,8 @@ impl Aggregator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Arg, Layer, Pending, Value};
+    use crate::event::{Arg, Layer, Value};
+    use crate::record::Pending;
 
     fn rec_bytes(name: &[u8], ts: u64, dur: u64, args: &[Arg]) -> Vec<u8> {
         let p = Pending::Complete {

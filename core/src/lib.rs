@@ -52,6 +52,8 @@ pub mod gzip;
 pub mod hash;
 mod intern;
 #[doc(hidden)]
+pub mod record;
+#[doc(hidden)]
 pub mod ring;
 pub mod rules;
 pub mod signals;

@@ -11,13 +11,11 @@
 //! committed corpus and the regression tests.
 
 use dftracer_core::config::{self, Config, KNOBS, MAX_RING_SIZE, MIN_RING_SIZE};
-use dftracer_core::event::{
-    self, Arg, Layer, Pending, Record, Value, KIND_COMPLETE, KIND_COUNTER, KIND_META, MAX_ARGS,
-    MAX_KEY, MAX_RECORD, MAX_STR,
-};
+use dftracer_core::event::{self, Arg, Layer, Value, MAX_ARGS, MAX_KEY, MAX_STR};
+use dftracer_core::format::{self, Encoder, Line};
 use dftracer_core::gzip::GzipWriter;
 use dftracer_core::hash::{hash16, hash_str};
-use dftracer_core::format::{self, Encoder, Line};
+use dftracer_core::record::{Pending, Record, KIND_COMPLETE, KIND_COUNTER, KIND_META, MAX_RECORD};
 use dftracer_core::ring::Ring;
 use std::collections::{HashMap, VecDeque};
 use std::io::Read;
@@ -834,7 +832,16 @@ pub fn record_decode(data: &[u8]) {
     let mut out = Vec::new();
     let mut hash_of = |b: &[u8]| hash16(b);
     match rec.kind {
-        KIND_COMPLETE => enc.complete_uncached(&mut out, Line { id: 1, tid: 2, at: 0 }, &rec, &mut hash_of),
+        KIND_COMPLETE => enc.complete_uncached(
+            &mut out,
+            Line {
+                id: 1,
+                tid: 2,
+                at: 0,
+            },
+            &rec,
+            &mut hash_of,
+        ),
         KIND_COUNTER => enc.counter(&mut out, 2, &rec, &mut hash_of),
         KIND_META => enc.meta(
             &mut out,

@@ -5,7 +5,8 @@
 use super::cursor::{HighDigits, IdText, COPY_PAD, NUM_MAX};
 use super::escape::Out;
 use super::Ctx;
-use crate::event::{Record, Schema, Text};
+use crate::event::Schema;
+use crate::record::{Record, Text};
 
 /// Rendered constant text of lines, in small tables owned by the writer: per (schema, tid,
 /// file or not) a [`Template`] of a static record's whole line but its numbers and file hash

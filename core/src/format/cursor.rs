@@ -4,7 +4,8 @@
 //! is here.
 
 use super::escape::{escape_into, Out};
-use crate::event::{Slot, Text};
+use crate::event::Slot;
+use crate::record::Text;
 
 impl Out for Put<'_> {
     #[inline]

@@ -3,7 +3,7 @@
 //! [`super::cursor`]).
 
 use super::Ctx;
-use crate::event::Text;
+use crate::record::Text;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 

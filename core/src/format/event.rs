@@ -7,8 +7,8 @@ use super::cursor::{
 };
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
-use crate::event::{ArgValue, Record, StaticView};
 use crate::hash::Hash16;
+use crate::record::{ArgValue, Record, StaticView};
 
 /// Writes user args after `hhash` (which is already open). Path args are written as the hash
 /// `hash_of` gives.

@@ -22,8 +22,8 @@ mod records;
 #[cfg(test)]
 mod tests;
 
-use crate::event::{Record, StaticView, Text};
 use crate::hash::Hash16;
+use crate::record::{Record, StaticView, Text};
 pub use cache::PrefixCache;
 pub use escape::{write_f64, write_i64, write_str, write_u64};
 pub use records::{AppValue, Bucket, End, Header, Num, VERSION};

@@ -5,8 +5,9 @@
 use super::escape::{hhash_open, kv_u64, text, write_f64, write_i64, write_str, write_u64};
 use super::Ctx;
 use crate::config::Config;
-use crate::event::{Layer, Text};
+use crate::event::Layer;
 use crate::hash::{hash_str, Hash16};
+use crate::record::Text;
 
 /// `start.args.version`: the version of the format the reference's readers check.
 pub const VERSION: u32 = 20003;

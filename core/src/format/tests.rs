@@ -4,8 +4,9 @@
 use super::cache::PrefixCache;
 use super::event::{self, complete_vec};
 use super::{records, write_str, Ctx, Line};
-use crate::event::{Schema, Slot, StaticView};
+use crate::event::{Schema, Slot};
 use crate::hash::Hash16;
+use crate::record::StaticView;
 
 // The call shapes of the tests: an uncached or cached complete line, a static line, with or
 // without its stream position.
@@ -73,7 +74,8 @@ fn meta_str(out: &mut Vec<u8>, ctx: &Ctx, tid: u32, name: &str, k: &[u8], v: &[u
     records::meta_str(out, ctx, tid, name, k, v);
 }
 
-use crate::event::{Arg, Layer, Pending, Record, Value};
+use crate::event::{Arg, Layer, Value};
+use crate::record::{Pending, Record};
 
 fn enc(bytes: &[u8]) -> String {
     let mut out = Vec::new();
@@ -87,7 +89,8 @@ fn enc(bytes: &[u8]) -> String {
 /// ten, extremes): the static line equals the generic line byte for byte.
 #[test]
 fn static_shapes_equal_generic_lines() {
-    use crate::event::{FileRef, StaticRecord};
+    use crate::event::FileRef;
+    use crate::record::StaticRecord;
     let many: &'static [(&'static str, Slot)] = Box::leak(
         (0..crate::event::MAX_ARGS - 1)
             .map(|i| {
@@ -197,7 +200,8 @@ fn static_shapes_equal_generic_lines() {
 
 #[test]
 fn static_line_equals_the_generic_line() {
-    use crate::event::{FileRef, Record};
+    use crate::event::FileRef;
+    use crate::record::Record;
     static S: Schema = Schema::new(
         Layer::LibcIo,
         "pread64",

@@ -6,13 +6,14 @@
 use super::{shared, InternalGuard, Section, Shared, INTERNAL, PHASE, PHASE_DONE, PHASE_RUNNING};
 use crate::aggregate::Aggregator;
 use crate::config::Config;
-use crate::event::{
-    ArgValue, Layer, Record, StaticRecord, StaticView, Text, KIND_COMPLETE, KIND_COUNTER,
-    KIND_META, KIND_STATIC, MAX_RECORD,
-};
+use crate::event::Layer;
 use crate::files::{self, PathTable, PATHS_CAP};
 use crate::format::{Encoder, End, Header, Line};
 use crate::hash::hash16;
+use crate::record::{
+    ArgValue, Record, StaticRecord, StaticView, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
+    KIND_STATIC, MAX_RECORD,
+};
 use crate::ring::Ring;
 use crate::sys;
 use parking_lot::MutexGuard;
