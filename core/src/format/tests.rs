@@ -8,8 +8,9 @@ use crate::event::{Schema, Slot};
 use crate::hash::Hash16;
 use crate::record::StaticView;
 
-// The call shapes of the tests: an uncached or cached complete line, a static line, with or
-// without its stream position.
+// The tests' call shapes of event::complete and event::complete_static: `complete` (no
+// cache), `cached` and `cached_at` (with the cache, at a stream position), `complete_static`
+// and `static_at`.
 fn complete(
     out: &mut Vec<u8>,
     ctx: &Ctx,
@@ -21,7 +22,7 @@ fn complete(
     event::complete(out, None, ctx, Line { id, tid, at: 0 }, rec, hash_of);
 }
 
-fn complete_cached(
+fn cached(
     out: &mut Vec<u8>,
     cache: Option<&mut PrefixCache>,
     ctx: &Ctx,
@@ -34,7 +35,7 @@ fn complete_cached(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn complete_cached_at(
+fn cached_at(
     out: &mut Vec<u8>,
     cache: Option<&mut PrefixCache>,
     ctx: &Ctx,
@@ -58,7 +59,7 @@ fn complete_static(
     event::complete_static(out, cache, ctx, Line { id, tid, at: 0 }, rec);
 }
 
-fn complete_static_at(
+fn static_at(
     out: &mut Vec<u8>,
     cache: &mut PrefixCache,
     ctx: &Ctx,
@@ -368,7 +369,7 @@ fn cached_middles_equal_uncached_lines() {
                         let rec = Record::decode(&buf).unwrap();
                         let (mut a, mut b) = (Vec::new(), Vec::new());
                         let h = &mut |_: &[u8]| *b"0123456789abcdef";
-                        complete_cached(&mut a, Some(&mut cache), &ctx, 5, tid, &rec, h);
+                        cached(&mut a, Some(&mut cache), &ctx, 5, tid, &rec, h);
                         complete(&mut b, &ctx, 5, tid, &rec, h);
                         assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
                     }
@@ -442,7 +443,7 @@ fn static_cache_evictions_keep_lines_exact() {
     }
 }
 
-/// `complete_static_at` and `complete_cached_at` name the previous line of the same
+/// `static_at` and `cached_at` name the previous line of the same
 /// template (the compressor's line hint): never another kind's, and for most lines when a
 /// dozen kinds alternate (two-way sets: kinds that hash alike do not evict each other).
 #[test]
@@ -490,7 +491,7 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
                 #[allow(unsafe_code)]
                 let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
                 let at = 100 + out.len() as u64;
-                let prev = complete_static_at(
+                let prev = static_at(
                     &mut out,
                     &mut cache,
                     &ctx,
@@ -531,7 +532,7 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
             let rec = Record::decode(&buf).unwrap();
             let at = 100 + out.len() as u64;
             let h = &mut |_: &[u8]| *b"0123456789abcdef";
-            let prev = complete_cached_at(&mut out, Some(&mut cache), &ctx, 1, 5, &rec, h, at);
+            let prev = cached_at(&mut out, Some(&mut cache), &ctx, 1, 5, &rec, h, at);
             if prev != 0 {
                 assert_eq!(Some(&prev), last.get(name), "{name}");
                 hinted += 1;
@@ -557,10 +558,7 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
     p.write(&mut buf);
     let rec = Record::decode(&buf).unwrap();
     let h = &mut |_: &[u8]| *b"0123456789abcdef";
-    assert_eq!(
-        complete_cached_at(&mut out, None, &ctx, 1, 5, &rec, h, 7),
-        0
-    );
+    assert_eq!(cached_at(&mut out, None, &ctx, 1, 5, &rec, h, 7), 0);
 }
 
 #[test]

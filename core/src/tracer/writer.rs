@@ -534,7 +534,7 @@ pub(super) fn ensure_thread(sh: &'static Shared) {
 }
 
 extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_void {
-    // SAFETY: arg is the &'static Shared passed by ensure_writer (never freed).
+    // SAFETY: arg is the &'static Shared passed by ensure_thread (never freed).
     let sh: &'static Shared = unsafe { &*(arg as *const Shared) };
     let _ = INTERNAL.try_with(|c| c.set(true));
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_loop(sh))).is_err() {
