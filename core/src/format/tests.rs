@@ -5,70 +5,10 @@ use super::cache::PrefixCache;
 use super::event::{self, complete_vec};
 use super::{records, write_str, Ctx, Line};
 use crate::event::{Schema, Slot};
-use crate::hash::Hash16;
-use crate::record::StaticView;
 
-// The tests' call shapes of event::complete and event::complete_static: `complete` (no
-// cache), `cached` and `cached_at` (with the cache, at a stream position), `complete_static`
-// and `static_at`.
-fn complete(
-    out: &mut Vec<u8>,
-    ctx: &Ctx,
-    id: u64,
-    tid: u32,
-    rec: &Record,
-    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
-) {
-    event::complete(out, None, ctx, Line { id, tid, at: 0 }, rec, hash_of);
-}
-
-fn cached(
-    out: &mut Vec<u8>,
-    cache: Option<&mut PrefixCache>,
-    ctx: &Ctx,
-    id: u64,
-    tid: u32,
-    rec: &Record,
-    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
-) {
-    event::complete(out, cache, ctx, Line { id, tid, at: 0 }, rec, hash_of);
-}
-
-#[allow(clippy::too_many_arguments)]
-fn cached_at(
-    out: &mut Vec<u8>,
-    cache: Option<&mut PrefixCache>,
-    ctx: &Ctx,
-    id: u64,
-    tid: u32,
-    rec: &Record,
-    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
-    at: u64,
-) -> u64 {
-    event::complete(out, cache, ctx, Line { id, tid, at }, rec, hash_of)
-}
-
-fn complete_static(
-    out: &mut Vec<u8>,
-    cache: &mut PrefixCache,
-    ctx: &Ctx,
-    id: u64,
-    tid: u32,
-    rec: &StaticView,
-) {
-    event::complete_static(out, cache, ctx, Line { id, tid, at: 0 }, rec);
-}
-
-fn static_at(
-    out: &mut Vec<u8>,
-    cache: &mut PrefixCache,
-    ctx: &Ctx,
-    id: u64,
-    tid: u32,
-    rec: &StaticView,
-    at: u64,
-) -> u64 {
-    event::complete_static(out, cache, ctx, Line { id, tid, at }, rec)
+/// A line at stream position 0: `id`, `tid`.
+fn at0(id: u64, tid: u32) -> Line {
+    Line { id, tid, at: 0 }
 }
 
 fn meta_str(out: &mut Vec<u8>, ctx: &Ctx, tid: u32, name: &str, k: &[u8], v: &[u8]) {
@@ -186,8 +126,14 @@ fn static_shapes_equal_generic_lines() {
                             )
                         };
                         let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
-                        complete_static(&mut fast, &mut cache, &ctx, id, 9, &srec.view());
-                        complete(&mut slow, &ctx, id, 9, &rec, &mut |_| fhash);
+                        event::complete_static(
+                            &mut fast,
+                            &mut cache,
+                            &ctx,
+                            at0(id, 9),
+                            &srec.view(),
+                        );
+                        event::complete(&mut slow, None, &ctx, at0(id, 9), &rec, &mut |_| fhash);
                         assert_eq!(
                             String::from_utf8(fast).unwrap(),
                             String::from_utf8(slow).unwrap()
@@ -243,24 +189,22 @@ fn static_line_equals_the_generic_line() {
             #[allow(unsafe_code)]
             let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
             let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
-            complete_static(
+            event::complete_static(
                 &mut fast,
                 &mut cache,
                 &ctx,
-                99,
-                7,
+                at0(99, 7),
                 &rec.static_view().unwrap(),
             );
-            complete_static(
+            event::complete_static(
                 &mut fast,
                 &mut cache,
                 &ctx,
-                99,
-                7,
+                at0(99, 7),
                 &rec.static_view().unwrap(),
             );
-            complete(&mut slow, &ctx, 99, 7, &rec, &mut |_| fhash);
-            complete(&mut slow, &ctx, 99, 7, &rec, &mut |p| {
+            event::complete(&mut slow, None, &ctx, at0(99, 7), &rec, &mut |_| fhash);
+            event::complete(&mut slow, None, &ctx, at0(99, 7), &rec, &mut |p| {
                 assert_eq!(p, b"/data/x.bin");
                 fhash
             });
@@ -323,7 +267,9 @@ fn reserved_line_equals_the_growable_line() {
             p.write(&mut buf);
             let rec = Record::decode(&buf).unwrap();
             let (mut a, mut b) = (b"prev\n".to_vec(), b"prev\n".to_vec());
-            complete(&mut a, &ctx, 12, 34, &rec, &mut |_| *b"0123456789abcdef");
+            event::complete(&mut a, None, &ctx, at0(12, 34), &rec, &mut |_| {
+                *b"0123456789abcdef"
+            });
             complete_vec(&mut b, &ctx, 12, 34, &rec, &mut |_| *b"0123456789abcdef");
             assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
         }
@@ -369,8 +315,8 @@ fn cached_middles_equal_uncached_lines() {
                         let rec = Record::decode(&buf).unwrap();
                         let (mut a, mut b) = (Vec::new(), Vec::new());
                         let h = &mut |_: &[u8]| *b"0123456789abcdef";
-                        cached(&mut a, Some(&mut cache), &ctx, 5, tid, &rec, h);
-                        complete(&mut b, &ctx, 5, tid, &rec, h);
+                        event::complete(&mut a, Some(&mut cache), &ctx, at0(5, tid), &rec, h);
+                        event::complete(&mut b, None, &ctx, at0(5, tid), &rec, h);
                         assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
                     }
                 }
@@ -425,15 +371,14 @@ fn static_cache_evictions_keep_lines_exact() {
                 #[allow(unsafe_code)]
                 let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
                 let (mut fast, mut slow) = (Vec::new(), Vec::new());
-                complete_static(
+                event::complete_static(
                     &mut fast,
                     &mut cache,
                     &ctx,
-                    3,
-                    tid,
+                    at0(3, tid),
                     &rec.static_view().unwrap(),
                 );
-                complete(&mut slow, &ctx, 3, tid, &rec, &mut |_| fhash);
+                event::complete(&mut slow, None, &ctx, at0(3, tid), &rec, &mut |_| fhash);
                 assert_eq!(
                     String::from_utf8(fast).unwrap(),
                     String::from_utf8(slow).unwrap()
@@ -443,7 +388,7 @@ fn static_cache_evictions_keep_lines_exact() {
     }
 }
 
-/// `static_at` and `cached_at` name the previous line of the same
+/// Static and cached complete lines name the previous line of the same
 /// template (the compressor's line hint): never another kind's, and for most lines when a
 /// dozen kinds alternate (two-way sets: kinds that hash alike do not evict each other).
 #[test]
@@ -491,14 +436,12 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
                 #[allow(unsafe_code)]
                 let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
                 let at = 100 + out.len() as u64;
-                let prev = static_at(
+                let prev = event::complete_static(
                     &mut out,
                     &mut cache,
                     &ctx,
-                    round,
-                    tid,
+                    Line { id: round, tid, at },
                     &rec.static_view().unwrap(),
-                    at,
                 );
                 let key = format!("{} {tid} {with_file}", schema.name);
                 if prev != 0 {
@@ -532,7 +475,14 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
             let rec = Record::decode(&buf).unwrap();
             let at = 100 + out.len() as u64;
             let h = &mut |_: &[u8]| *b"0123456789abcdef";
-            let prev = cached_at(&mut out, Some(&mut cache), &ctx, 1, 5, &rec, h, at);
+            let prev = event::complete(
+                &mut out,
+                Some(&mut cache),
+                &ctx,
+                Line { id: 1, tid: 5, at },
+                &rec,
+                h,
+            );
             if prev != 0 {
                 assert_eq!(Some(&prev), last.get(name), "{name}");
                 hinted += 1;
@@ -558,7 +508,21 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
     p.write(&mut buf);
     let rec = Record::decode(&buf).unwrap();
     let h = &mut |_: &[u8]| *b"0123456789abcdef";
-    assert_eq!(cached_at(&mut out, None, &ctx, 1, 5, &rec, h, 7), 0);
+    assert_eq!(
+        event::complete(
+            &mut out,
+            None,
+            &ctx,
+            Line {
+                id: 1,
+                tid: 5,
+                at: 7
+            },
+            &rec,
+            h
+        ),
+        0
+    );
 }
 
 #[test]
@@ -611,7 +575,7 @@ fn complete_line_shape() {
         metadata: true,
     };
     let mut out = Vec::new();
-    complete(&mut out, &ctx, 2, 6427, &rec, &mut |p| {
+    event::complete(&mut out, None, &ctx, at0(2, 6427), &rec, &mut |p| {
         crate::hash::hash16(p)
     });
     let line = String::from_utf8(out).unwrap();
@@ -629,7 +593,7 @@ fn complete_line_shape() {
         ..ctx
     };
     let mut out = Vec::new();
-    complete(&mut out, &ctx, 2, 6427, &rec, &mut |p| {
+    event::complete(&mut out, None, &ctx, at0(2, 6427), &rec, &mut |p| {
         crate::hash::hash16(p)
     });
     assert_eq!(
