@@ -120,7 +120,7 @@ def kinds(path):
 def same_information(ours, ref, work):
     """Our trace restricted to the event kinds the reference recorded (it misses the fstat64,
     isatty and readdir64 calls that Python's open() and os.listdir make), ids renumbered, and
-    compressed as our writer writes (core/examples/same_info_size.rs: 1 MiB members, line
+    compressed as our writer writes (core/benches/bin/same_info_size.rs: 1 MiB members, line
     hints; it reproduces the whole file's size within bytes)."""
     drop = sorted(kinds(ours) - kinds(ref))
     text = work / "ours.json"

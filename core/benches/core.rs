@@ -7,10 +7,10 @@
 //! `finalize`. See `README.md` beside this file for what each figure means.
 
 use criterion::{Criterion, Throughput};
-use dftracer_core::event::{Pending, Record};
+use dftracer_core::format::{Encoder, Line};
 use dftracer_core::gzip::GzipWriter;
 use dftracer_core::hash::hash16;
-use dftracer_core::json::{self, Ctx};
+use dftracer_core::record::{Pending, Record};
 use dftracer_core::{Arg, Config, Layer, Origin, Value};
 use std::hint::black_box;
 use std::sync::mpsc;
@@ -76,11 +76,7 @@ fn one_record(args: &[Arg]) -> Vec<u8> {
 const HHASH: &str = "6882804a826580cd";
 
 fn encode(c: &mut Criterion) {
-    let ctx = Ctx {
-        pid: 6427,
-        hhash: HHASH,
-        metadata: true,
-    };
+    let enc = Encoder::new(6427, HHASH, true);
     let fname_hash = hash16(b"/data/train/file_0001.npz");
     let mut g = c.benchmark_group("encode");
     g.throughput(Throughput::Elements(1));
@@ -99,7 +95,16 @@ fn encode(c: &mut Criterion) {
                 }
                 id += 1;
                 // The writer looks paths up in its map; a fixed hash stands in for that.
-                json::complete(&mut out, &ctx, id, 6427, &rec, &mut |_| fname_hash);
+                enc.complete_uncached(
+                    &mut out,
+                    Line {
+                        id,
+                        tid: 6427,
+                        at: 0,
+                    },
+                    &rec,
+                    &mut |_| fname_hash,
+                );
             })
         });
     }
@@ -114,7 +119,16 @@ fn encode(c: &mut Criterion) {
             }
             id += 1;
             let rec = Record::decode(black_box(&buf)).unwrap();
-            json::complete(&mut out, &ctx, id, 6427, &rec, &mut |_| fname_hash);
+            enc.complete_uncached(
+                &mut out,
+                Line {
+                    id,
+                    tid: 6427,
+                    at: 0,
+                },
+                &rec,
+                &mut |_| fname_hash,
+            );
         })
     });
     g.finish();
@@ -122,11 +136,7 @@ fn encode(c: &mut Criterion) {
 
 /// 1 MiB of JSON lines as the writer produces them (varying ids, timestamps, sizes).
 fn typical_json() -> Vec<u8> {
-    let ctx = Ctx {
-        pid: 6427,
-        hhash: HHASH,
-        metadata: true,
-    };
+    let enc = Encoder::new(6427, HHASH, true);
     let fname_hash = hash16(b"/data/train/file_0001.npz");
     let mut out = Vec::with_capacity(1 << 20);
     let mut i = 0u64;
@@ -149,9 +159,16 @@ fn typical_json() -> Vec<u8> {
         let mut buf = vec![0u8; p.len()];
         p.write(&mut buf);
         let rec = Record::decode(&buf).unwrap();
-        json::complete(&mut out, &ctx, i, 6427 + (i % 4) as u32, &rec, &mut |_| {
-            fname_hash
-        });
+        enc.complete_uncached(
+            &mut out,
+            Line {
+                id: i,
+                tid: 6427 + (i % 4) as u32,
+                at: 0,
+            },
+            &rec,
+            &mut |_| fname_hash,
+        );
     }
     out.truncate(1 << 20);
     out

@@ -10,24 +10,9 @@
 //!
 //! Runs on the writer (off the hot path); memory is one entry per live key and bucket.
 
-use crate::event::{ArgValue, Record};
-use crate::json::{self, Ctx};
+use crate::format::{Bucket, Encoder, Num};
+use crate::record::{ArgValue, Record};
 use std::collections::HashMap;
-
-#[derive(Clone, Copy, Debug)]
-enum Num {
-    Int(i64),
-    Float(f64),
-}
-
-impl Num {
-    fn as_f64(self) -> f64 {
-        match self {
-            Num::Int(i) => i as f64,
-            Num::Float(f) => f,
-        }
-    }
-}
 
 #[derive(Debug)]
 struct Stat {
@@ -62,6 +47,10 @@ impl Stat {
             }
             _ => self.add_float(v),
         }
+    }
+    /// [first, min, max, sum].
+    fn nums(&self) -> [Num; 4] {
+        [self.first, self.min, self.max, self.sum]
     }
     fn add_float(&mut self, v: Num) {
         let b = v.as_f64();
@@ -199,7 +188,7 @@ impl Aggregator {
     }
 
     /// Writes (and forgets) every bucket starting before `before` (all with `u64::MAX`).
-    pub fn flush(&mut self, out: &mut Vec<u8>, ctx: &Ctx, before: u64) {
+    pub fn flush(&mut self, out: &mut Vec<u8>, enc: &Encoder, before: u64) {
         let mut keep = Vec::new();
         for key in std::mem::take(&mut self.order) {
             if key.3 >= before {
@@ -207,66 +196,28 @@ impl Aggregator {
                 continue;
             }
             if let Some(e) = self.entries.remove(&key) {
-                line(out, ctx, &key, &e);
+                let b = Bucket {
+                    name: &key.0,
+                    cat: &key.1,
+                    layer: e.layer,
+                    ts: key.3,
+                    tid: key.2,
+                    count: e.count,
+                };
+                let dur = std::iter::once((&b"dur"[..], e.dur.nums()));
+                let args = e.args.iter().map(|(k, s)| (&k[..], s.nums()));
+                enc.aggregated(out, &b, dur.chain(args));
             }
         }
         self.order = keep;
     }
 }
 
-/// One aggregated field: plain for a bucket of one event, else `_min`, `_max`, `_sum`.
-fn stat(out: &mut Vec<u8>, name: &[u8], s: &Stat, count: u64) {
-    let num = |out: &mut Vec<u8>, n: Num| match n {
-        Num::Int(i) => json::write_i64(out, i),
-        Num::Float(f) => json::write_f64(out, f),
-    };
-    if count <= 1 {
-        out.push(b',');
-        json::write_str(out, name, name.len());
-        out.push(b':');
-        num(out, s.first);
-        return;
-    }
-    for (suffix, v) in [("_min", s.min), ("_max", s.max), ("_sum", s.sum)] {
-        let mut k = name.to_vec();
-        k.extend_from_slice(suffix.as_bytes());
-        out.push(b',');
-        json::write_str(out, &k, k.len());
-        out.push(b':');
-        num(out, v);
-    }
-}
-
-fn line(out: &mut Vec<u8>, ctx: &Ctx, key: &Key, e: &Entry) {
-    out.extend_from_slice(b"{\"name\":");
-    json::write_str(out, &key.0, key.0.len());
-    out.extend_from_slice(b",\"cat\":");
-    json::write_str(out, &key.1, key.1.len());
-    out.extend_from_slice(b",\"type\":");
-    json::write_u64(out, e.layer as u64);
-    out.extend_from_slice(b",\"ts\":");
-    json::write_u64(out, key.3);
-    out.extend_from_slice(b",\"ph\":3,\"pid\":");
-    json::write_u64(out, ctx.pid as u64);
-    out.extend_from_slice(b",\"tid\":");
-    json::write_u64(out, key.2 as u64);
-    out.extend_from_slice(b",\"args\":{\"hhash\":\"");
-    out.extend_from_slice(ctx.hhash.as_bytes());
-    out.push(b'"');
-    stat(out, b"dur", &e.dur, e.count);
-    for (k, s) in &e.args {
-        let k: &[u8] = if &k[..] == b"hhash" { b"user_hhash" } else { k };
-        stat(out, k, s, e.count);
-    }
-    out.extend_from_slice(b",\"dft_cnt\":");
-    json::write_u64(out, e.count);
-    out.extend_from_slice(b"}}\n");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Arg, Layer, Pending, Value};
+    use crate::event::{Arg, Layer, Value};
+    use crate::record::Pending;
 
     fn rec_bytes(name: &[u8], ts: u64, dur: u64, args: &[Arg]) -> Vec<u8> {
         let p = Pending::Complete {
@@ -300,13 +251,9 @@ mod tests {
         }
         let b = rec_bytes(b"ev", 1_250_001, 5, &[]);
         a.add(&Record::decode(&b).unwrap(), 7, 250_000);
-        let ctx = Ctx {
-            pid: 1,
-            hhash: "h",
-            metadata: false,
-        };
+        let enc = Encoder::new(1, "h", false);
         let mut out = Vec::new();
-        a.flush(&mut out, &ctx, 1_250_000);
+        a.flush(&mut out, &enc, 1_250_000);
         let text = String::from_utf8(out).unwrap();
         let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(v["ph"], 3);
@@ -324,7 +271,7 @@ mod tests {
         assert!(v["args"].get("s").is_none());
         assert!(!a.is_empty());
         let mut out = Vec::new();
-        a.flush(&mut out, &ctx, u64::MAX);
+        a.flush(&mut out, &enc, u64::MAX);
         let v: serde_json::Value = serde_json::from_slice(out.trim_ascii()).unwrap();
         assert_eq!(v["args"]["dur"], 5);
         assert_eq!(v["args"]["dft_cnt"], 1);
@@ -346,13 +293,9 @@ mod tests {
             let b = rec_bytes(b"read", 2_000_000 + i, 3, &args);
             a.add(&Record::decode(&b).unwrap(), 9, 1_000_000);
         }
-        let ctx = Ctx {
-            pid: 1,
-            hhash: "h",
-            metadata: true,
-        };
+        let enc = Encoder::new(1, "h", true);
         let mut out = Vec::new();
-        a.flush(&mut out, &ctx, u64::MAX);
+        a.flush(&mut out, &enc, u64::MAX);
         let v: serde_json::Value = serde_json::from_slice(out.trim_ascii()).unwrap();
         let args = &v["args"];
         assert_eq!(args["dft_cnt"], 48);

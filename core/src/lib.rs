@@ -45,12 +45,14 @@ pub mod event;
 pub mod files;
 pub mod filter;
 #[doc(hidden)]
+pub mod format;
+#[doc(hidden)]
 pub mod gzip;
 #[doc(hidden)]
 pub mod hash;
 mod intern;
 #[doc(hidden)]
-pub mod json;
+pub mod record;
 #[doc(hidden)]
 pub mod ring;
 pub mod rules;

@@ -13,7 +13,7 @@
 //! (`tests/loom.rs` models a producer and a consumer over a tiny ring).
 #![allow(unsafe_code)]
 
-use crate::event::KIND_PAD;
+use crate::record::KIND_PAD;
 use crate::sync::{AtomicBool, AtomicU32, AtomicUsize, Bytes};
 use std::sync::atomic::Ordering;
 

@@ -179,7 +179,7 @@ impl Tag<'_> {
             Tag::Int(i) => std::borrow::Cow::Owned(i.to_string().into_bytes()),
             Tag::Float(f) => {
                 let mut v = Vec::new();
-                crate::json::write_f64(&mut v, *f);
+                crate::format::write_f64(&mut v, *f);
                 std::borrow::Cow::Owned(v)
             }
         }

@@ -11,13 +11,11 @@
 //! committed corpus and the regression tests.
 
 use dftracer_core::config::{self, Config, KNOBS, MAX_RING_SIZE, MIN_RING_SIZE};
-use dftracer_core::event::{
-    self, Arg, Layer, Pending, Record, Value, KIND_COMPLETE, KIND_COUNTER, KIND_META, MAX_ARGS,
-    MAX_KEY, MAX_RECORD, MAX_STR,
-};
+use dftracer_core::event::{self, Arg, Layer, Value, MAX_ARGS, MAX_KEY, MAX_STR};
+use dftracer_core::format::{self, Encoder, Line};
 use dftracer_core::gzip::GzipWriter;
 use dftracer_core::hash::{hash16, hash_str};
-use dftracer_core::json::{self, Ctx};
+use dftracer_core::record::{Pending, Record, KIND_COMPLETE, KIND_COUNTER, KIND_META, MAX_RECORD};
 use dftracer_core::ring::Ring;
 use std::collections::{HashMap, VecDeque};
 use std::io::Read;
@@ -333,19 +331,14 @@ fn check_event(ev: &OwnedEvent, metadata: bool, id: u64, tid: u32, pid: u32, all
         assert_eq!(rec.dur, ev.dur);
     }
 
-    let ctx = Ctx {
-        pid,
-        hhash: HHASH,
-        metadata,
-    };
+    let enc = Encoder::new(pid, HHASH, metadata);
     let mut out = Vec::new();
     let mut hash_of = |b: &[u8]| hash16(b);
     match ev.kind {
-        0 => json::complete(&mut out, &ctx, id, tid, &rec, &mut hash_of),
-        1 => json::counter(&mut out, &ctx, tid, &rec, &mut hash_of),
-        _ => json::meta(
+        0 => enc.complete_uncached(&mut out, Line { id, tid, at: 0 }, &rec, &mut hash_of),
+        1 => enc.counter(&mut out, tid, &rec, &mut hash_of),
+        _ => enc.meta(
             &mut out,
-            &ctx,
             tid,
             ev.layer as u8,
             &rec.name,
@@ -408,7 +401,7 @@ fn check_event(ev: &OwnedEvent, metadata: bool, id: u64, tid: u32, pid: u32, all
     all.extend_from_slice(&out);
 }
 
-/// Events built from the input go through Pending → Record → json::{complete,counter,meta};
+/// Events built from the input go through Pending → Record → Encoder::{complete_uncached,counter,meta};
 /// every line must parse as JSON, keep field and arg order, and round-trip every string
 /// (lossy UTF-8, clipped with the visible marker), integer and float.
 pub fn json_encoder(data: &[u8]) {
@@ -443,7 +436,7 @@ pub fn json_encoder(data: &[u8]) {
     // The escaping function alone, on the raw input with an arbitrary original length.
     let orig = data.len() + (flags as usize % 3) * 17;
     let mut out = Vec::new();
-    json::write_str(&mut out, data, orig);
+    format::write_str(&mut out, data, orig);
     let want = if orig > data.len() {
         format!(
             "{}...[truncated, {orig} bytes]",
@@ -456,12 +449,8 @@ pub fn json_encoder(data: &[u8]) {
 
     // Process metadata (meta_str): key clipped at MAX_STR, name and value written whole.
     let mut out = Vec::new();
-    let ctx = Ctx {
-        pid,
-        hhash: HHASH,
-        metadata,
-    };
-    json::meta_str(&mut out, &ctx, 1, "FH", data, data);
+    let enc = Encoder::new(pid, HHASH, metadata);
+    enc.meta_str(&mut out, 1, "FH", data, data);
     let J::O(obj) = parse_line(lines(&out, 1)[0]) else {
         panic!("meta_str: not an object")
     };
@@ -839,19 +828,23 @@ pub fn record_decode(data: &[u8]) {
     };
     let n = rec.args().count();
     assert!(n <= rec.nargs as usize);
-    let ctx = Ctx {
-        pid: 1,
-        hhash: HHASH,
-        metadata: true,
-    };
+    let enc = Encoder::new(1, HHASH, true);
     let mut out = Vec::new();
     let mut hash_of = |b: &[u8]| hash16(b);
     match rec.kind {
-        KIND_COMPLETE => json::complete(&mut out, &ctx, 1, 2, &rec, &mut hash_of),
-        KIND_COUNTER => json::counter(&mut out, &ctx, 2, &rec, &mut hash_of),
-        KIND_META => json::meta(
+        KIND_COMPLETE => enc.complete_uncached(
             &mut out,
-            &ctx,
+            Line {
+                id: 1,
+                tid: 2,
+                at: 0,
+            },
+            &rec,
+            &mut hash_of,
+        ),
+        KIND_COUNTER => enc.counter(&mut out, 2, &rec, &mut hash_of),
+        KIND_META => enc.meta(
+            &mut out,
             2,
             rec.layer as u8,
             &rec.name,

@@ -5,7 +5,8 @@
 //! `DFTRACER_WRITE_SEEDS=1 cargo test --release --manifest-path fuzz/Cargo.toml`).
 
 use dftracer_core::config::KNOBS;
-use dftracer_core::event::{Arg, Layer, Pending, Value};
+use dftracer_core::event::{Arg, Layer, Value};
+use dftracer_core::record::Pending;
 
 /// Appends fields in the order a harness reads them.
 #[derive(Default, Clone)]

@@ -1,6 +1,19 @@
 //! Lifecycle: start, finalize, exit and signal hooks, fork, retarget.
 
-use super::*;
+use super::producer::LOCAL;
+use super::{
+    current, shared, Error, Section, Shared, FINISHED, FORKED, FORK_BUILDING, FORK_NONE,
+    FORK_PENDING, FORK_RING, FORK_TID, HOOKS, PHASE, PHASE_DONE, PHASE_FAILED, PHASE_INIT,
+    PHASE_NONE, PHASE_RUNNING, SHARED, STATE, UNIT,
+};
+use crate::config::{Config, TimeMetric};
+use crate::ring::Ring;
+use crate::sink::{self, Origin};
+use crate::sys;
+use parking_lot::Mutex;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Starts tracing in this process with `cfg`. `api_log_file` is a path given to an
 /// `initialize(log_file)` call (its extension is stripped, reference §1.1).
@@ -394,7 +407,7 @@ pub fn retarget(api_log_file: &str) -> Result<String, Error> {
         });
     }
     export_env(&child_env_of(&prefix, None)[..1]);
-    sh.rename_trace(Some(prefix.clone()), None);
+    rename_trace(sh, Some(prefix.clone()), None);
     Ok(prefix)
 }
 
@@ -404,36 +417,22 @@ pub fn retarget(api_log_file: &str) -> Result<String, Error> {
 pub fn claim_for_app() {
     if let Some(sh) = shared() {
         if sh.origin() == Origin::Preload {
-            sh.rename_trace(None, Some(Origin::App));
+            rename_trace(sh, None, Some(Origin::App));
         }
     }
 }
 
-impl Shared {
-    /// Sets a new prefix and/or origin; renames the file if it exists, never onto another.
-    fn rename_trace(&self, prefix: Option<String>, origin: Option<Origin>) {
-        let _s = Section::new();
-        let _w = self.writer.lock();
-        let mut o = self.output.lock();
-        let mut p = self.prefix.lock();
-        if let Some(new) = prefix {
-            *p = new;
-        }
-        if let Some(origin) = origin {
-            self.origin.store(origin as u8, Ordering::Relaxed);
-        }
-        let Some(s) = o.sink.as_mut() else { return };
-        for n in 0..10_000 {
-            let new = sink::trace_path(&p, &self.file_hash, self.origin(), n, self.cfg.compression);
-            // Never onto an existing name (no check-then-rename race).
-            match sys::rename_noreplace(&s.path, &new) {
-                Ok(()) => {
-                    s.path = new;
-                    break;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(_) => break,
-            }
-        }
+/// Sets a new prefix and/or origin; renames the file if it exists, never onto another.
+fn rename_trace(sh: &Shared, prefix: Option<String>, origin: Option<Origin>) {
+    let _s = Section::new();
+    let _w = sh.writer.lock();
+    let mut o = sh.output.lock();
+    let mut p = sh.prefix.lock();
+    if let Some(new) = prefix {
+        *p = new;
     }
+    if let Some(origin) = origin {
+        sh.origin.store(origin as u8, Ordering::Relaxed);
+    }
+    o.rename(|n| sink::trace_path(&p, &sh.file_hash, sh.origin(), n, sh.cfg.compression));
 }

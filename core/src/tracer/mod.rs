@@ -16,17 +16,15 @@
 //! discarded) through a `pthread_atfork` child handler.
 #![allow(unsafe_code)]
 
-use crate::config::{Config, TimeMetric};
-use crate::event::{
-    ArgValue, Layer, Pending, Record, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
-};
+use crate::aggregate::Aggregator;
+use crate::config::{self, Config, Selection};
+use crate::format::Encoder;
 use crate::gzip::GzipWriter;
 use crate::hash::{hash16, hash_str};
-use crate::json::{self, Ctx};
 use crate::ring::Ring;
 use crate::sink::{self, Origin, Sink};
 use crate::sys;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use std::cell::Cell;
 use std::fmt;
 use std::ptr;
@@ -38,7 +36,6 @@ use std::sync::{Arc, Once};
 mod lifecycle;
 mod output;
 mod producer;
-mod records;
 mod writer;
 
 pub(crate) use lifecycle::finish_for_signal;
@@ -72,8 +69,6 @@ const PHASE_FAILED: u8 = 4;
 /// Time unit for `now()` without touching SHARED.
 static UNIT: AtomicU8 = AtomicU8::new(1);
 static HOOKS: Once = Once::new();
-/// Bytes of ring drained between two chances for other threads to take the writer lock.
-const DRAIN_CHUNK: usize = 128 * 1024;
 /// A fork child's state: `FORK_PENDING` from the atfork handler until the first use builds
 /// it (`FORK_BUILDING` meanwhile).
 static FORKED: AtomicU8 = AtomicU8::new(FORK_NONE);
@@ -91,12 +86,8 @@ static EARLY_USED: Mutex<Vec<String>> = parking_lot::const_mutex(Vec::new());
 /// Threads named ([`name_thread`]) before the tracer started.
 static EARLY_THREAD_NAMES: Mutex<Vec<(u32, String)>> = parking_lot::const_mutex(Vec::new());
 
-/// A value of `end.args.app`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum AppValue {
-    Int(i64),
-    Str(String),
-}
+/// A value of `end.args.app` (the format's).
+pub use crate::format::AppValue;
 
 /// Why [`init`] did not start tracing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +157,6 @@ struct Shared {
     /// when the start had none): what child processes inherit.
     data_dirs: Mutex<Option<String>>,
     host: String,
-    hhash: String,
     file_hash: String,
     pid: u32,
     ppid: u32,
@@ -281,27 +271,25 @@ impl Shared {
         let gz = cfg
             .compression
             .then(|| GzipWriter::new(cfg.compression_level));
-        let json_cap = cfg.write_buffer_size.clamp(64 * 1024, 16 * 1024 * 1024);
         // The rules' `app` and `rank`: this process's executable name and launcher rank (the
         // service is not a rank of the job).
         let rank = match origin {
             Origin::Service => None,
-            _ => crate::config::launcher_rank(|k| std::env::var(k).ok()),
+            _ => config::launcher_rank(|k| std::env::var(k).ok()),
         };
         let agg = match (&cfg.aggregation_enable, &cfg.aggregation_selection) {
-            (false, _) | (true, crate::config::Selection::Off) => None,
-            (true, crate::config::Selection::All) => Some(crate::aggregate::Aggregator::new(None)),
-            (true, crate::config::Selection::Rules(r)) => {
-                Some(crate::aggregate::Aggregator::new(Some(r.clone())))
-            }
+            (false, _) | (true, Selection::Off) => None,
+            (true, Selection::All) => Some(Aggregator::new(None)),
+            (true, Selection::Rules(r)) => Some(Aggregator::new(Some(r.clone()))),
         }
         .map(|mut a| {
             a.app = exec.as_bytes().into();
             a.rank = rank;
             a
         });
+        let hhash = hash_str(&hash16(host.as_bytes())).to_string();
+        let writer = Writer::new(&cfg, Encoder::new(pid, &hhash, cfg.metadata), agg);
         Shared {
-            hhash: hash_str(&hash16(host.as_bytes())).to_string(),
             host,
             file_hash,
             pid,
@@ -313,28 +301,7 @@ impl Shared {
             start_ts: crate::clock::now_in(cfg.time_metric),
             date: sys::asctime_now(),
             rings: Mutex::new(Vec::new()),
-            writer: Mutex::new(Writer {
-                // Both buffers at full size from the start (pages are touched only as they
-                // fill): growing the second one at the first cut copied every byte once more.
-                json: Vec::with_capacity(json_cap + crate::event::MAX_RECORD * 8),
-                spare: Vec::with_capacity(json_cap + crate::event::MAX_RECORD * 8),
-                hints: Vec::with_capacity(json_cap / 64),
-                spare_hints: Vec::with_capacity(json_cap / 64),
-                stream_pos: 0,
-                header_done: false,
-                next_id: 1,
-                paths: crate::files::PathTable::new(crate::files::PATHS_CAP),
-                pass: 0,
-                pass_targets: Vec::new(),
-                cache: json::PrefixCache::default(),
-                rings_scratch: Vec::new(),
-                used: [false; Layer::ALL.len()],
-                events: 0,
-                pending_events: 0,
-                last_member_ns: sys::monotonic_ns(),
-                ended: false,
-                agg,
-            }),
+            writer: Mutex::new(writer),
             output: Mutex::new(Output::new(gz)),
             wake: sys::Wake::new(),
             // A fork child copies its parent's list (rebuild_after_fork); the service is not a
@@ -376,14 +343,6 @@ impl Shared {
         }
     }
 
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            pid: self.pid,
-            hhash: &self.hhash,
-            metadata: self.cfg.metadata,
-        }
-    }
-
     /// A panic inside the tracer (writer thread, a producer's hand-over): tracing stops, what
     /// was recorded but not written is counted as lost, and the program goes on. The file keeps
     /// its complete members.
@@ -398,15 +357,12 @@ impl Shared {
                 false
             });
         }
-        unwritten += std::mem::take(&mut self.writer.lock().pending_events);
+        unwritten += self.writer.lock().take_pending();
         let mut o = self.output.lock();
-        unwritten += o.held();
-        o.lost += unwritten;
-        o.failed = true;
+        let unwritten = o.give_up(unwritten);
         let path = o
-            .sink
-            .as_ref()
-            .map(|s| s.path.clone())
+            .open_path()
+            .map(str::to_string)
             .unwrap_or_else(|| self.expected_path());
         drop(o);
         sys::eprint_line(&format!(
@@ -418,27 +374,51 @@ impl Shared {
     }
 
     fn stats(&self) -> Stats {
-        let events = self.writer.lock().events;
+        let events = self.writer.lock().events();
         let o = self.output.lock();
-        let (path, bytes) = match (&o.sink, &o.closed) {
-            (Some(s), _) => (Some(s.path.clone()), s.bytes),
-            (None, Some((p, b))) => (Some(p.clone()), *b),
-            (None, None) => (None, 0),
+        let (path, bytes) = match o.file() {
+            Some((p, b)) => (Some(p.to_string()), b),
+            None => (None, 0),
         };
         Stats {
             events,
             bytes,
             dropped: self.dropped.load(Ordering::Relaxed),
-            lost: o.lost,
+            lost: o.lost(),
             path,
         }
     }
-}
 
-fn plain(s: &str) -> Text<'_> {
-    Text {
-        bytes: s.as_bytes(),
-        orig_len: s.len(),
+    /// The trace file's name before it is created.
+    fn expected_path(&self) -> String {
+        sink::trace_path(
+            &self.prefix.lock(),
+            &self.file_hash,
+            self.origin(),
+            0,
+            self.cfg.compression,
+        )
+    }
+
+    /// Makes the file's descriptor known to a fork child (which closes its inherited copy
+    /// without taking a lock).
+    fn publish_fd(&self, s: &Sink) {
+        let (dev, ino) = s.identity();
+        self.file_dev.store(dev, Ordering::Relaxed);
+        self.file_ino.store(ino, Ordering::Relaxed);
+        self.file_fd.store(s.fd(), Ordering::Release);
+    }
+
+    /// Drains everything, writes `end`, writes the last member and closes the file.
+    fn finish(&self) {
+        let _g = InternalGuard::new();
+        let mut w = self.writer.lock();
+        Writer::finish(&mut w, self);
+        let mut o = self.output.lock();
+        o.close(self);
+        // A process that recorded nothing has no file: its reserved slot goes back to it.
+        sink::release_reserve();
+        FINISHED.store(true, Ordering::Release);
     }
 }
 
@@ -525,10 +505,9 @@ pub fn trace_path() -> Option<String> {
     let sh = shared()?;
     let _s = Section::new();
     let o = sh.output.lock();
-    Some(match (&o.sink, &o.closed) {
-        (Some(s), _) => s.path.clone(),
-        (None, Some((p, _))) => p.clone(),
-        (None, None) => sh.expected_path(),
+    Some(match o.file() {
+        Some((p, _)) => p.to_string(),
+        None => sh.expected_path(),
     })
 }
 

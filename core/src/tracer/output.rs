@@ -1,7 +1,11 @@
-//! Output: compression and file writes, under `Shared::output`, with the encoder lock
-//! released.
+//! Output: a member's JSON → gzip → the file ([`Sink`]), under `Shared::output`, with the
+//! writer (encoder) lock released; full-disk hold and retry.
 
-use super::*;
+use super::Shared;
+use crate::gzip::GzipWriter;
+use crate::sink::{self, Sink};
+use crate::sys;
+use std::sync::atomic::Ordering;
 
 /// Members that could not be written (full disk) are kept, in order, up to this many bytes,
 /// and written before the next member once writes succeed again; past it, new members are
@@ -11,12 +15,12 @@ const RETRY_CAP: usize = 8 * 1024 * 1024;
 /// File state, under `Shared::output`: compression and writes happen here, with the encoder
 /// lock released, so producers never wait for a compression.
 pub(super) struct Output {
-    pub(super) out: Vec<u8>,
-    pub(super) gz: Option<GzipWriter>,
-    pub(super) sink: Option<Sink>,
+    out: Vec<u8>,
+    gz: Option<GzipWriter>,
+    sink: Option<Sink>,
     /// The file cannot be created or reopened: every later event is lost.
-    pub(super) failed: bool,
-    pub(super) lost: u64,
+    failed: bool,
+    lost: u64,
     /// Writes waiting to succeed, in file order: (bytes, events, bytes of the file's end they
     /// replace: see [`GzipWriter::push`]).
     retry: std::collections::VecDeque<(Vec<u8>, u64, usize)>,
@@ -26,7 +30,7 @@ pub(super) struct Output {
     /// Reopens already reported on stderr.
     reopens_told: u32,
     /// Path and size of the file once closed by finalize.
-    pub(super) closed: Option<(String, u64)>,
+    closed: Option<(String, u64)>,
 }
 
 impl Output {
@@ -46,20 +50,53 @@ impl Output {
     }
 
     /// Events held back for a retry.
-    pub(super) fn held(&self) -> u64 {
+    fn held(&self) -> u64 {
         self.retry.iter().map(|(_, n, _)| n).sum()
     }
-}
 
-impl Shared {
-    pub(super) fn expected_path(&self) -> String {
-        sink::trace_path(
-            &self.prefix.lock(),
-            &self.file_hash,
-            self.origin(),
-            0,
-            self.cfg.compression,
-        )
+    /// Events encoded but not written.
+    pub(super) fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// The open file's path.
+    pub(super) fn open_path(&self) -> Option<&str> {
+        self.sink.as_ref().map(|s| s.path.as_str())
+    }
+
+    /// The file (open, or closed by finalize) and its size.
+    pub(super) fn file(&self) -> Option<(&str, u64)> {
+        match (&self.sink, &self.closed) {
+            (Some(s), _) => Some((&s.path, s.bytes)),
+            (None, Some((p, b))) => Some((p, *b)),
+            (None, None) => None,
+        }
+    }
+
+    /// Tracing broke: `unwritten` events (and those held for a retry) are lost, and so is
+    /// everything later. Returns every event lost now.
+    pub(super) fn give_up(&mut self, unwritten: u64) -> u64 {
+        let unwritten = unwritten + self.held();
+        self.lost += unwritten;
+        self.failed = true;
+        unwritten
+    }
+
+    /// Renames the open file to the first of `name(0)`, `name(1)`, ... that does not exist.
+    pub(super) fn rename(&mut self, name: impl Fn(u32) -> String) {
+        let Some(s) = self.sink.as_mut() else { return };
+        for n in 0..10_000 {
+            let new = name(n);
+            // Never onto an existing name (no check-then-rename race).
+            match sys::rename_noreplace(&s.path, &new) {
+                Ok(()) => {
+                    s.path = new;
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(_) => break,
+            }
+        }
     }
 
     /// Compresses `json` and writes it (creating the file on first use): added to the open
@@ -68,25 +105,21 @@ impl Shared {
     /// `write_buffer_size` bytes of JSON; every write leaves the file ending with a complete
     /// member ([`GzipWriter::push`]). Writes held back by earlier write errors go first, so
     /// the file keeps its order.
-    pub(super) fn write_member(&self, o: &mut Output, json: &[u8], hints: &[u64], pending: u64) {
+    pub(super) fn write_member(&mut self, sh: &Shared, json: &[u8], hints: &[u64], pending: u64) {
+        let o = self;
         if o.sink.is_none() && !o.failed {
-            let prefix = self.prefix.lock().clone();
-            match Sink::create(
-                &prefix,
-                &self.file_hash,
-                self.origin(),
-                self.cfg.compression,
-            ) {
+            let prefix = sh.prefix.lock().clone();
+            match Sink::create(&prefix, &sh.file_hash, sh.origin(), sh.cfg.compression) {
                 Ok(s) => {
-                    self.publish_fd(&s);
+                    sh.publish_fd(&s);
                     o.sink = Some(s);
                 }
                 Err(e) => {
                     o.failed = true;
                     sys::eprint_line(&format!(
                         "[DFTRACER ERROR] cannot create trace file {}: {e}; events of pid {} are lost",
-                        self.expected_path(),
-                        self.pid
+                        sh.expected_path(),
+                        sh.pid
                     ));
                 }
             }
@@ -106,7 +139,7 @@ impl Shared {
         let (data, rewind): (&[u8], usize) = match gz.as_mut() {
             Some(g) => {
                 out.clear();
-                let r = g.push_hinted(json, hints, out, self.cfg.write_buffer_size.max(1));
+                let r = g.push_hinted(json, hints, out, sh.cfg.write_buffer_size.max(1));
                 (out, r)
             }
             None => (json, 0),
@@ -151,7 +184,7 @@ impl Shared {
         if reopened > o.reopens_told {
             o.reopens_told = reopened;
             if let Some(s) = o.sink.as_ref() {
-                self.publish_fd(s);
+                sh.publish_fd(s);
             }
             sys::eprint_line(&format!(
                 "[DFTRACER WARN] the program closed or reused the trace file's descriptor; reopened {path}"
@@ -164,7 +197,7 @@ impl Shared {
                     sys::eprint_line(&format!(
                         "[DFTRACER WARN] writing {path} again; {} events of pid {} were lost meanwhile",
                         o.lost - start,
-                        self.pid
+                        sh.pid
                     ));
                 }
             }
@@ -181,7 +214,7 @@ impl Shared {
                 o.failed = true;
                 sys::eprint_line(&format!(
                     "[DFTRACER ERROR] {path}: {e}; later events of pid {} are lost",
-                    self.pid
+                    sh.pid
                 ));
             }
         }
@@ -190,26 +223,10 @@ impl Shared {
         }
     }
 
-    /// Makes the file's descriptor known to a fork child (which closes its inherited copy
-    /// without taking a lock).
-    pub(super) fn publish_fd(&self, s: &Sink) {
-        let (dev, ino) = s.identity();
-        self.file_dev.store(dev, Ordering::Relaxed);
-        self.file_ino.store(ino, Ordering::Relaxed);
-        self.file_fd.store(s.fd(), Ordering::Release);
-    }
-
-    /// Drains everything, writes `end`, writes the last member and closes the file.
-    pub(super) fn finish(&self) {
-        let _g = InternalGuard::new();
-        let mut w = self.writer.lock();
-        self.drain_all(&mut w, false);
-        // The last buckets precede `end` (the reference writes them after it).
-        self.flush_buckets(&mut w, true);
-        self.end_record(&mut w);
-        self.member(&mut w);
-        let mut o = self.output.lock();
-        // Whatever is still held after the last attempt is lost.
+    /// Closes the file (finalize, after the last member): whatever is still held after the
+    /// last attempt is lost; the counts go to stderr when something was.
+    pub(super) fn close(&mut self, sh: &Shared) {
+        let o = self;
         let held = o.held();
         o.lost += held;
         o.retry.clear();
@@ -217,20 +234,18 @@ impl Shared {
         if let Some(s) = o.sink.as_mut() {
             s.sync();
         }
-        let dropped = self.dropped.load(Ordering::Relaxed);
+        let dropped = sh.dropped.load(Ordering::Relaxed);
         if dropped > 0 || o.lost > 0 {
             sys::eprint_line(&format!(
                 "[DFTRACER WARN] trace of pid {} ({}): {} events dropped (ring full), {} lost (write errors)",
-                self.pid,
+                sh.pid,
                 o.sink.as_ref().map(|s| s.path.as_str()).unwrap_or("no file"),
                 dropped,
                 o.lost
             ));
         }
-        self.file_fd.store(-1, Ordering::Release);
+        // Before the descriptor closes: a fork child never closes a number reused since.
+        sh.file_fd.store(-1, Ordering::Release);
         o.closed = o.sink.take().map(|s| (s.path.clone(), s.bytes));
-        // A process that recorded nothing has no file: its reserved slot goes back to it.
-        sink::release_reserve();
-        FINISHED.store(true, Ordering::Release);
     }
 }

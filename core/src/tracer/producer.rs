@@ -1,6 +1,17 @@
-//! The producer side: the hot path that pushes records into this thread's ring.
+//! The producer side: the hot path that pushes records into this thread's ring. A full ring
+//! goes to the writer through one door ([`writer::hand_over`]), an orphan's record through
+//! another ([`writer::encode_orphan`]).
 
-use super::*;
+use super::{is_finalized, shared, writer, Section, PHASE, PHASE_RUNNING, STATE, UNIT};
+use crate::config::TimeMetric;
+use crate::event::Layer;
+use crate::record::{write_static, Pending, STATIC_HEAD};
+use crate::ring::Ring;
+use crate::sys;
+use std::cell::Cell;
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Everything the hot path needs of this thread, in one thread-local without a destructor:
 /// one TLS access per event (the preload library is a cdylib, so every distinct Rust
@@ -128,7 +139,7 @@ pub fn is_enabled() -> bool {
 pub fn now() -> u64 {
     // After finalize the clock goes on (callers still compute durations: pydftracer's
     // wrappers around a function that finalized); before any start it reads 0.
-    if !is_enabled() && !super::is_finalized() {
+    if !is_enabled() && !is_finalized() {
         return 0;
     }
     crate::clock::now_in(unit())
@@ -191,11 +202,6 @@ pub fn end_static(schema: &'static crate::Schema, t0: u64) {
         LOCAL.try_with(|l| record_static_in(l, s, schema, t0, t1.saturating_sub(t0), &[], None));
 }
 
-/// Bytes of a static record before its values: the header word (length, kind, layer, value
-/// count), the schema, the file and its generation, `ts`, `dur`. The layout is
-/// [`Pending::write`]'s for [`Pending::Static`] (a test checks they agree byte for byte).
-const STATIC_FIXED: usize = 48;
-
 /// The hot path of a static record: the record is written in place as whole words, without
 /// going through [`Pending`]'s general length and write.
 #[inline(always)]
@@ -214,7 +220,7 @@ fn record_static_in(
         // SAFETY: the ring is kept alive by the Arc this thread holds (released only by
         // Release::drop, on this thread, which nulls the pointer first).
         let ring = unsafe { &*ring };
-        let len = STATIC_FIXED + 8 * vals.len();
+        let len = STATIC_HEAD + 8 * vals.len();
         if let Some(head) = ring.try_push(len, |buf| write_static(buf, schema, ts, dur, vals, file))
         {
             if ring.wants_drain_at(head) {
@@ -234,37 +240,6 @@ fn record_static_in(
             file,
         },
     );
-}
-
-/// Writes a static record (`out` is exactly `STATIC_FIXED + 8 * vals.len()` bytes).
-#[inline(always)]
-fn write_static(
-    out: &mut [u8],
-    schema: &'static crate::Schema,
-    ts: u64,
-    dur: u64,
-    vals: &[u64],
-    file: Option<crate::FileHandle>,
-) {
-    let head = out.len() as u64
-        | (crate::event::KIND_STATIC as u64) << 32
-        | (schema.layer as u64) << 40
-        | (vals.len() as u64) << 48;
-    let words = [
-        head,
-        schema as *const crate::Schema as usize as u64,
-        file.map_or(0, |f| f.file() as *const crate::FileRef as usize as u64),
-        file.map_or(0, |f| f.generation() as u64),
-        ts,
-        dur,
-    ];
-    let (fixed, rest) = out.split_at_mut(STATIC_FIXED);
-    for (d, w) in fixed.chunks_exact_mut(8).zip(words) {
-        d.copy_from_slice(&w.to_le_bytes());
-    }
-    for (d, v) in rest.chunks_exact_mut(8).zip(vals) {
-        d.copy_from_slice(&v.to_le_bytes());
-    }
 }
 
 /// Records a counter event (ph 2).
@@ -365,12 +340,7 @@ fn record_orphan(p: &Pending) {
     // SAFETY: `words` owns at least `len` initialised bytes; u8 has no alignment needs.
     let bytes = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) };
     p.write(bytes);
-    let _s = Section::new();
-    let mut w = sh.writer.lock();
-    // SAFETY: `bytes` was just written by `Pending::write` in this process.
-    if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
-        sh.encode(&mut w, sh.tid_of(sys::gettid()), &rec);
-    }
+    writer::encode_orphan(sh, bytes);
 }
 
 #[cold]
@@ -393,7 +363,7 @@ fn attach(l: &Local, s: u64) -> *const Ring {
         sh.rings.lock().push(ring.clone());
         l.ring.set(Arc::into_raw(ring));
     }
-    sh.ensure_writer();
+    writer::ensure_thread(sh);
     l.gen.set(s);
     l.ring.get()
 }
@@ -409,11 +379,7 @@ fn ring_full(ring: &Ring, p: &Pending, len: usize) {
     // writer cuts members), then retry, up to 8 chunks (more than any record needs).
     let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for _ in 0..8 {
-            {
-                let _s = Section::new();
-                let mut w = sh.writer.lock();
-                sh.drain_ring(&mut w, ring, DRAIN_CHUNK.min(ring.capacity() / 4), false);
-            }
+            writer::hand_over(sh, ring);
             if ring.push(len, |buf| p.write(buf)) {
                 return true;
             }
@@ -426,52 +392,5 @@ fn ring_full(ring: &Ring, p: &Pending, len: usize) {
             sh.dropped.fetch_add(1, Ordering::Relaxed);
         }
         Err(_) => sh.broken("hand-over of a full ring"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::{Layer, Schema, Slot};
-
-    static SCHEMA: Schema = Schema::new(
-        Layer::LibcIo,
-        "pread",
-        "POSIX",
-        &[
-            ("fd", Slot::Int),
-            ("count", Slot::UInt),
-            ("offset", Slot::Int),
-            ("ret", Slot::Int),
-        ],
-        "fhash",
-    );
-
-    /// The hot path's own static-record writer and `Pending::write` (which the writer's
-    /// decoder is tested against) produce the same bytes, for every value count (fewer,
-    /// as many as, and more values than slots) and with and without a file.
-    #[test]
-    fn static_writer_matches_pending_write() {
-        let file: &'static crate::FileRef = Box::leak(Box::new(crate::FileRef::new(b"/d/f")));
-        let vals = [7u64, u64::MAX, 1 << 40, 3, 99, 5];
-        for file in [None, Some(file.handle())] {
-            for n in 0..=vals.len() {
-                let p = Pending::Static {
-                    schema: &SCHEMA,
-                    ts: 1_700_000_000_123_456,
-                    dur: 42,
-                    vals: &vals[..n],
-                    file,
-                };
-                let len = p.len();
-                let mut want = vec![0xAAu8; len];
-                p.write(&mut want);
-                let v = &vals[..n.min(SCHEMA.keys.len())];
-                assert_eq!(STATIC_FIXED + 8 * v.len(), len, "{n} values");
-                let mut got = vec![0x55u8; len];
-                write_static(&mut got, &SCHEMA, 1_700_000_000_123_456, 42, v, file);
-                assert_eq!(got, want, "{n} values, file {}", file.is_some());
-            }
-        }
     }
 }

@@ -1,59 +1,154 @@
-//! The writer: drains the rings, assigns ids in file order, encodes JSON lines and cuts
-//! gzip members (see the crate docs for the thread model).
+//! The writer: drains the rings, assigns ids in file order, encodes JSON lines (with the
+//! file's header and `end` records) and cuts them into members for [`super::output`] (see the
+//! crate docs for the thread model). Producers reach it through two doors: [`hand_over`] (a
+//! full ring) and [`encode_orphan`] (a thread whose ring is gone).
 
-use super::*;
-use crate::event::{StaticRecord, StaticView, KIND_STATIC};
+use super::{shared, InternalGuard, Section, Shared, INTERNAL, PHASE, PHASE_DONE, PHASE_RUNNING};
+use crate::aggregate::Aggregator;
+use crate::config::Config;
+use crate::event::Layer;
+use crate::files::{self, PathTable, PATHS_CAP};
+use crate::format::{Encoder, End, Header, Line};
+use crate::hash::hash16;
+use crate::record::{
+    ArgValue, Record, StaticRecord, StaticView, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
+    KIND_STATIC, MAX_RECORD,
+};
+use crate::ring::Ring;
+use crate::sys;
+use parking_lot::MutexGuard;
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Bytes of ring drained between two chances for other threads to take the writer lock.
+const DRAIN_CHUNK: usize = 128 * 1024;
 
 /// Encoder state, under `Shared::writer`: what producers draining their own ring need.
 pub(super) struct Writer {
-    pub(super) json: Vec<u8>,
+    json: Vec<u8>,
     /// The previous member's buffer, returned cleared after it was written.
-    pub(super) spare: Vec<u8>,
+    spare: Vec<u8>,
     /// Line hints for the compressor ([`crate::deflate::hint`]) of the lines in `json`, and
     /// the previous member's list, returned cleared.
-    pub(super) hints: Vec<u64>,
-    pub(super) spare_hints: Vec<u64>,
+    hints: Vec<u64>,
+    spare_hints: Vec<u64>,
     /// Stream position of `json[0]`: the JSON bytes of every member cut before.
-    pub(super) stream_pos: u64,
-    pub(super) header_done: bool,
-    pub(super) next_id: u64,
+    stream_pos: u64,
+    header_done: bool,
+    next_id: u64,
     /// Paths whose `FH` record is in this writer's file (bounded: an evicted path gets its
     /// `FH` again); a [`crate::FileRef`]'s `fh` mark caches its lookup.
-    pub(super) paths: crate::files::PathTable,
+    paths: PathTable,
     /// The writer pass in progress ([`crate::files`]; 0: none yet) and the ring heads it
     /// waits to see consumed.
-    pub(super) pass: u64,
-    pub(super) pass_targets: Vec<(Arc<Ring>, usize)>,
-    /// Rendered constant middles of lines.
-    pub(super) cache: json::PrefixCache,
+    pass: u64,
+    pass_targets: Vec<(Arc<Ring>, usize)>,
+    /// The file's encoder (with its caches of rendered line text).
+    enc: Encoder,
     /// `drain_all`'s copy of the ring list, kept to reuse its allocation.
-    pub(super) rings_scratch: Vec<Arc<Ring>>,
-    pub(super) used: [bool; Layer::ALL.len()],
-    pub(super) events: u64,
-    pub(super) pending_events: u64,
-    pub(super) last_member_ns: u64,
-    pub(super) ended: bool,
+    rings_scratch: Vec<Arc<Ring>>,
+    used: [bool; Layer::ALL.len()],
+    events: u64,
+    pending_events: u64,
+    last_member_ns: u64,
+    ended: bool,
     /// Open buckets when aggregation is on.
-    pub(super) agg: Option<crate::aggregate::Aggregator>,
+    agg: Option<Aggregator>,
 }
 
-impl Shared {
-    pub(super) fn ensure_writer(&'static self) {
-        if !self.writer_started.swap(true, Ordering::AcqRel) {
-            // SAFETY: `self` is a leaked, never-freed Shared: valid for the thread's lifetime.
-            let t = unsafe {
-                sys::spawn_thread(writer_main, self as *const Shared as *mut libc::c_void)
-            };
-            *self.writer_thread.lock() = t;
+/// The door of a producer whose ring is full: encodes a bounded part of `ring` under the
+/// writer lock (no compression, no I/O: the writer thread cuts members).
+pub(super) fn hand_over(sh: &Shared, ring: &Ring) {
+    let _s = Section::new();
+    let mut w = sh.writer.lock();
+    Writer::drain_ring(
+        &mut w,
+        sh,
+        ring,
+        DRAIN_CHUNK.min(ring.capacity() / 4),
+        false,
+    );
+}
+
+/// The door of a thread without a ring (its thread-local state is gone): encodes the record
+/// `bytes` (just written by `Pending::write`) at once, under the writer lock.
+pub(super) fn encode_orphan(sh: &Shared, bytes: &[u8]) {
+    let _s = Section::new();
+    let mut w = sh.writer.lock();
+    // SAFETY: `bytes` was just written by `Pending::write` in this process.
+    #[allow(unsafe_code)]
+    if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
+        w.encode(sh, sh.tid_of(sys::gettid()), &rec);
+    }
+}
+
+/// A plain ASCII string.
+fn plain(s: &str) -> Text<'_> {
+    Text {
+        bytes: s.as_bytes(),
+        orig_len: s.len(),
+    }
+}
+
+/// Aggregation bucket width in time units.
+fn agg_width(sh: &Shared) -> u64 {
+    (sh.cfg.trace_interval_ms * sh.cfg.time_metric.per_second() / 1000).max(1)
+}
+
+impl Writer {
+    pub(super) fn new(cfg: &Config, enc: Encoder, agg: Option<Aggregator>) -> Writer {
+        let json_cap = cfg.write_buffer_size.clamp(64 * 1024, 16 * 1024 * 1024);
+        Writer {
+            // Both buffers at full size from the start (pages are touched only as they
+            // fill): growing the second one at the first cut copied every byte once more.
+            json: Vec::with_capacity(json_cap + MAX_RECORD * 8),
+            spare: Vec::with_capacity(json_cap + MAX_RECORD * 8),
+            hints: Vec::with_capacity(json_cap / 64),
+            spare_hints: Vec::with_capacity(json_cap / 64),
+            stream_pos: 0,
+            header_done: false,
+            next_id: 1,
+            paths: PathTable::new(PATHS_CAP),
+            pass: 0,
+            pass_targets: Vec::new(),
+            enc,
+            rings_scratch: Vec::new(),
+            used: [false; Layer::ALL.len()],
+            events: 0,
+            pending_events: 0,
+            last_member_ns: sys::monotonic_ns(),
+            ended: false,
+            agg,
         }
+    }
+
+    /// Complete events encoded so far.
+    pub(super) fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Takes the count of events encoded but not yet cut into a member.
+    pub(super) fn take_pending(&mut self) -> u64 {
+        std::mem::take(&mut self.pending_events)
+    }
+
+    /// The file's last records: everything recorded drained, the last aggregation buckets,
+    /// `end`, and the last member.
+    pub(super) fn finish(w: &mut MutexGuard<'_, Writer>, sh: &Shared) {
+        Writer::drain_all(w, sh, false);
+        // The last buckets precede `end` (the reference writes them after it).
+        w.flush_buckets(sh, true);
+        w.end_record(sh);
+        Writer::member(w, sh);
     }
 
     /// Drains every ring into the JSON buffer; cuts members as needed. Drains in chunks and
     /// yields the lock between them, so a producer draining its own full ring waits little.
-    pub(super) fn drain_all(&self, w: &mut MutexGuard<'_, Writer>, force_member: bool) {
+    pub(super) fn drain_all(w: &mut MutexGuard<'_, Writer>, sh: &Shared, force_member: bool) {
         // The writer's own list (reused: no allocation per wake once grown).
         let mut rings = std::mem::take(&mut w.rings_scratch);
-        rings.extend(self.rings.lock().iter().cloned());
+        rings.extend(sh.rings.lock().iter().cloned());
         let mut gone = false;
         for ring in &rings {
             let closed = ring.closed.load(Ordering::Acquire);
@@ -61,7 +156,7 @@ impl Shared {
             let target = ring.used();
             let mut done = 0;
             while done < target {
-                let n = self.drain_ring(w, ring, DRAIN_CHUNK, true);
+                let n = Writer::drain_ring(w, sh, ring, DRAIN_CHUNK, true);
                 if n == 0 {
                     break;
                 }
@@ -72,38 +167,36 @@ impl Shared {
         }
         rings.clear();
         w.rings_scratch = rings;
-        self.advance_pass(w);
-        self.thread_names(w);
+        w.advance_pass(sh);
+        w.thread_names(sh);
         if gone {
-            self.rings
+            sh.rings
                 .lock()
                 .retain(|r| !(r.closed.load(Ordering::Acquire) && r.used() == 0));
         }
-        let interval_ns = self.cfg.flush_interval_ms * 1_000_000;
+        let interval_ns = sh.cfg.flush_interval_ms * 1_000_000;
         // Producers that drained their own ring only encoded: a full buffer is cut here.
-        let full = w.json.len() >= self.cfg.write_buffer_size.max(1);
+        let full = w.json.len() >= sh.cfg.write_buffer_size.max(1);
         if force_member
             || full
             || sys::monotonic_ns().saturating_sub(w.last_member_ns) >= interval_ns
         {
-            self.flush_buckets(w, false);
-            self.member(w);
+            w.flush_buckets(sh, false);
+            Writer::member(w, sh);
         }
     }
 
     /// Writes the `thread_name` records of [`name_thread`] once the file has its header
     /// (names of threads are kept for a file that events will make).
-    pub(super) fn thread_names(&self, w: &mut Writer) {
-        if !w.header_done || !self.cfg.tids {
+    fn thread_names(&mut self, sh: &Shared) {
+        if !self.header_done || !sh.cfg.tids {
             return;
         }
-        let names = std::mem::take(&mut *self.thread_names.lock());
-        let ctx = self.ctx();
+        let names = std::mem::take(&mut *sh.thread_names.lock());
         for (tid, name) in &names {
-            json::meta_str(
-                &mut w.json,
-                &ctx,
-                self.tid_of(*tid),
+            self.enc.meta_str(
+                &mut self.json,
+                sh.tid_of(*tid),
                 "thread_name",
                 name.as_bytes(),
                 b"thread_name",
@@ -117,17 +210,16 @@ impl Shared {
     /// Not inlined into its callers: the per-record closure then has one call site and is
     /// inlined into the drain loop (no call and register saves per record).
     #[inline(never)]
-    pub(super) fn drain_ring(
-        &self,
+    fn drain_ring(
         w: &mut MutexGuard<'_, Writer>,
+        sh: &Shared,
         ring: &Ring,
         max_bytes: usize,
         may_cut: bool,
     ) -> usize {
         ring.clear_wake();
-        let tid = self.tid_of(ring.tid.load(Ordering::Relaxed));
-        let threshold = self.cfg.write_buffer_size.max(1);
-        let ctx = self.ctx();
+        let tid = sh.tid_of(ring.tid.load(Ordering::Relaxed));
+        let threshold = sh.cfg.write_buffer_size.max(1);
         let mut cut = false;
         let wr: &mut Writer = w;
         // Static records (most) skip building a `Record`, unless aggregation may want them.
@@ -139,10 +231,10 @@ impl Shared {
                 // data).
                 #[allow(unsafe_code)]
                 if let Some(rec) = unsafe { StaticRecord::decode(bytes) } {
-                    self.encode_static_in(wr, &ctx, tid, &rec.view());
+                    wr.encode_static(sh, tid, &rec.view());
                 }
             } else {
-                self.encode_bytes(wr, tid, bytes);
+                wr.encode_bytes(sh, tid, bytes);
             }
             if wr.json.len() >= threshold {
                 cut = true;
@@ -150,12 +242,12 @@ impl Shared {
             }
             false
         });
-        self.advance_pass(w);
+        w.advance_pass(sh);
         if cut {
             if may_cut {
-                self.member(w);
+                Writer::member(w, sh);
             } else {
-                self.wake.post();
+                sh.wake.post();
             }
         }
         drained
@@ -166,75 +258,63 @@ impl Shared {
     /// pass that began after its release ended). Called after every drain, by the writer or
     /// by a producer draining its own full ring, so passes keep ending while the writer
     /// thread waits on a slow disk.
-    pub(super) fn advance_pass(&self, w: &mut Writer) {
-        if w.pass != 0 {
-            if !w.pass_targets.iter().all(|(r, head)| r.consumed(*head)) {
+    fn advance_pass(&mut self, sh: &Shared) {
+        if self.pass != 0 {
+            if !self.pass_targets.iter().all(|(r, head)| r.consumed(*head)) {
                 return;
             }
-            crate::files::end_pass(w.pass);
+            files::end_pass(self.pass);
         }
         // Heads and the ring list are read after the pass began (acquire-release RMW).
-        w.pass = crate::files::begin_pass();
-        w.pass_targets.clear();
-        for r in self.rings.lock().iter() {
-            w.pass_targets.push((r.clone(), r.head()));
+        self.pass = files::begin_pass();
+        self.pass_targets.clear();
+        for r in sh.rings.lock().iter() {
+            self.pass_targets.push((r.clone(), r.head()));
         }
-    }
-
-    /// Aggregation bucket width in time units.
-    pub(super) fn agg_width(&self) -> u64 {
-        (self.cfg.trace_interval_ms * self.cfg.time_metric.per_second() / 1000).max(1)
     }
 
     /// Writes the aggregation buckets that closed at least one interval ago (all: `all`).
-    pub(super) fn flush_buckets(&self, w: &mut Writer, all: bool) {
-        let ctx = self.ctx();
-        let width = self.agg_width();
-        let Writer { agg, json, .. } = w;
+    fn flush_buckets(&mut self, sh: &Shared, all: bool) {
+        let width = agg_width(sh);
+        let Writer { agg, json, enc, .. } = self;
         if let Some(agg) = agg.as_mut() {
             let before = if all {
                 u64::MAX
             } else {
-                let now = crate::clock::now_in(self.cfg.time_metric);
+                let now = crate::clock::now_in(sh.cfg.time_metric);
                 (now - now % width).saturating_sub(width)
             };
-            agg.flush(json, &ctx, before);
+            agg.flush(json, enc, before);
         }
     }
 
     /// Decodes and encodes a record other than a static one taken by the fast path.
     #[inline(never)]
-    fn encode_bytes(&self, w: &mut Writer, tid: u32, bytes: &[u8]) {
+    fn encode_bytes(&mut self, sh: &Shared, tid: u32, bytes: &[u8]) {
         // SAFETY: as in `drain_ring`: written by `Pending::write` in this process.
         #[allow(unsafe_code)]
         if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
-            self.encode(w, tid, &rec);
+            self.encode(sh, tid, &rec);
         }
     }
 
     /// Encodes a static record (aggregation already declined it, or is off).
-    pub(super) fn encode_static(&self, w: &mut Writer, tid: u32, rec: &StaticView) {
-        self.encode_static_in(w, &self.ctx(), tid, rec)
-    }
-
-    /// [`Shared::encode_static`] with the file's context built by the caller.
     #[inline(always)]
-    fn encode_static_in(&self, w: &mut Writer, ctx: &Ctx, tid: u32, rec: &StaticView) {
-        if !w.header_done {
-            self.header(w);
+    fn encode_static(&mut self, sh: &Shared, tid: u32, rec: &StaticView) {
+        if !self.header_done {
+            self.header(sh);
         }
-        if let Some(f) = rec.file.filter(|_| self.cfg.metadata) {
+        if let Some(f) = rec.file.filter(|_| sh.cfg.metadata) {
             let fh = &f.file().fh;
-            if !w.paths.marked(fh.load(Ordering::Relaxed)) {
+            if !self.paths.marked(fh.load(Ordering::Relaxed)) {
                 // First time in this file (or its entry was evicted since): the FH record,
                 // unless a path arg or another slot wrote it and it is still in the table.
                 // Only the writer writes `fh` while the slot is pinned.
-                let mark = match w.paths.mark_for(f.path()) {
+                let mark = match self.paths.mark_for(f.path()) {
                     Some(m) => m,
                     None => {
-                        json::meta(
-                            &mut w.json,
-                            ctx,
+                        self.enc.meta(
+                            &mut self.json,
                             tid,
                             1,
                             &plain("FH"),
@@ -247,53 +327,61 @@ impl Shared {
                                 orig_len: 16,
                             },
                         );
-                        w.paths.insert(f.path().into(), *f.hash())
+                        self.paths.insert(f.path().into(), *f.hash())
                     }
                 };
                 fh.store(mark, Ordering::Relaxed);
             }
         }
-        let Writer {
-            json, cache, hints, ..
-        } = w;
-        let start = json.len();
-        let at = w.stream_pos + start as u64;
-        let prev = json::complete_static_at(json, cache, ctx, w.next_id, tid, rec, at);
-        if let Some(h) = crate::deflate::hint(start, at.wrapping_sub(prev) as usize) {
-            if prev != 0 {
-                hints.push(h);
-            }
-        }
-        w.next_id += 1;
-        w.events += 1;
-        w.pending_events += 1;
-        w.used[rec.layer as usize] = true;
+        let start = self.json.len();
+        let at = self.stream_pos + start as u64;
+        let line = Line {
+            id: self.next_id,
+            tid,
+            at,
+        };
+        let prev = self.enc.complete_static(&mut self.json, line, rec);
+        self.complete_done(start, at, prev, rec.layer as usize);
     }
 
-    pub(super) fn encode(&self, w: &mut Writer, tid: u32, rec: &Record) {
-        if !w.header_done {
-            self.header(w);
+    /// After a complete event's line (from `start` in `json`, at stream position `at`): its
+    /// line hint when the encoder named the previous line of its kind (`prev`, 0: none), the
+    /// next id, the counts.
+    #[inline(always)]
+    fn complete_done(&mut self, start: usize, at: u64, prev: u64, layer: usize) {
+        if let Some(h) = crate::deflate::hint(start, at.wrapping_sub(prev) as usize) {
+            if prev != 0 {
+                self.hints.push(h);
+            }
+        }
+        self.next_id += 1;
+        self.events += 1;
+        self.pending_events += 1;
+        self.used[layer] = true;
+    }
+
+    fn encode(&mut self, sh: &Shared, tid: u32, rec: &Record) {
+        if !self.header_done {
+            self.header(sh);
         }
         if rec.kind == KIND_COMPLETE {
-            if let Some(agg) = w.agg.as_mut().filter(|a| a.wants(rec)) {
-                agg.add(rec, tid, self.agg_width());
-                w.used[rec.layer as usize] = true;
+            if let Some(agg) = self.agg.as_mut().filter(|a| a.wants(rec)) {
+                agg.add(rec, tid, agg_width(sh));
+                self.used[rec.layer as usize] = true;
                 return;
             }
         }
         if let Some(v) = rec.static_view() {
-            return self.encode_static(w, tid, &v);
+            return self.encode_static(sh, tid, &v);
         }
-        let ctx = self.ctx();
-        if self.cfg.metadata && rec.has_path {
+        if sh.cfg.metadata && rec.has_path {
             // FH records precede the first event that names a file.
             for (_, v) in rec.args() {
                 if let ArgValue::Path(t) = v {
-                    if !w.paths.contains_key(t.bytes) {
+                    if !self.paths.contains_key(t.bytes) {
                         let h = hash16(t.bytes);
-                        json::meta(
-                            &mut w.json,
-                            &ctx,
+                        self.enc.meta(
+                            &mut self.json,
                             tid,
                             1,
                             &plain("FH"),
@@ -303,46 +391,33 @@ impl Shared {
                                 orig_len: 16,
                             },
                         );
-                        w.paths.insert(t.bytes.into(), h);
+                        self.paths.insert(t.bytes.into(), h);
                     }
                 }
             }
         }
-        let paths = &w.paths;
+        let paths = &self.paths;
         let mut hash_of = |p: &[u8]| paths.get(p).copied().unwrap_or_else(|| hash16(p));
         match rec.kind {
             KIND_COMPLETE => {
-                let start = w.json.len();
-                let at = w.stream_pos + start as u64;
-                let prev = json::complete_cached_at(
-                    &mut w.json,
-                    Some(&mut w.cache),
-                    &ctx,
-                    w.next_id,
+                let start = self.json.len();
+                let at = self.stream_pos + start as u64;
+                let line = Line {
+                    id: self.next_id,
                     tid,
-                    rec,
-                    &mut hash_of,
                     at,
-                );
-                if let Some(h) = crate::deflate::hint(start, at.wrapping_sub(prev) as usize) {
-                    if prev != 0 {
-                        w.hints.push(h);
-                    }
-                }
-                w.next_id += 1;
-                w.events += 1;
-                w.pending_events += 1;
-                w.used[rec.layer as usize] = true;
+                };
+                let prev = self.enc.complete(&mut self.json, line, rec, &mut hash_of);
+                self.complete_done(start, at, prev, rec.layer as usize);
             }
             KIND_COUNTER => {
-                json::counter(&mut w.json, &ctx, tid, rec, &mut hash_of);
-                w.pending_events += 1;
-                w.used[rec.layer as usize] = true;
+                self.enc.counter(&mut self.json, tid, rec, &mut hash_of);
+                self.pending_events += 1;
+                self.used[rec.layer as usize] = true;
             }
             KIND_META => {
-                json::meta(
-                    &mut w.json,
-                    &ctx,
+                self.enc.meta(
+                    &mut self.json,
                     tid,
                     rec.layer as u8,
                     &rec.name,
@@ -357,14 +432,14 @@ impl Shared {
     /// Cuts one member from the pending JSON and writes it (creating the file on first use).
     /// The encoder lock is released while compressing and writing; the output lock, taken
     /// before releasing it, keeps members in order.
-    pub(super) fn member(&self, w: &mut MutexGuard<'_, Writer>) {
+    fn member(w: &mut MutexGuard<'_, Writer>, sh: &Shared) {
         w.last_member_ns = sys::monotonic_ns();
         if w.json.is_empty() {
             return;
         }
         // Lock order is writer → output. The output lock is taken before the writer lock is
         // released (members stay in order) and dropped before it is taken back (no cycle).
-        let o = self.output.lock();
+        let o = sh.output.lock();
         let spare = std::mem::take(&mut w.spare);
         let mut json = std::mem::replace(&mut w.json, spare);
         let spare_hints = std::mem::take(&mut w.spare_hints);
@@ -374,7 +449,7 @@ impl Shared {
         MutexGuard::unlocked(w, || {
             let mut o = o;
             let _g = InternalGuard::new();
-            self.write_member(&mut o, &json, &hints, pending);
+            o.write_member(sh, &json, &hints, pending);
             drop(o);
         });
         json.clear();
@@ -384,10 +459,82 @@ impl Shared {
             w.spare_hints = hints;
         }
     }
+
+    /// The file's header records (HH, thread_name, CM, FH/SH) and its `start` record.
+    fn header(&mut self, sh: &Shared) {
+        self.header_done = true;
+        let h = Header {
+            pid: sh.pid,
+            host: &sh.host,
+            time_metric: sh.cfg.time_metric.as_str(),
+            cwd: &sh.cwd,
+            cmd: &sh.cmd,
+            exec: &sh.exec,
+            cwd_hash: hash16(sh.cwd.as_bytes()),
+            cmd_hash: hash16(sh.cmd.as_bytes()),
+            exec_hash: hash16(sh.exec.as_bytes()),
+            tid: sh.tid_of(sh.init_tid),
+            ts: sh.start_ts,
+            ppid: sh.ppid,
+            date: &sh.date,
+        };
+        self.enc.header(&mut self.json, &h);
+        if sh.cfg.metadata {
+            self.paths.insert(sh.cwd.as_bytes().into(), h.cwd_hash);
+        }
+        self.next_id = 2;
+    }
+
+    /// The file's `end` record (once).
+    fn end_record(&mut self, sh: &Shared) {
+        if !self.header_done || self.ended {
+            return;
+        }
+        self.ended = true;
+        let tid = sys::gettid();
+        let ts = crate::clock::now_in(sh.cfg.time_metric);
+        let (log_file, lost) = {
+            let o = sh.output.lock();
+            let path = o
+                .open_path()
+                .map(str::to_string)
+                .unwrap_or_else(|| sh.expected_path());
+            (path, o.lost())
+        };
+        let app = sh.app.lock();
+        let used_names = sh.used_names.lock();
+        let e = End {
+            id: self.next_id,
+            tid,
+            ts,
+            app: &app,
+            used: &self.used,
+            used_names: &used_names,
+            cfg: &sh.cfg,
+            aggregated: self.agg.as_ref().map(|a| a.folded),
+            bind: sh.bind.load(Ordering::Relaxed),
+            tsc: crate::clock::tsc_in_use(),
+            log_file: &log_file,
+            dropped: sh.dropped.load(Ordering::Relaxed),
+            lost,
+            signal: sh.signal.load(Ordering::Acquire),
+        };
+        self.enc.end(&mut self.json, &e);
+    }
 }
 
-pub(super) extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_void {
-    // SAFETY: arg is the &'static Shared passed by ensure_writer (never freed).
+/// Starts the writer thread (once).
+pub(super) fn ensure_thread(sh: &'static Shared) {
+    if !sh.writer_started.swap(true, Ordering::AcqRel) {
+        // SAFETY: `sh` is a leaked, never-freed Shared: valid for the thread's lifetime.
+        #[allow(unsafe_code)]
+        let t = unsafe { sys::spawn_thread(writer_main, sh as *const Shared as *mut libc::c_void) };
+        *sh.writer_thread.lock() = t;
+    }
+}
+
+extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: arg is the &'static Shared passed by ensure_thread (never freed).
     let sh: &'static Shared = unsafe { &*(arg as *const Shared) };
     let _ = INTERNAL.try_with(|c| c.set(true));
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_loop(sh))).is_err() {
@@ -416,8 +563,8 @@ fn writer_loop(sh: &'static Shared) {
         // Not on the way out: a process that ends never pays for a calibration.
         crate::clock::recalibrate(sh.cfg.tsc);
         let mut w = sh.writer.lock();
-        sh.drain_all(&mut w, false);
-        if fault && sh.output.lock().sink.is_some() {
+        Writer::drain_all(&mut w, sh, false);
+        if fault && sh.output.lock().open_path().is_some() {
             panic!("injected writer fault (DFTRACER_FAULT=writer)");
         }
     }
@@ -431,6 +578,6 @@ pub fn flush() {
         }
         let _s = Section::new();
         let mut w = sh.writer.lock();
-        sh.drain_all(&mut w, true);
+        Writer::drain_all(&mut w, sh, true);
     }
 }

@@ -1,0 +1,276 @@
+//! Line caching: per (schema, tid, file) a [`Template`] of a static record's whole line as
+//! padded constant pieces, per (name, cat, layer, tid) the middle of other complete lines;
+//! both tables two-way set-associative, owned by the [`super::Encoder`].
+
+use super::cursor::{HighDigits, IdText, COPY_PAD, NUM_MAX};
+use super::escape::Out;
+use super::Ctx;
+use crate::event::Schema;
+use crate::record::{Record, Text};
+
+/// Rendered constant text of lines, in small tables owned by the writer: per (schema, tid,
+/// file or not) a [`Template`] of a static record's whole line but its numbers and file hash
+/// (two-way: a set holds two templates, a miss replaces the one used less recently, so two
+/// kinds of line that hash alike do not evict each other at every line); per (name, category, layer, tid) the middle
+/// (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`) of other lines. A hit replaces
+/// escaped strings and numbers by whole-block copies.
+pub struct PrefixCache {
+    pub(super) statics: Box<[Template; 2 * CACHE_SLOTS]>,
+    /// Per set of `statics`: which of its two templates a miss replaces.
+    pub(super) victim: [u8; CACHE_SLOTS],
+    /// The key and index in `statics` of the template used last (consecutive lines are
+    /// mostly of one kind): no hashing on a repeat. Always the key of that template.
+    pub(super) mru: ([u64; 2], usize),
+    pub(super) named_victim: [u8; CACHE_SLOTS],
+    pub(super) named: Vec<Named>,
+    /// Index in `named` of the middle used last (consecutive lines are mostly of one kind):
+    /// compared first, without hashing.
+    pub(super) named_mru: usize,
+    /// The last static line's id, and the high digits of its ts.
+    pub(super) id: IdText,
+    pub(super) ts_hi: HighDigits,
+}
+
+impl Default for PrefixCache {
+    fn default() -> PrefixCache {
+        PrefixCache {
+            statics: Box::new(std::array::from_fn(|_| Template::default())),
+            victim: [0; CACHE_SLOTS],
+            mru: ([0, 0], 0),
+            named_victim: [0; CACHE_SLOTS],
+            named: Vec::new(),
+            named_mru: 0,
+            id: IdText::default(),
+            ts_hi: HighDigits::default(),
+        }
+    }
+}
+
+/// A cached middle for a name and category: the key's bytes are kept and compared.
+#[derive(Default)]
+pub(super) struct Named {
+    tid: u32,
+    layer: u8,
+    name_len: usize,
+    /// name ++ cat
+    pub(super) key: Vec<u8>,
+    /// The middle, then [`COPY_PAD`] zero bytes (for [`Put::padded`]).
+    prefix: Vec<u8>,
+    /// Stream position of the last line written with this middle (0: none).
+    pub(super) last_at: u64,
+}
+
+/// A static record's line as constant pieces around its variable parts, in order: the
+/// middle, `ts`, `,"dur":`, `dur`, `,"ph":1` and (with metadata) `,"args":{"hhash":"..."`;
+/// with metadata one piece `,"<key>":` per schema key (a record may fill fewer slots: the
+/// rest are skipped), then `,"<file_key>":"` before the file hash; the last piece ends the
+/// line. Pieces are stored back to back
+/// and followed by [`COPY_PAD`] zero bytes, so each is copied in whole 32-byte moves.
+#[derive(Default)]
+pub(super) struct Template {
+    /// What the template was built for ([`Template::key`]); `[0, 0]`: an empty slot.
+    pub(super) key: [u64; 2],
+    pub(super) text: Vec<u8>,
+    /// Start of each piece in `text` (one more entry: the end of the last).
+    pub(super) cuts: Vec<u32>,
+    /// Each piece as (start in `text`, length): what a line copies.
+    pub(super) pieces: Vec<(u32, u32)>,
+    /// With metadata, pieces 2 and 3 as one (start, length): nothing comes between them
+    /// when a record fills every slot (or the schema has none).
+    pub(super) merged: (u32, u32),
+    /// Bytes of a line at most: `{"id":`, the pieces, [`NUM_MAX`] per number (id, ts, dur
+    /// and one per key), 16 for the file hash.
+    pub(super) bound: usize,
+    /// Stream position of the last line written from this template (0: none).
+    pub(super) last_at: u64,
+}
+
+impl Template {
+    /// (schema, file, metadata) and (tid, pid) as two words, compared at every line: a
+    /// schema's address is never 0 and its low two bits are free (alignment of 4 or more).
+    #[inline(always)]
+    fn key(ctx: &Ctx, schema: &Schema, tid: u32, file: bool) -> [u64; 2] {
+        const { assert!(std::mem::align_of::<Schema>() >= 4) };
+        [
+            schema as *const Schema as u64 | file as u64 | (ctx.metadata as u64) << 1,
+            tid as u64 | (ctx.pid as u64) << 32,
+        ]
+    }
+
+    /// Renders the template.
+    #[cold]
+    #[inline(never)]
+    fn build(&mut self, ctx: &Ctx, schema: &Schema, layer: u64, tid: u32, file: bool) {
+        let t = |s: &'static str| Text {
+            bytes: s.as_bytes(),
+            orig_len: s.len(),
+        };
+        let (text, cuts) = (&mut self.text, &mut self.cuts);
+        text.clear();
+        cuts.clear();
+        cuts.push(0);
+        middle(text, ctx, &t(schema.name), &t(schema.cat), layer, tid);
+        cuts.push(text.len() as u32);
+        text.extend_from_slice(b",\"dur\":");
+        cuts.push(text.len() as u32);
+        text.extend_from_slice(b",\"ph\":1");
+        if ctx.metadata {
+            text.extend_from_slice(b",\"args\":{\"hhash\":\"");
+            text.extend_from_slice(ctx.hhash.as_bytes());
+            text.push(b'"');
+            for (k, _) in schema.keys {
+                cuts.push(text.len() as u32);
+                text.extend_from_slice(b",\"");
+                text.extend_from_slice(k.as_bytes());
+                text.extend_from_slice(b"\":");
+            }
+            cuts.push(text.len() as u32);
+            if file {
+                text.extend_from_slice(b",\"");
+                text.extend_from_slice(schema.file_key.as_bytes());
+                text.extend_from_slice(b"\":\"");
+                cuts.push(text.len() as u32);
+                text.push(b'"');
+            }
+            text.push(b'}');
+        }
+        text.extend_from_slice(b"}\n");
+        cuts.push(text.len() as u32);
+        self.pieces.clear();
+        self.pieces
+            .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
+        self.merged = match cuts.get(4) {
+            Some(&end) if ctx.metadata => (cuts[2], end - cuts[2]),
+            _ => (0, 0),
+        };
+        self.bound = ID_OPEN.len() + text.len() + NUM_MAX * (3 + schema.keys.len()) + 16;
+        text.extend_from_slice(&[0; COPY_PAD]);
+        self.key = Template::key(ctx, schema, tid, file);
+        self.last_at = 0;
+    }
+}
+
+pub(super) const CACHE_SLOTS: usize = 64;
+
+/// The line's middle from `,"name":` to `"ts":`, as [`super::event::complete`] writes it.
+pub(super) fn middle(v: &mut impl Out, ctx: &Ctx, name: &Text, cat: &Text, layer: u64, tid: u32) {
+    v.put(b",\"name\":");
+    v.text(name);
+    v.put(b",\"cat\":");
+    v.text(cat);
+    v.put(b",\"type\":");
+    v.u64(layer);
+    v.put(b",\"pid\":");
+    v.u64(ctx.pid as u64);
+    v.put(b",\"tid\":");
+    v.u64(tid as u64);
+    v.put(b",\"ts\":");
+}
+
+/// The middle of `rec`'s line from `PrefixCache::named`, padded (its length is the second
+/// value); `None` for clipped names or categories (not cached).
+pub(super) fn named_prefix<'c>(
+    named: &'c mut Vec<Named>,
+    named_victim: &mut [u8; CACHE_SLOTS],
+    mru: &mut usize,
+    ctx: &Ctx,
+    rec: &Record,
+    tid: u32,
+) -> Option<(&'c [u8], usize, &'c mut u64)> {
+    let (name, cat) = (&rec.name, &rec.cat);
+    if name.truncated() || cat.truncated() || name.bytes.len() + cat.bytes.len() > 512 {
+        return None;
+    }
+    if named.is_empty() {
+        *named = (0..2 * CACHE_SLOTS).map(|_| Named::default()).collect();
+    }
+    let layer = rec.layer as u8;
+    let fits = |slot: &Named| {
+        !slot.prefix.is_empty()
+            && slot.tid == tid
+            && slot.layer == layer
+            && slot.name_len == name.bytes.len()
+            && slot.key.len() == name.bytes.len() + cat.bytes.len()
+            && slot.key[..name.bytes.len()] == *name.bytes
+            && slot.key[name.bytes.len()..] == *cat.bytes
+    };
+    // The middle used last: its set's victim is already the other way.
+    let i = if fits(&named[*mru]) {
+        *mru
+    } else {
+        let mut h = crate::hash::FastHasher::default();
+        std::hash::Hasher::write(&mut h, name.bytes);
+        std::hash::Hasher::write(&mut h, cat.bytes);
+        let set = (std::hash::Hasher::finish(&h) ^ tid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (64 - CACHE_SLOTS.trailing_zeros());
+        let set = set as usize & (CACHE_SLOTS - 1);
+        // Two-way, as the static templates.
+        let (hit, way) = if fits(&named[2 * set]) {
+            (true, 0)
+        } else if fits(&named[2 * set + 1]) {
+            (true, 1)
+        } else {
+            (false, named_victim[set] as usize & 1)
+        };
+        named_victim[set] = 1 - way as u8;
+        let slot = &mut named[2 * set + way];
+        if !hit {
+            slot.prefix.clear();
+            middle(&mut slot.prefix, ctx, name, cat, layer as u64, tid);
+            slot.prefix.extend_from_slice(&[0; COPY_PAD]);
+            slot.key.clear();
+            slot.key.extend_from_slice(name.bytes);
+            slot.key.extend_from_slice(cat.bytes);
+            slot.name_len = name.bytes.len();
+            slot.tid = tid;
+            slot.layer = layer;
+            slot.last_at = 0;
+        }
+        *mru = 2 * set + way;
+        *mru
+    };
+    let slot = &mut named[i];
+    let n = slot.prefix.len() - COPY_PAD;
+    Some((&slot.prefix, n, &mut slot.last_at))
+}
+
+/// The template of (schema, tid, file) for this file's context, built on a miss.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn template<'c>(
+    statics: &'c mut [Template; 2 * CACHE_SLOTS],
+    victim: &mut [u8; CACHE_SLOTS],
+    mru: &mut ([u64; 2], usize),
+    ctx: &Ctx,
+    schema: &Schema,
+    layer: u64,
+    tid: u32,
+    file: bool,
+) -> &'c mut Template {
+    let key = Template::key(ctx, schema, tid, file);
+    // The template used last: its set's victim is already the other way. (An empty slot's
+    // key `[0, 0]` never equals a schema's key.)
+    if key == mru.0 {
+        return &mut statics[mru.1 & (2 * CACHE_SLOTS - 1)];
+    }
+    let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
+    let set = set & (CACHE_SLOTS - 1);
+    let fits = |t: &Template| t.key == key;
+    let way = if fits(&statics[2 * set]) {
+        0
+    } else if fits(&statics[2 * set + 1]) {
+        1
+    } else {
+        let w = victim[set] as usize & 1;
+        statics[2 * set + w].build(ctx, schema, layer, tid, file);
+        w
+    };
+    // The other way is replaced next.
+    victim[set] = 1 - way as u8;
+    *mru = (key, 2 * set + way);
+    &mut statics[2 * set + way]
+}
+
+/// The start of every complete line.
+pub(super) const ID_OPEN: &[u8; 6] = b"{\"id\":";

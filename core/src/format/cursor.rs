@@ -1,0 +1,509 @@
+//! The write cursor: a line written into space reserved once ([`reserved`], [`Put`]: every
+//! write checked against the line's bound) or, for template lines, through raw pointers
+//! (`put_*`: the bound proven once per line by the caller). All of the format's unsafe code
+//! is here.
+
+use super::escape::{escape_into, Out};
+use crate::event::Slot;
+use crate::record::Text;
+
+impl Out for Put<'_> {
+    #[inline]
+    fn put(&mut self, b: &[u8]) {
+        self.bytes(b);
+    }
+    #[inline]
+    fn u64(&mut self, v: u64) {
+        self.num(v);
+    }
+    #[inline]
+    fn i64(&mut self, v: i64) {
+        self.int(v);
+    }
+    fn text(&mut self, t: &Text) {
+        Put::text(self, t);
+    }
+}
+
+/// Characters of a decimal 64-bit integer at most, sign included.
+pub(super) const NUM_MAX: usize = 21;
+
+/// The decimal digits of `q`, a number's value but its last few digits, as written last
+/// time: consecutive lines' ids and timestamps share them. `q == 0`: nothing yet.
+#[derive(Default)]
+pub(super) struct HighDigits {
+    q: u64,
+    len: usize,
+    /// The digits, then zero bytes (read in one 32-byte move).
+    txt: [u8; 32],
+}
+
+/// The decimal text of the last static line's id: consecutive static lines have ids one
+/// apart, so the next id is mostly its last digit incremented in place.
+pub(super) struct IdText {
+    last: u64,
+    len: usize,
+    /// The digits of `last`, then bytes that are never kept (read in one 32-byte move).
+    txt: [u8; 32],
+}
+
+impl Default for IdText {
+    fn default() -> IdText {
+        let mut txt = [0; 32];
+        txt[0] = b'0';
+        IdText {
+            last: 0,
+            len: 1,
+            txt,
+        }
+    }
+}
+
+/// Writes a slot's value (8 little-endian bytes) at `d` as its kind says; returns the end.
+///
+/// # Safety
+/// `d` writable for [`NUM_MAX`] bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(v);
+    let v = u64::from_le_bytes(b);
+    // SAFETY: at most NUM_MAX bytes (the contract).
+    unsafe {
+        match slot {
+            Slot::Int => put_int(d, v as i64),
+            Slot::UInt => put_num(d, v),
+        }
+    }
+}
+
+/// Writes `id` in decimal at `d` from the text of the last id `it` wrote (one more than it
+/// and not ending in 9: its last digit incremented in place); returns the end.
+///
+/// # Safety
+/// `d` writable for 32 bytes (20 are kept at most).
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_id(d: *mut u8, id: u64, it: &mut IdText) -> *mut u8 {
+    // `len` is 1..=20: the mask only spares a bounds check.
+    let last = (it.len - 1) & 31;
+    if it.last.checked_add(1) == Some(id) && it.txt[last] != b'9' {
+        it.txt[last] += 1;
+        it.last = id;
+    } else if id != it.last {
+        // SAFETY: at most 20 digits into the 32-byte text.
+        let end = unsafe { put_num(it.txt.as_mut_ptr(), id) };
+        // SAFETY: `end` is within `txt`, after its start.
+        it.len = unsafe { end.offset_from(it.txt.as_ptr()) } as usize;
+        it.last = id;
+    }
+    // SAFETY: `txt`'s 32 bytes are read and `d`'s 32 written (the contract); `it.len <= 20`
+    // of them are kept.
+    unsafe {
+        let x = std::ptr::read_unaligned(it.txt.as_ptr().cast::<[u128; 2]>());
+        std::ptr::write_unaligned(d.cast::<[u128; 2]>(), x);
+        d.add(it.len)
+    }
+}
+
+/// Copies `n` bytes from `s` to `d` in whole 32-byte moves (at least one); returns `d + n`.
+///
+/// # Safety
+/// `s` readable and `d` writable for `n` rounded up to 32 bytes (at least 32): up to 31
+/// bytes past `d + n` may be written, and are overwritten by what follows or dropped.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+    let mut i = 0;
+    loop {
+        // SAFETY: `i` is 0 or `< n`, so `i + 32` is at most `n` rounded up to 32, or 32
+        // (the contract).
+        unsafe {
+            let x = std::ptr::read_unaligned(s.add(i).cast::<[u128; 2]>());
+            std::ptr::write_unaligned(d.add(i).cast::<[u128; 2]>(), x);
+        }
+        i += 32;
+        if i >= n {
+            break;
+        }
+    }
+    // SAFETY: within what the caller made writable.
+    unsafe { d.add(n) }
+}
+
+/// Copies the 16 bytes of `h` to `d`; returns `d + 16`.
+///
+/// # Safety
+/// `d` writable for 16 bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put16(d: *mut u8, h: &[u8; 16]) -> *mut u8 {
+    // SAFETY: the contract.
+    unsafe {
+        std::ptr::write_unaligned(d.cast::<[u8; 16]>(), *h);
+        d.add(16)
+    }
+}
+
+/// Writes `v` in decimal at `d`; returns the end (at most 20 bytes on).
+///
+/// # Safety
+/// `d` writable for 20 bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
+    // Small values (durations, descriptors) without counting digits.
+    if v < 100 {
+        // SAFETY: at most 2 bytes at `d` (the contract).
+        unsafe {
+            if v < 10 {
+                *d = b'0' + v as u8;
+                return d.add(1);
+            }
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(v as usize * 2), d, 2);
+            return d.add(2);
+        }
+    }
+    let n = ndigits(v);
+    // SAFETY: `n <= 20` bytes at `d` are writable (the contract).
+    unsafe {
+        write_digits(d, v, n);
+        d.add(n)
+    }
+}
+
+/// Writes the `n` (= `ndigits(v)`) decimal digits of `v` at `d`, back to front, two at a time.
+///
+/// # Safety
+/// `d` writable for `n` bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn write_digits(d: *mut u8, v: u64, n: usize) {
+    // SAFETY: every index below is `< n` (the contract).
+    unsafe {
+        let mut end = d.add(n);
+        let mut v = v;
+        while v >= 100 {
+            let r = (v % 100) as usize * 2;
+            v /= 100;
+            end = end.sub(2);
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(r), end, 2);
+        }
+        if v >= 10 {
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(v as usize * 2), end.sub(2), 2);
+        } else {
+            *end.sub(1) = b'0' + v as u8;
+        }
+    }
+}
+
+/// [`put_num`] for a value that shares its digits but the last `LOW` with the value `hd`
+/// last saw (ids, timestamps): those digits are copied, only the last `LOW` are computed.
+///
+/// # Safety
+/// `d` writable for 32 bytes (20 are kept at most).
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_split<const LOW: u32>(d: *mut u8, v: u64, hd: &mut HighDigits) -> *mut u8 {
+    const { assert!(LOW.is_multiple_of(2) && LOW >= 2 && LOW <= 8) };
+    let p = 10u64.pow(LOW);
+    let q = v / p;
+    // SAFETY: every write below is within the contract: `put_num` keeps at most 20 bytes;
+    // otherwise the high digits (`len` of them, at most 18 as `q <= u64::MAX / 100`) are
+    // copied in one 32-byte move (32 bytes written, read from `txt`'s 32) and
+    // `LOW` digits follow, `len + LOW` bytes kept: the digits of `v`, at most 20.
+    unsafe {
+        if q == 0 {
+            return put_num(d, v);
+        }
+        if q != hd.q {
+            let end = put_num(hd.txt.as_mut_ptr(), q);
+            hd.len = end.offset_from(hd.txt.as_ptr()) as usize;
+            hd.q = q;
+        }
+        std::ptr::write_unaligned(d.cast::<[u8; 32]>(), hd.txt);
+        let d = d.add(hd.len);
+        let mut r = (v - q * p) as u32;
+        let mut k = LOW as usize;
+        while k > 0 {
+            k -= 2;
+            let pair = (r % 100) as usize * 2;
+            r /= 100;
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(pair), d.add(k), 2);
+        }
+        d.add(LOW as usize)
+    }
+}
+
+/// [`put_num`] with a sign: at most [`NUM_MAX`] bytes.
+///
+/// # Safety
+/// `d` writable for [`NUM_MAX`] bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_int(d: *mut u8, v: i64) -> *mut u8 {
+    // SAFETY: one sign byte, then at most 20 digits: within the contract.
+    unsafe {
+        *d = b'-';
+        put_num(d.add((v < 0) as usize), v.unsigned_abs())
+    }
+}
+
+/// Runs `f` on a cursor over `bound` bytes reserved at the end of `out`, then keeps what it
+/// wrote. The reserved bytes are not initialised first: the cursor only writes.
+pub(super) fn reserved(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put)) {
+    // COPY_PAD more than the bound: whole 16-byte copies may run past what they keep.
+    out.reserve(bound + COPY_PAD);
+    let spare = out.spare_capacity_mut();
+    let mut p = Put {
+        buf: spare.as_mut_ptr().cast::<u8>(),
+        cap: bound,
+        pos: 0,
+        _out: std::marker::PhantomData,
+    };
+    f(&mut p);
+    let n = p.pos;
+    // SAFETY: the cursor wrote (initialised) exactly the first `n <= bound` spare bytes.
+    #[allow(unsafe_code)]
+    unsafe {
+        out.set_len(out.len() + n)
+    };
+}
+
+/// Bytes past a cursor's bound that whole 16- or 32-byte copies may write (and later overwrite or
+/// drop): reserved by [`reserved`], never kept.
+pub(super) const COPY_PAD: usize = 32;
+
+/// A write-only cursor over `cap` bytes (plus [`COPY_PAD`]) of a vector's spare capacity.
+/// Every write checks that it ends within `cap` (an overrun panics, never corrupts).
+pub(super) struct Put<'a> {
+    buf: *mut u8,
+    cap: usize,
+    pos: usize,
+    _out: std::marker::PhantomData<&'a mut Vec<u8>>,
+}
+
+const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Decimal digits of `v` (1 for 0).
+#[inline(always)]
+fn ndigits(v: u64) -> usize {
+    const POW10: [u64; 20] = {
+        let mut t = [1u64; 20];
+        let mut i = 1;
+        while i < 20 {
+            t[i] = t[i - 1] * 10;
+            i += 1;
+        }
+        t
+    };
+    // floor(log10(2) * bits) is the digit count or one less.
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    let d = (bits * 1233) >> 12;
+    d + ((v | 1) >= POW10[d]) as usize
+}
+
+#[allow(unsafe_code)]
+impl Put<'_> {
+    /// Room for `n` more bytes, or a panic (bounds were computed by the caller).
+    #[inline(always)]
+    pub(super) fn room(&self, n: usize) {
+        assert!(self.pos + n <= self.cap, "json: line bound exceeded");
+    }
+    #[inline(always)]
+    pub(super) fn lit<const N: usize>(&mut self, s: &[u8; N]) {
+        self.room(N);
+        // SAFETY: `room` checked `pos + N <= cap` of the reserved spare bytes.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.buf.add(self.pos), N) };
+        self.pos += N;
+    }
+    #[inline(always)]
+    pub(super) fn bytes(&mut self, s: &[u8]) {
+        self.room(s.len());
+        // SAFETY: as in `lit`.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.buf.add(self.pos), s.len()) };
+        self.pos += s.len();
+    }
+    /// The first `n` bytes of `s`, copied 16 at a time: `s` must hold `n` rounded up to 16
+    /// bytes (a [`Template`]'s pieces are padded), so no copy call is made.
+    #[inline(always)]
+    pub(super) fn padded(&mut self, s: &[u8], n: usize) {
+        self.room(n);
+        let whole = n.div_ceil(16) * 16;
+        assert!(whole <= s.len() && whole - n < COPY_PAD);
+        let mut i = 0;
+        while i < n {
+            // SAFETY: `i + 16 <= whole <= s.len()` on the source; on the destination
+            // `pos + i + 16 <= pos + n + 15 < cap + COPY_PAD` (reserved).
+            unsafe {
+                let x = std::ptr::read_unaligned(s.as_ptr().add(i).cast::<u128>());
+                std::ptr::write_unaligned(self.buf.add(self.pos + i).cast::<u128>(), x);
+            }
+            i += 16;
+        }
+        self.pos += n;
+    }
+    /// A JSON string: the same bytes [`super::write_str`] writes.
+    pub(super) fn text(&mut self, t: &Text) {
+        self.lit(b"\"");
+        let b = t.bytes;
+        if b.iter()
+            .all(|&c| (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\')
+        {
+            self.bytes(b);
+        } else {
+            escape_into(self, b);
+        }
+        if t.orig_len > b.len() {
+            self.lit(b"...[truncated, ");
+            self.num(t.orig_len as u64);
+            self.lit(b" bytes]");
+        }
+        self.lit(b"\"");
+    }
+
+    /// [`Put::num`] with `v`'s high digits taken from `hd` when they are the same as last
+    /// time (see [`put_split`]).
+    #[inline(always)]
+    pub(super) fn num_split(&mut self, v: u64, hd: &mut HighDigits) {
+        self.room(20);
+        // SAFETY: `room` checked `pos + 20 <= cap`; `put_split` writes 32 bytes from `pos`
+        // (within `cap + COPY_PAD`) and keeps at most 20, ending at the returned pointer.
+        unsafe {
+            let end = put_split::<4>(self.buf.add(self.pos), v, hd);
+            self.pos = end.offset_from(self.buf) as usize;
+        }
+    }
+
+    /// Decimal digits of `v`, written in place back to front, two at a time.
+    #[inline(always)]
+    pub(super) fn num(&mut self, v: u64) {
+        let n = ndigits(v);
+        self.room(n);
+        // SAFETY: `room` checked `pos + n <= cap`.
+        unsafe { write_digits(self.buf.add(self.pos), v, n) };
+        self.pos += n;
+    }
+
+    #[inline(always)]
+    pub(super) fn int(&mut self, v: i64) {
+        if v < 0 {
+            self.lit(b"-");
+        }
+        self.num(v.unsigned_abs());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_num_matches_itoa() {
+        let mut cases = vec![0u64, 1, 9, 10, 99, 100, u64::MAX, u64::MAX - 1];
+        let mut p = 1u64;
+        while let Some(n) = p.checked_mul(10) {
+            cases.extend([p - 1, p, p + 1, n - 1]);
+            p = n;
+        }
+        cases.extend([p - 1, p, p + 1]);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push(x >> (x % 64));
+        }
+        for v in cases {
+            let mut out = b"x".to_vec();
+            reserved(&mut out, 20, |p| p.num(v));
+            assert_eq!(out[1..], *v.to_string().as_bytes(), "{v}");
+            let mut out = Vec::new();
+            reserved(&mut out, 21, |p| p.int(v as i64));
+            assert_eq!(out, (v as i64).to_string().as_bytes(), "{v}");
+        }
+    }
+    /// Runs of nearby values (the cached high digits hit) and jumps (they miss) format as
+    /// `to_string` does, for both splits, written after other bytes.
+    #[test]
+    fn put_split_matches_itoa() {
+        let mut cases = vec![0u64, 1, 99, 100, 101, 999_999, 1_000_000, 1_000_001, 5, 100];
+        for base in [
+            0u64,
+            1_796_000_779_668_786,
+            99_999_999_999,
+            u64::MAX - 2_000,
+        ] {
+            cases.extend((0..1_500).map(|i| base.saturating_add(i * 7)));
+        }
+        cases.extend([u64::MAX, 10u64.pow(19), 10u64.pow(19) - 1, 7, u64::MAX]);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push(x >> (x % 64));
+        }
+        let (mut h2, mut h4, mut h6) = Default::default();
+        for v in cases {
+            for low in [2, 4, 6] {
+                let mut out = b"ab".to_vec();
+                out.reserve(32);
+                #[allow(unsafe_code)]
+                // SAFETY: 32 spare bytes reserved; `n <= 20` of them are written (kept).
+                unsafe {
+                    let d = out.as_mut_ptr().add(2);
+                    let end = match low {
+                        2 => put_split::<2>(d, v, &mut h2),
+                        4 => put_split::<4>(d, v, &mut h4),
+                        _ => put_split::<6>(d, v, &mut h6),
+                    };
+                    let n = end.offset_from(d) as usize;
+                    assert!(n <= 20);
+                    out.set_len(2 + n);
+                }
+                assert_eq!(out[2..], *v.to_string().as_bytes(), "{v} {low}");
+            }
+        }
+    }
+
+    /// Ids one apart (incremented in place, across 9s and powers of ten), repeated, and
+    /// jumps format as `to_string` does.
+    #[test]
+    fn put_id_matches_itoa() {
+        let mut cases: Vec<u64> = (0..2_100).collect();
+        cases.extend([
+            5,
+            5,
+            0,
+            0,
+            1,
+            99_999,
+            100_000,
+            100_001,
+            u64::MAX - 1,
+            u64::MAX,
+        ]);
+        cases.extend((0..30).map(|i| 10u64.pow(19) - 15 + i));
+        cases.extend([u64::MAX, 0, 9, 10, 11]);
+        let mut it = IdText::default();
+        for v in cases {
+            let mut out = b"ab".to_vec();
+            out.reserve(32);
+            #[allow(unsafe_code)]
+            // SAFETY: 32 spare bytes reserved; `n <= 20` of them are written (kept).
+            unsafe {
+                let d = out.as_mut_ptr().add(2);
+                let n = put_id(d, v, &mut it).offset_from(d) as usize;
+                assert!(n <= 20);
+                out.set_len(2 + n);
+            }
+            assert_eq!(out[2..], *v.to_string().as_bytes(), "{v}");
+        }
+    }
+}

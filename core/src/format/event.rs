@@ -1,0 +1,291 @@
+//! Event lines: complete events (ph 1: the generic line, with a cached middle or without,
+//! and a static record's line from its template) and counters (ph 2).
+
+use super::cache::{middle, named_prefix, template, PrefixCache, ID_OPEN};
+use super::cursor::{
+    put16, put_id, put_num, put_piece, put_slot, put_split, reserved, Put, COPY_PAD,
+};
+use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
+use super::{Ctx, Line};
+use crate::hash::Hash16;
+use crate::record::{ArgValue, Record, StaticView};
+
+/// Writes user args after `hhash` (which is already open). Path args are written as the hash
+/// `hash_of` gives.
+fn user_args(out: &mut impl Out, rec: &Record, hash_of: &mut dyn FnMut(&[u8]) -> Hash16) {
+    for (k, v) in rec.args() {
+        out.put(b",");
+        if k.bytes == b"hhash" {
+            // Never a duplicate key: the user's own `hhash` is kept under another name.
+            out.put(b"\"user_hhash\"");
+        } else {
+            out.text(&k);
+        }
+        out.put(b":");
+        match v {
+            ArgValue::Int(i) => out.i64(i),
+            ArgValue::UInt(u) => out.u64(u),
+            ArgValue::Float(f) => out.f64(f),
+            ArgValue::Bool(b) => out.put(if b { b"true" } else { b"false" }),
+            ArgValue::Str(t) => out.text(&t),
+            ArgValue::Path(t) => {
+                out.put(b"\"");
+                out.put(&hash_of(t.bytes));
+                out.put(b"\"");
+            }
+        }
+    }
+    if rec.args_dropped > 0 {
+        out.put(b",\"dft_args_dropped\":");
+        out.u64(rec.args_dropped as u64);
+    }
+}
+
+/// A complete event (ph 1): `id,name,cat,type,pid,tid,ts,dur,ph[,args]`.
+///
+/// Written into space reserved once: every byte of a record expands to at most 6 bytes of
+/// JSON (`\u00XX`), a number's 8 bytes to at most 21 characters, and each string may add a
+/// truncation marker, so `LINE_SLACK + 6 × record bytes` bounds the line. Records whose bound
+/// exceeds `PUT_MAX` (16 KiB: long strings) take the growable path.
+///
+/// With `cache`, the line's constant middle (`,"name":..,"ts":`) comes from it when this
+/// name, category, layer and thread were rendered before, and the return value is the
+/// stream position of the previous line with that middle (0: none, or not cached; see
+/// [`complete_static`] for the positions).
+pub(super) fn complete(
+    out: &mut Vec<u8>,
+    cache: Option<&mut PrefixCache>,
+    ctx: &Ctx,
+    line: Line,
+    rec: &Record,
+    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
+) -> u64 {
+    let Line { id, tid, at } = line;
+    let bound = LINE_SLACK
+        + ctx.hhash.len()
+        + 6 * (rec.name.bytes.len() + rec.cat.bytes.len() + rec.args_len())
+        + 64 * (rec.nargs as usize + 2);
+    if bound > PUT_MAX {
+        complete_vec(out, ctx, id, tid, rec, hash_of);
+        return 0;
+    }
+    let mut prev = 0;
+    let (prefix, ts_hi) = match cache {
+        Some(c) => {
+            let PrefixCache {
+                named,
+                named_victim,
+                named_mru,
+                ts_hi,
+                ..
+            } = c;
+            let prefix = named_prefix(named, named_victim, named_mru, ctx, rec, tid);
+            (prefix, Some(ts_hi))
+        }
+        None => (None, None),
+    };
+    reserved(out, bound, |p| {
+        p.lit(b"{\"id\":");
+        p.num(id);
+        match prefix {
+            Some((prefix, n, last_at)) => {
+                prev = std::mem::replace(last_at, at);
+                p.padded(prefix, n)
+            }
+            None => middle(p, ctx, &rec.name, &rec.cat, rec.layer as u64, tid),
+        }
+        match ts_hi {
+            Some(hi) => p.num_split(rec.ts, hi),
+            None => p.num(rec.ts),
+        }
+        line_end(p, ctx, rec, |p| user_args(p, rec, hash_of));
+    });
+    prev
+}
+
+/// Fixed text of a line besides its strings and numbers, with room to spare.
+const LINE_SLACK: usize = 256;
+/// Largest line bound written through [`Put`]; longer records use [`complete_vec`].
+const PUT_MAX: usize = 16 * 1024;
+
+/// [`complete`] into a growable buffer (records with long strings).
+pub(super) fn complete_vec(
+    out: &mut Vec<u8>,
+    ctx: &Ctx,
+    id: u64,
+    tid: u32,
+    rec: &Record,
+    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
+) {
+    out.extend_from_slice(b"{\"id\":");
+    write_u64(out, id);
+    out.extend_from_slice(b",\"name\":");
+    text(out, &rec.name);
+    out.extend_from_slice(b",\"cat\":");
+    text(out, &rec.cat);
+    out.push(b',');
+    kv_u64(out, "type", rec.layer as u64);
+    kv_u64(out, "pid", ctx.pid as u64);
+    kv_u64(out, "tid", tid as u64);
+    kv_u64(out, "ts", rec.ts);
+    kv_u64(out, "dur", rec.dur);
+    out.extend_from_slice(b"\"ph\":1");
+    if ctx.metadata {
+        out.push(b',');
+        hhash_open(out, ctx);
+        user_args(out, rec, hash_of);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"}\n");
+}
+
+/// Everything after the middle: `ts`, `dur`, `ph` and, with metadata, the args that `args`
+/// writes after `hhash`.
+fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
+    p.lit(b",\"dur\":");
+    p.num(rec.dur);
+    p.lit(b",\"ph\":1");
+    if ctx.metadata {
+        p.lit(b",\"args\":{\"hhash\":\"");
+        p.bytes(ctx.hhash.as_bytes());
+        p.lit(b"\"");
+        args(p);
+        p.lit(b"}");
+    }
+    p.lit(b"}\n");
+}
+
+/// A complete event of a static record ([`Record::schema`]): the same line [`complete`]
+/// writes, from the schema's [`Template`] and the record's numbers (no escaping, no decoding
+/// of args).
+///
+/// The line is written through a raw cursor without a check per write. The bound is proven
+/// once per line instead: the template's `bound` counts `{"id":`, every piece, [`NUM_MAX`]
+/// bytes for each of the `3 + keys` numbers and 16 for the file hash; the line writes
+/// `{"id":`, each piece at most once, the id, ts and dur, at most `keys` slot values (the
+/// loop runs over the schema's keys) and the hash only with the file piece. `bound +
+/// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
+/// count the indexes rely on is checked against the record's shape.
+///
+/// The line starts at position `line.at` of the writer's stream (all JSON bytes it wrote so
+/// far); returns the position of the previous line written from the
+/// same template (0: none). The difference is the compressor's line hint
+/// ([`crate::deflate::hint`]): that line differs from this one in its numbers only.
+#[inline(always)]
+pub(super) fn complete_static(
+    out: &mut Vec<u8>,
+    cache: &mut PrefixCache,
+    ctx: &Ctx,
+    line: Line,
+    rec: &StaticView,
+) -> u64 {
+    let Line { id, tid, at } = line;
+    let schema = rec.schema;
+    let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
+    let file = fhash.is_some();
+    let t = template(
+        &mut cache.statics,
+        &mut cache.victim,
+        &mut cache.mru,
+        ctx,
+        schema,
+        rec.layer as u64,
+        tid,
+        file,
+    );
+    let prev = std::mem::replace(&mut t.last_at, at);
+    let t = &*t;
+    let (id_text, ts_hi) = (&mut cache.id, &mut cache.ts_hi);
+    let keys = schema.keys.len();
+    let pieces = &t.pieces[..];
+    // The one shape check: the template was built for this (schema, file, metadata).
+    let want = if ctx.metadata {
+        4 + keys + file as usize
+    } else {
+        3
+    };
+    assert!(pieces.len() == want, "json: template shape");
+    // `reserve` leaves at least `t.bound + COPY_PAD` spare bytes (or panics).
+    out.reserve(t.bound + COPY_PAD);
+    let text = t.text.as_ptr();
+    let start = out.len();
+    let vals = rec.vals.chunks_exact(8);
+    // Every slot filled: pieces 2 and 3 are copied as one (`merged`).
+    let full = vals.len() == keys;
+    #[allow(unsafe_code)]
+    // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
+    // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
+    // most COPY_PAD). Piece indexes are `< want == pieces.len()`: 0..=2, `3 + i` for
+    // `i < keys`, `3 + keys` and, with a file, `4 + keys`; when every slot is filled, `4 + i`
+    // for `i < keys` and, with a file, `4 + keys`. `merged` (pieces 2 and 3, built with
+    // metadata, where `want >= 4`) lies in `text` as every piece does, and every piece is
+    // followed by COPY_PAD readable bytes. Each piece is written at most once: `merged`
+    // replaces pieces 2 and 3.
+    unsafe {
+        let base = out.as_mut_ptr().add(start);
+        let piece = |d: *mut u8, i: usize| {
+            let (a, n) = *pieces.get_unchecked(i);
+            put_piece(d, text.add(a as usize), n as usize)
+        };
+        std::ptr::copy_nonoverlapping(ID_OPEN.as_ptr(), base, ID_OPEN.len());
+        let mut d = put_id(base.add(ID_OPEN.len()), id, id_text);
+        d = piece(d, 0);
+        d = put_split::<4>(d, rec.ts, ts_hi);
+        d = piece(d, 1);
+        d = put_num(d, rec.dur);
+        if !ctx.metadata {
+            d = piece(d, 2);
+        } else if full {
+            let (a, n) = t.merged;
+            d = put_piece(d, text.add(a as usize), n as usize);
+            for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
+                d = put_slot(d, slot, v);
+                d = piece(d, 4 + i);
+            }
+            if let Some(h) = fhash {
+                d = put16(d, h);
+                d = piece(d, 4 + keys);
+            }
+        } else {
+            d = piece(d, 2);
+            for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
+                d = piece(d, 3 + i);
+                d = put_slot(d, slot, v);
+            }
+            let mut end = 3 + keys;
+            if let Some(h) = fhash {
+                d = piece(d, end);
+                d = put16(d, h);
+                end += 1;
+            }
+            d = piece(d, end);
+        }
+        let n = d.offset_from(base) as usize;
+        assert!(n <= t.bound, "json: line bound exceeded");
+        out.set_len(start + n);
+    }
+    prev
+}
+
+/// A counter event (ph 2): `name,cat,type,ts,ph,pid,tid,args` (args always written).
+pub(super) fn counter(
+    out: &mut Vec<u8>,
+    ctx: &Ctx,
+    tid: u32,
+    rec: &Record,
+    hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
+) {
+    out.extend_from_slice(b"{\"name\":");
+    text(out, &rec.name);
+    out.extend_from_slice(b",\"cat\":");
+    text(out, &rec.cat);
+    out.push(b',');
+    kv_u64(out, "type", rec.layer as u64);
+    kv_u64(out, "ts", rec.ts);
+    out.extend_from_slice(b"\"ph\":2,");
+    kv_u64(out, "pid", ctx.pid as u64);
+    kv_u64(out, "tid", tid as u64);
+    hhash_open(out, ctx);
+    user_args(out, rec, hash_of);
+    out.extend_from_slice(b"}}\n");
+}

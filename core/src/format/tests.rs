@@ -1,0 +1,618 @@
+//! The format's tests: every cached, reserved and template line equals the generic
+//! growable line byte for byte; escaping; line shapes.
+
+use super::cache::PrefixCache;
+use super::event::{self, complete_vec};
+use super::{records, write_str, Ctx, Line};
+use crate::event::{Schema, Slot};
+
+/// A line at stream position 0: `id`, `tid`.
+fn at0(id: u64, tid: u32) -> Line {
+    Line { id, tid, at: 0 }
+}
+
+fn meta_str(out: &mut Vec<u8>, ctx: &Ctx, tid: u32, name: &str, k: &[u8], v: &[u8]) {
+    records::meta_str(out, ctx, tid, name, k, v);
+}
+
+use crate::event::{Arg, Layer, Value};
+use crate::record::{Pending, Record};
+
+fn enc(bytes: &[u8]) -> String {
+    let mut out = Vec::new();
+    write_str(&mut out, bytes, bytes.len());
+    String::from_utf8(out).unwrap()
+}
+
+/// Every template shape (no keys as for interned regions, one key, the most keys; with
+/// and without metadata and file; fewer, as many and more values than keys) and
+/// numbers whose high digits change between lines (ids and timestamps across powers of
+/// ten, extremes): the static line equals the generic line byte for byte.
+#[test]
+fn static_shapes_equal_generic_lines() {
+    use crate::event::FileRef;
+    use crate::record::StaticRecord;
+    let many: &'static [(&'static str, Slot)] = Box::leak(
+        (0..crate::event::MAX_ARGS - 1)
+            .map(|i| {
+                let k: &'static str = Box::leak(format!("k{i}").into_boxed_str());
+                (k, if i % 2 == 0 { Slot::Int } else { Slot::UInt })
+            })
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let schemas: Vec<&'static Schema> = vec![
+        Box::leak(Box::new(Schema::new(
+            Layer::CApp,
+            "step",
+            "C",
+            &[],
+            "fhash",
+        ))),
+        Box::leak(Box::new(Schema::new(
+            Layer::LibcIo,
+            "lseek64",
+            "POSIX",
+            &[("whence", Slot::Int)],
+            "file_hash",
+        ))),
+        Box::leak(Box::new(Schema::new(
+            Layer::Python,
+            "a_rather_long_function_name_for_a_middle_past_sixty_four_bytes",
+            "cat",
+            many,
+            "fhash",
+        ))),
+    ];
+    let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/\"x\".bin")));
+    let fhash = crate::hash::hash16(b"/d/\"x\".bin");
+    let ids = [
+        0u64,
+        1,
+        99,
+        100,
+        101,
+        199,
+        200,
+        9_999,
+        10_000,
+        123_456,
+        u64::MAX - 1,
+    ];
+    let tss = [
+        0u64,
+        999_999,
+        1_000_000,
+        1_796_000_779_668_786,
+        1_796_000_779_668_787,
+        1_796_000_780_000_001,
+        u64::MAX,
+    ];
+    let vals: Vec<u64> = (0..40u64)
+        .map(|i| match i % 4 {
+            0 => u64::MAX,
+            1 => i64::MIN as u64,
+            2 => 10u64.pow((i % 20) as u32),
+            _ => i,
+        })
+        .collect();
+    let mut cache = PrefixCache::default();
+    for metadata in [true, false] {
+        let ctx = Ctx {
+            pid: 77,
+            hhash: "6882804a826580cd",
+            metadata,
+        };
+        for schema in &schemas {
+            for n in [0, 1, schema.keys.len(), schema.keys.len() + 1] {
+                for f in [None, Some(file)] {
+                    for (j, &id) in ids.iter().enumerate() {
+                        let ts = tss[j % tss.len()];
+                        let p = Pending::Static {
+                            schema,
+                            ts,
+                            dur: ts / 3,
+                            vals: &vals[..n.min(vals.len())],
+                            file: f.map(|f| f.handle()),
+                        };
+                        let mut buf = vec![0u8; p.len()];
+                        p.write(&mut buf);
+                        // SAFETY: written just above by Pending::write in this process.
+                        #[allow(unsafe_code)]
+                        let (srec, rec) = unsafe {
+                            (
+                                StaticRecord::decode(&buf).unwrap(),
+                                Record::decode_trusted(&buf).unwrap(),
+                            )
+                        };
+                        let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
+                        event::complete_static(
+                            &mut fast,
+                            &mut cache,
+                            &ctx,
+                            at0(id, 9),
+                            &srec.view(),
+                        );
+                        event::complete(&mut slow, None, &ctx, at0(id, 9), &rec, &mut |_| fhash);
+                        assert_eq!(
+                            String::from_utf8(fast).unwrap(),
+                            String::from_utf8(slow).unwrap()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn static_line_equals_the_generic_line() {
+    use crate::event::FileRef;
+    use crate::record::Record;
+    static S: Schema = Schema::new(
+        Layer::LibcIo,
+        "pread64",
+        "POSIX",
+        &[("fd", Slot::Int), ("count", Slot::UInt), ("ret", Slot::Int)],
+        "fhash",
+    );
+    let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/data/x.bin")));
+    let fhash = crate::hash::hash16(b"/data/x.bin");
+    let cases: [(&[u64], Option<&'static FileRef>); 4] = [
+        (&[3, u64::MAX, (-1i64) as u64], Some(file)),
+        (&[0, 0, i64::MIN as u64], None),
+        (&[7], Some(file)),
+        (&[1, 2, 3, 4, 5], None),
+    ];
+    let mut cache = PrefixCache::default();
+    for metadata in [true, false] {
+        let ctx = Ctx {
+            pid: 4242,
+            hhash: "6882804a826580cd",
+            metadata,
+        };
+        for (vals, f) in cases {
+            let p = Pending::Static {
+                schema: &S,
+                ts: 1_796_000_779_668_786,
+                dur: 12,
+                vals,
+                file: f.map(|f| f.handle()),
+            };
+            let mut buf = vec![0u8; p.len()];
+            p.write(&mut buf);
+            assert!(
+                Record::decode(&buf).is_none(),
+                "untrusted decode refuses pointers"
+            );
+            // SAFETY: written just above by Pending::write in this process.
+            #[allow(unsafe_code)]
+            let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
+            let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
+            event::complete_static(
+                &mut fast,
+                &mut cache,
+                &ctx,
+                at0(99, 7),
+                &rec.static_view().unwrap(),
+            );
+            event::complete_static(
+                &mut fast,
+                &mut cache,
+                &ctx,
+                at0(99, 7),
+                &rec.static_view().unwrap(),
+            );
+            event::complete(&mut slow, None, &ctx, at0(99, 7), &rec, &mut |_| fhash);
+            event::complete(&mut slow, None, &ctx, at0(99, 7), &rec, &mut |p| {
+                assert_eq!(p, b"/data/x.bin");
+                fhash
+            });
+            assert_eq!(
+                String::from_utf8(fast).unwrap(),
+                String::from_utf8(slow).unwrap()
+            );
+        }
+    }
+}
+
+#[test]
+fn reserved_line_equals_the_growable_line() {
+    let long = "é\u{1}\"\\x".repeat(2000);
+    let weird: &[u8] = b"a\x00b\x1f\x7f\xff\xfe\"q\\\n\t\r\x08\x0c\xe2\x82";
+    let many: Vec<Arg> = (0..40).map(|i| Arg::int("k", -i)).collect();
+    let sets: Vec<(&[u8], Vec<Arg>)> = vec![
+        (b"plain", vec![]),
+        (
+            weird,
+            vec![
+                Arg::new("hhash", Value::Str(weird)),
+                Arg::new(weird_key(), Value::Bool(false)),
+            ],
+        ),
+        (
+            b"nums",
+            vec![
+                Arg::int("i", i64::MIN),
+                Arg::new("u", Value::UInt(u64::MAX)),
+                Arg::new("f", Value::Float(-0.0)),
+                Arg::new("n", Value::Float(f64::NAN)),
+                Arg::new("e", Value::Float(1e300)),
+                Arg::new("b", Value::Bool(true)),
+                Arg::new("p", Value::Path(b"/d/f")),
+            ],
+        ),
+        (
+            long.as_bytes(),
+            vec![Arg::new("s", Value::Str(long.as_bytes()))],
+        ),
+        (b"many", many),
+    ];
+    for metadata in [true, false] {
+        let ctx = Ctx {
+            pid: 7,
+            hhash: "6882804a826580cd",
+            metadata,
+        };
+        for (name, args) in &sets {
+            let p = Pending::Complete {
+                layer: Layer::Python,
+                name,
+                cat: weird,
+                ts: u64::MAX,
+                dur: 0,
+                args,
+            };
+            let mut buf = vec![0u8; p.len()];
+            p.write(&mut buf);
+            let rec = Record::decode(&buf).unwrap();
+            let (mut a, mut b) = (b"prev\n".to_vec(), b"prev\n".to_vec());
+            event::complete(&mut a, None, &ctx, at0(12, 34), &rec, &mut |_| {
+                *b"0123456789abcdef"
+            });
+            complete_vec(&mut b, &ctx, 12, 34, &rec, &mut |_| *b"0123456789abcdef");
+            assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+        }
+    }
+}
+
+#[test]
+fn cached_middles_equal_uncached_lines() {
+    let ctx = Ctx {
+        pid: 99,
+        hhash: "6882804a826580cd",
+        metadata: true,
+    };
+    let long = vec![b'n'; crate::event::MAX_STR + 5];
+    let names: [&[u8]; 6] = [b"step", b"st\"ep", b"step2", b"\xff\x01", b"", &long];
+    let mut cache = PrefixCache::default();
+    // Enough names x tids x layers to evict slots and revisit them.
+    for round in 0..3 {
+        for (i, name) in names.iter().enumerate() {
+            for tid in [1u32, 2, 70_000] {
+                for layer in [Layer::Python, Layer::CppApp] {
+                    let cat: &[u8] = if i % 2 == 0 { b"train" } else { b"io" };
+                    let args = [Arg::int("step", round)];
+                    // Small, real (high digits kept or not) and extreme timestamps.
+                    let ts = [
+                        1_000 + round as u64,
+                        1_796_000_779_668_786 + 9_973 * round as u64 + i as u64,
+                        99_999_999 + round as u64,
+                        u64::MAX - round as u64,
+                    ][(i + tid as usize + round as usize) % 4];
+                    // Each line twice: the second finds its middle as the last used.
+                    for ts in [ts, ts.saturating_add(1)] {
+                        let p = Pending::Complete {
+                            layer,
+                            name,
+                            cat,
+                            ts,
+                            dur: 3,
+                            args: &args,
+                        };
+                        let mut buf = vec![0u8; p.len()];
+                        p.write(&mut buf);
+                        let rec = Record::decode(&buf).unwrap();
+                        let (mut a, mut b) = (Vec::new(), Vec::new());
+                        let h = &mut |_: &[u8]| *b"0123456789abcdef";
+                        event::complete(&mut a, Some(&mut cache), &ctx, at0(5, tid), &rec, h);
+                        event::complete(&mut b, None, &ctx, at0(5, tid), &rec, h);
+                        assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn weird_key() -> &'static str {
+    "k\u{7f}\"y"
+}
+
+#[test]
+fn static_cache_evictions_keep_lines_exact() {
+    use crate::event::FileRef;
+    static A: Schema = Schema::new(
+        Layer::LibcIo,
+        "read",
+        "POSIX",
+        &[("fd", Slot::Int)],
+        "fhash",
+    );
+    static B: Schema = Schema::new(
+        Layer::LibcIo,
+        "ftruncate",
+        "POSIX",
+        &[("ret", Slot::Int)],
+        "fhash",
+    );
+    let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
+    let fhash = crate::hash::hash16(b"/d/x");
+    let ctx = Ctx {
+        pid: 1,
+        hhash: "6882804a826580cd",
+        metadata: true,
+    };
+    let mut cache = PrefixCache::default();
+    // Many (schema, tid) pairs into 64 slots: collisions evict and refill slots.
+    for round in 0..3u64 {
+        for tid in 0..200u32 {
+            for schema in [&A, &B] {
+                let p = Pending::Static {
+                    schema,
+                    ts: round,
+                    dur: 1,
+                    vals: &[7],
+                    file: Some(file.handle()),
+                };
+                let mut buf = vec![0u8; p.len()];
+                p.write(&mut buf);
+                // SAFETY: written just above by Pending::write in this process.
+                #[allow(unsafe_code)]
+                let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
+                let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                event::complete_static(
+                    &mut fast,
+                    &mut cache,
+                    &ctx,
+                    at0(3, tid),
+                    &rec.static_view().unwrap(),
+                );
+                event::complete(&mut slow, None, &ctx, at0(3, tid), &rec, &mut |_| fhash);
+                assert_eq!(
+                    String::from_utf8(fast).unwrap(),
+                    String::from_utf8(slow).unwrap()
+                );
+            }
+        }
+    }
+}
+
+/// Static and cached complete lines name the previous line of the same
+/// template (the compressor's line hint): never another kind's, and for most lines when a
+/// dozen kinds alternate (two-way sets: kinds that hash alike do not evict each other).
+#[test]
+fn line_hints_name_the_previous_line_of_the_same_template() {
+    use crate::event::FileRef;
+    let schemas: Vec<&'static Schema> = [
+        "open64", "fstat64", "isatty", "lseek64", "read", "close", "pread64", "write", "mmap",
+        "fsync", "stat", "unlink",
+    ]
+    .iter()
+    .map(|n| {
+        &*Box::leak(Box::new(Schema::new(
+            Layer::LibcIo,
+            n,
+            "POSIX",
+            &[("fd", Slot::Int)],
+            "fhash",
+        )))
+    })
+    .collect();
+    let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
+    let ctx = Ctx {
+        pid: 1,
+        hhash: "6882804a826580cd",
+        metadata: true,
+    };
+    let mut cache = PrefixCache::default();
+    let mut out = Vec::new();
+    let mut last: std::collections::HashMap<String, u64> = Default::default();
+    let (mut hinted, mut lines) = (0, 0);
+    for round in 0..20u64 {
+        for (k, schema) in schemas.iter().enumerate() {
+            // Two threads, and every other line without its file: separate templates.
+            for (tid, with_file) in [(5u32, true), (6, false)] {
+                let p = Pending::Static {
+                    schema,
+                    ts: round * 1000 + k as u64,
+                    dur: 1,
+                    vals: &[k as u64],
+                    file: with_file.then(|| file.handle()),
+                };
+                let mut buf = vec![0u8; p.len()];
+                p.write(&mut buf);
+                // SAFETY: written just above by Pending::write in this process.
+                #[allow(unsafe_code)]
+                let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
+                let at = 100 + out.len() as u64;
+                let prev = event::complete_static(
+                    &mut out,
+                    &mut cache,
+                    &ctx,
+                    Line { id: round, tid, at },
+                    &rec.static_view().unwrap(),
+                );
+                let key = format!("{} {tid} {with_file}", schema.name);
+                if prev != 0 {
+                    assert_eq!(Some(&prev), last.get(&key), "{key} round {round}");
+                    hinted += 1;
+                }
+                last.insert(key, at);
+                lines += 1;
+            }
+        }
+    }
+    assert!(hinted * 10 >= lines * 8, "{hinted} of {lines} lines hinted");
+    // Cached middles of other lines, the same way.
+    let mut last = std::collections::HashMap::new();
+    let (mut hinted, mut lines) = (0, 0);
+    for round in 0..20 {
+        for name in [
+            "compute", "read", "step", "epoch", "load", "save", "fwd", "bwd",
+        ] {
+            let args = [Arg::int("step", round)];
+            let p = Pending::Complete {
+                layer: Layer::Python,
+                name: name.as_bytes(),
+                cat: b"train",
+                ts: 10,
+                dur: 1,
+                args: &args,
+            };
+            let mut buf = vec![0u8; p.len()];
+            p.write(&mut buf);
+            let rec = Record::decode(&buf).unwrap();
+            let at = 100 + out.len() as u64;
+            let h = &mut |_: &[u8]| *b"0123456789abcdef";
+            let prev = event::complete(
+                &mut out,
+                Some(&mut cache),
+                &ctx,
+                Line { id: 1, tid: 5, at },
+                &rec,
+                h,
+            );
+            if prev != 0 {
+                assert_eq!(Some(&prev), last.get(name), "{name}");
+                hinted += 1;
+            }
+            last.insert(name, at);
+            lines += 1;
+        }
+    }
+    assert!(
+        hinted * 10 >= lines * 8,
+        "{hinted} of {lines} cached lines hinted"
+    );
+    // Without a cache, nothing to name.
+    let p = Pending::Complete {
+        layer: Layer::Python,
+        name: b"x",
+        cat: b"y",
+        ts: 1,
+        dur: 1,
+        args: &[],
+    };
+    let mut buf = vec![0u8; p.len()];
+    p.write(&mut buf);
+    let rec = Record::decode(&buf).unwrap();
+    let h = &mut |_: &[u8]| *b"0123456789abcdef";
+    assert_eq!(
+        event::complete(
+            &mut out,
+            None,
+            &ctx,
+            Line {
+                id: 1,
+                tid: 5,
+                at: 7
+            },
+            &rec,
+            h
+        ),
+        0
+    );
+}
+
+#[test]
+fn escapes_everything_json_needs() {
+    let s = enc(b"q\"uo\\te\n\r\t\x08\x0c\x01\x7f");
+    let back: String = serde_json::from_str(&s).unwrap();
+    assert_eq!(back, "q\"uo\\te\n\r\t\x08\x0c\x01\x7f");
+}
+
+#[test]
+fn invalid_utf8_is_replaced() {
+    let s = enc(b"p\x86+m\xa5\x7f");
+    let back: String = serde_json::from_str(&s).unwrap();
+    assert_eq!(back, "p\u{fffd}+m\u{fffd}\x7f");
+}
+
+#[test]
+fn truncation_marker_is_visible() {
+    let mut out = Vec::new();
+    write_str(&mut out, b"abc", 10);
+    let back: String = serde_json::from_str(std::str::from_utf8(&out).unwrap()).unwrap();
+    assert_eq!(back, "abc...[truncated, 10 bytes]");
+}
+
+#[test]
+fn complete_line_shape() {
+    let args = [
+        Arg::int("i", 5),
+        Arg::new("f", Value::Float(1.5)),
+        Arg::str("s", "hello"),
+        Arg::new("hhash", Value::Int(1)),
+        Arg::new("nan", Value::Float(f64::NAN)),
+        Arg::new("big", Value::Int(i64::MIN)),
+        Arg::new("p", Value::Path(b"/x")),
+    ];
+    let p = Pending::Complete {
+        layer: Layer::Python,
+        name: b"ev0",
+        cat: b"CAT",
+        ts: 1795988293894894,
+        dur: 10,
+        args: &args,
+    };
+    let mut buf = vec![0; p.len()];
+    p.write(&mut buf);
+    let rec = Record::decode(&buf).unwrap();
+    let ctx = Ctx {
+        pid: 6427,
+        hhash: "6882804a826580cd",
+        metadata: true,
+    };
+    let mut out = Vec::new();
+    event::complete(&mut out, None, &ctx, at0(2, 6427), &rec, &mut |p| {
+        crate::hash::hash16(p)
+    });
+    let line = String::from_utf8(out).unwrap();
+    assert!(line.starts_with(
+        r#"{"id":2,"name":"ev0","cat":"CAT","type":6,"pid":6427,"tid":6427,"ts":1795988293894894,"dur":10,"ph":1,"args":{"hhash":"6882804a826580cd","i":5,"f":1.5,"s":"hello","user_hhash":1,"nan":null,"big":-9223372036854775808,"p":""#
+    ), "{line}");
+    assert!(line.ends_with("}}\n"));
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        v["args"]["p"],
+        crate::hash::hash_str(&crate::hash::hash16(b"/x"))
+    );
+    let ctx = Ctx {
+        metadata: false,
+        ..ctx
+    };
+    let mut out = Vec::new();
+    event::complete(&mut out, None, &ctx, at0(2, 6427), &rec, &mut |p| {
+        crate::hash::hash16(p)
+    });
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "{\"id\":2,\"name\":\"ev0\",\"cat\":\"CAT\",\"type\":6,\"pid\":6427,\"tid\":6427,\"ts\":1795988293894894,\"dur\":10,\"ph\":1}\n"
+    );
+}
+
+#[test]
+fn meta_line_shape() {
+    let ctx = Ctx {
+        pid: 6427,
+        hhash: "6882804a826580cd",
+        metadata: true,
+    };
+    let mut out = Vec::new();
+    meta_str(&mut out, &ctx, 6427, "HH", b"vm", b"6882804a826580cd");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "{\"name\":\"HH\",\"cat\":\"dftracer\",\"type\":1,\"pid\":6427,\"tid\":6427,\"ph\":4,\"args\":{\"hhash\":\"6882804a826580cd\",\"name\":\"vm\",\"value\":\"6882804a826580cd\"}}\n"
+    );
+}
