@@ -15,6 +15,7 @@ mod native;
 #[no_mangle]
 pub static dftracer_core_marker: u8 = 0;
 
+use dftracer_core::start::{Frontend, LazyStart};
 use dftracer_core::{AppValue, Arg, Config, Layer, Origin, Value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -22,18 +23,15 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use pyo3::PyTypeInfo;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Most args collected from Python per event (core keeps 32 and counts the rest).
 pub(crate) const MAX_PY_ARGS: usize = 40;
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
-/// `initialize()` was called explicitly (a second one is ignored, like the reference).
-static EXPLICIT: AtomicBool = AtomicBool::new(false);
-/// Set once events have decided not to start the tracer (disabled, finalized, or the start
-/// failed): the lazy start is not tried again, so an event then costs what tracing off costs.
-static NO_LAZY_START: AtomicBool = AtomicBool::new(false);
+/// The lazy start and the explicit `initialize`: core's policy ([`dftracer_core::start`]).
+static START: LazyStart = LazyStart::new();
 static ORIG_EXIT: GILOnceCell<PyObject> = GILOnceCell::new();
 
 /// `Py_NewRef` for every supported CPython (3.9 on; `Py_NewRef` is 3.10+): the same inline
@@ -52,49 +50,53 @@ fn config() -> &'static Config {
     CONFIG.get_or_init(native::config_from_env)
 }
 
+/// This module's side of the lazy-start policy: the core of the native library
+/// ([`native`]), the settings read once ([`config`]), the child environment through
+/// `os.environ`.
+struct Module;
+
+impl Frontend for Module {
+    const SAYS_IGNORED: bool = true;
+
+    #[inline(always)]
+    fn is_enabled(&self) -> bool {
+        native::is_enabled()
+    }
+    fn is_finalized(&self) -> bool {
+        native::is_finalized()
+    }
+    fn is_running(&self) -> bool {
+        native::is_running()
+    }
+    fn config(&self) -> Config {
+        config().clone()
+    }
+    fn start(&self, cfg: Config, log_file: Option<&str>) -> Result<(), dftracer_core::Error> {
+        native::init(cfg, Origin::App, log_file)
+    }
+    fn join(&self, cfg: Config, log_file: Option<&str>, arg_dirs: Option<&str>) {
+        native::join(cfg, log_file, arg_dirs);
+    }
+    fn found_running(&self) {
+        // The preload library started the core: the trace is the application's now.
+        native::claim_for_app();
+    }
+    fn export_env(&self) {
+        export_env();
+    }
+    fn prefix(&self) -> Option<String> {
+        native::prefix()
+    }
+    fn trace_path(&self) -> Option<String> {
+        native::trace_path()
+    }
+}
+
 /// True when events should be recorded, starting the tracer from the environment on first
 /// use. One load when running; two when off or after a failed start.
 #[inline]
 fn active() -> bool {
-    native::is_enabled() || (!NO_LAZY_START.load(Ordering::Relaxed) && start_from_env())
-}
-
-#[cold]
-fn start_from_env() -> bool {
-    if native::is_finalized() || !config().enable {
-        NO_LAZY_START.store(true, Ordering::Relaxed);
-        return false;
-    }
-    match native::init(config().clone(), Origin::App, None) {
-        Ok(()) => {
-            export_env();
-            true
-        }
-        Err(dftracer_core::Error::AlreadyInitialized) => {
-            // The preload library started the core: the trace is the application's now.
-            native::claim_for_app();
-            native::is_enabled()
-        }
-        Err(e) => {
-            NO_LAZY_START.store(true, Ordering::Relaxed);
-            report_once(&e);
-            false
-        }
-    }
-}
-
-/// A start error was printed: later lazy starts stay quiet.
-static REPORTED: AtomicBool = AtomicBool::new(false);
-
-fn report(e: &dftracer_core::Error) {
-    REPORTED.store(true, Ordering::Relaxed);
-    dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
-}
-
-fn report_once(e: &dftracer_core::Error) {
-    if !REPORTED.swap(true, Ordering::Relaxed) {
-        dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
-    }
+    START.active(&Module)
 }
 
 /// Children (subprocess, multiprocessing spawn) inherit where to write: set through
@@ -682,57 +684,7 @@ fn initialize(
     };
     let log_file = opt_str(log_file, "log_file")?;
     let data_dirs = opt_str(data_dirs, "data_dirs")?;
-    let mut cfg = config().clone();
-    if !cfg.enable {
-        return Ok(());
-    }
-    let warn = |what: &str| dftracer_core::eprint_line(&format!("[DFTRACER WARN] {what}"));
-    let named = |p: &str| format!("initialize(log_file={p:?})");
-    if native::is_finalized() {
-        if let Some(p) = &log_file {
-            warn(&format!(
-                "tracing was finalized in this process; {} ignored",
-                named(p)
-            ));
-        }
-        return Ok(());
-    }
-    let arg_dirs = data_dirs.clone().filter(|d| !d.is_empty());
-    if let Some(d) = data_dirs.filter(|d| !d.is_empty()) {
-        cfg.data_dirs = Some(match cfg.data_dirs.take() {
-            Some(env) => format!("{d}:{env}"),
-            None => d,
-        });
-    }
-    let explicit_before = EXPLICIT.swap(true, Ordering::AcqRel);
-    if native::is_running() {
-        if explicit_before {
-            // A second initialize() is ignored, as in the reference; say so when it names
-            // another file (the same one again is silent).
-            if let Some(p) = &log_file {
-                if native::prefix().as_deref() != Some(&dftracer_core::prefix_for(p)) {
-                    let now = native::trace_path().unwrap_or_default();
-                    warn(&format!("already tracing to {now}; {} ignored", named(p)));
-                }
-            }
-            return Ok(());
-        }
-        // Started implicitly by an earlier event (or by the preload library): the explicit
-        // path still names the file (renamed if already written), it is the application's,
-        // and the data dirs are bound now (a `dft_fn` made at import time started it).
-        native::join(cfg, log_file.as_deref(), arg_dirs.as_deref());
-        export_env();
-        return Ok(());
-    }
-    // Not running: never started, or an earlier start failed (then only a log file path
-    // tries again; core init says StartFailed otherwise).
-    match native::init(cfg, Origin::App, log_file.as_deref()) {
-        Ok(()) => export_env(),
-        Err(dftracer_core::Error::AlreadyInitialized) => {}
-        Err(dftracer_core::Error::Disabled) | Err(dftracer_core::Error::Finalized) => {}
-        Err(e @ dftracer_core::Error::StartFailed) => report_once(&e),
-        Err(e) => report(&e),
-    }
+    START.initialize(&Module, log_file.as_deref(), data_dirs.as_deref());
     Ok(())
 }
 
@@ -878,7 +830,7 @@ unsafe fn log_event_fast<const METHOD: bool>(
         }
     };
     let on = native::is_enabled();
-    if !on && !NO_LAZY_START.load(Ordering::Relaxed) {
+    if !on && !START.decided() {
         return None; // the general path decides whether tracing starts now
     }
     // SAFETY: per this function's contract.
