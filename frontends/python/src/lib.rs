@@ -7,13 +7,14 @@
 //! says so (so spawned workers that only import annotated code are traced), and an explicit
 //! `initialize(path)` after that still decides the file name (core `retarget`).
 //!
-//! Modules: [`start`] (this module's side of the lazy start, exit hooks), [`reference`] (the
-//! reference's functions), [`log_event`], [`convert`] (Python values to core args, the
-//! general path), [`fast`] (the common shapes on borrowed pointers), [`params`] (vectorcall
-//! argument sorting), [`wrapped`] (`_Wrapped`), [`dft_fn`] and [`dft_fn_slots`] (`dft_fn` and
-//! its C entries), [`updates`] (`update()` during a decorated call), [`captured`] (captured
-//! values as keyed schema slots), [`tracer`] (`_Tracer`), [`native`] (the native library's
-//! core), [`internals`] (the one file relying on pyo3 0.23 internals and CPython layouts).
+//! Files: `start.rs` (this module's side of the lazy start, exit hooks), `reference.rs` (the
+//! reference's functions), `log_event.rs`, `convert.rs` (Python values to core args, the
+//! general path), `fast.rs` (the common shapes on borrowed pointers), `params.rs`
+//! (vectorcall argument sorting), `wrapped.rs` (`_Wrapped`), `dft_fn.rs` and
+//! `dft_fn_slots.rs` (`dft_fn` and its C entries), `updates.rs` (`update()` during a
+//! decorated call), `captured.rs` (captured values as keyed schema slots), `tracer.rs`
+//! (`_Tracer`), `native.rs` (the native library's core), `internals.rs` (the one file
+//! relying on pyo3 0.23 internals and CPython layouts).
 //!
 //! Unsafe code is denied here and allowed only in the modules that need it (each says why;
 //! each block has a SAFETY note).
