@@ -59,6 +59,7 @@ pub mod rules;
 pub mod signals;
 #[doc(hidden)]
 pub mod sink;
+pub mod start;
 #[doc(hidden)]
 pub mod sys;
 // std's atomics and byte cells, or loom's under `--cfg loom` (the ring and the clock use them).

@@ -31,11 +31,12 @@
 // passes (bounded by `strnlen`), or region pointers checked by address before any use.
 #![allow(clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use libc::{c_char, c_int};
 
 use dftracer_core::event::MAX_STR;
+use dftracer_core::start::{Frontend, LazyStart};
 use dftracer_core::{AppValue, Config, Error, Layer, Origin};
 
 use crate::region::{self, DFTracerData};
@@ -44,10 +45,9 @@ use crate::{guarded, guarded_or, SavedErrno};
 /// `DF_DATA_EVENT` / `DF_METADATA_EVENT`.
 const DF_METADATA_EVENT: c_int = 1;
 
-/// An explicit `initialize_main`/`initialize_no_bind` ran (a second one is ignored).
-static EXPLICIT: AtomicBool = AtomicBool::new(false);
-/// The implicit start (first region before any initialize) was tried.
-static IMPLICIT_TRIED: AtomicBool = AtomicBool::new(false);
+/// The lazy start (first region before any initialize) and the explicit `initialize_*`:
+/// core's policy ([`dftracer_core::start`]).
+static START: LazyStart = LazyStart::new();
 /// Region args are kept: 0 not known yet, 1 no (`DFTRACER_INC_METADATA=0`), 2 yes.
 static ARGS: AtomicU8 = AtomicU8::new(0);
 
@@ -83,74 +83,51 @@ fn args_on() -> bool {
     }
 }
 
+/// This library's side of the lazy-start policy: its own core; `io`: `initialize_main` binds
+/// I/O (an implicit start and `initialize_no_bind` do not).
+struct Capi {
+    io: bool,
+}
+
+impl Frontend for Capi {
+    #[inline(always)]
+    fn is_enabled(&self) -> bool {
+        dftracer_core::is_enabled()
+    }
+    fn is_finalized(&self) -> bool {
+        dftracer_core::is_finalized()
+    }
+    fn is_running(&self) -> bool {
+        dftracer_core::is_running()
+    }
+    fn config(&self) -> Config {
+        Config::from_env()
+    }
+    fn start(&self, cfg: Config, log_file: Option<&str>) -> Result<(), Error> {
+        crate::start_tracing(cfg, Origin::App, log_file, self.io)
+    }
+    fn join(&self, cfg: Config, log_file: Option<&str>, arg_dirs: Option<&str>) {
+        crate::join_running(cfg, log_file, arg_dirs, self.io);
+    }
+    fn cold<R>(&self, f: impl FnOnce() -> R) -> R {
+        // Starting reads /proc and creates directories: the program's errno stays its own.
+        let _errno = SavedErrno::new();
+        f()
+    }
+}
+
 /// Tracing is on, starting it from the environment on the first call if nobody did (events
 /// before `initialize_main`, as in the reference). Two loads once decided.
 #[inline]
 fn active() -> bool {
-    if dftracer_core::is_enabled() {
-        return true;
-    }
-    if IMPLICIT_TRIED.load(Ordering::Relaxed) {
-        return false;
-    }
-    start_implicitly()
-}
-
-#[cold]
-fn start_implicitly() -> bool {
-    // Starting reads /proc and creates directories: the program's errno stays its own.
-    let _errno = SavedErrno::new();
-    if IMPLICIT_TRIED.swap(true, Ordering::AcqRel) || dftracer_core::is_finalized() {
-        return dftracer_core::is_enabled();
-    }
-    let cfg = Config::from_env();
-    if cfg.enable {
-        match crate::start_tracing(cfg, Origin::App, None, false) {
-            Ok(()) | Err(Error::Disabled) | Err(Error::AlreadyInitialized) => {}
-            Err(Error::Finalized) => {}
-            Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}")),
-        }
-    }
-    dftracer_core::is_enabled()
+    START.active(&Capi { io: false })
 }
 
 fn initialize(log_file: *const c_char, data_dirs: *const c_char, io: bool) {
     let _errno = SavedErrno::new();
-    let log_file = c_string(log_file).filter(|s| !s.is_empty());
-    let data_dirs = c_string(data_dirs).filter(|s| !s.is_empty());
-    guarded(|| {
-        if dftracer_core::is_finalized() {
-            return;
-        }
-        let mut cfg = Config::from_env();
-        if !cfg.enable {
-            return;
-        }
-        // The reference's order: the argument's directories, then DFTRACER_DATA_DIR's.
-        if let Some(d) = data_dirs.clone() {
-            cfg.data_dirs = Some(match cfg.data_dirs.take() {
-                Some(env) => format!("{d}:{env}"),
-                None => d,
-            });
-        }
-        if EXPLICIT.swap(true, Ordering::AcqRel) {
-            return; // a second initialize is ignored, as in the reference
-        }
-        if dftracer_core::is_running() {
-            crate::join_running(cfg, log_file.as_deref(), data_dirs.as_deref(), io);
-        } else {
-            match crate::start_tracing(cfg, Origin::App, log_file.as_deref(), io) {
-                Ok(()) => {}
-                Err(Error::AlreadyInitialized) => {
-                    // Started by a region on another thread meanwhile.
-                    let cfg = Config::from_env();
-                    crate::join_running(cfg, log_file.as_deref(), data_dirs.as_deref(), io);
-                }
-                Err(Error::Disabled) | Err(Error::Finalized) => {}
-                Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}")),
-            }
-        }
-    });
+    let log_file = c_string(log_file);
+    let data_dirs = c_string(data_dirs);
+    guarded(|| START.initialize(&Capi { io }, log_file.as_deref(), data_dirs.as_deref()));
 }
 
 #[no_mangle]

@@ -6,11 +6,12 @@
 //! exception set: the caller then runs the general path, which validates again from the start
 //! and raises its clear errors. Nothing here runs Python code (no `__eq__`, `__index__`,
 //! `__hash__`), so the caller's objects cannot change while their bytes are borrowed.
+#![allow(unsafe_code)] // CPython's C API on borrowed pointers (SAFETY notes)
 
 use dftracer_core::{Arg, Value};
 use pyo3::ffi;
 
-use crate::MAX_PY_ARGS;
+use crate::{internals, MAX_PY_ARGS};
 
 /// The UTF-8 of a str, borrowed from the object (it lives as long as the object): a compact
 /// ASCII str is read in place, another through CPython's cached UTF-8 copy. `None` when the
@@ -20,13 +21,10 @@ use crate::MAX_PY_ARGS;
 /// `s` is a live str object, the GIL is held, and no exception is set.
 #[inline]
 pub unsafe fn utf8<'a>(s: *mut ffi::PyObject) -> Option<&'a [u8]> {
-    // SAFETY: per this function's contract; a compact ASCII str's characters follow its
-    // header, one byte each, `length` of them.
+    // SAFETY: per this function's contract.
     unsafe {
-        if ffi::PyUnicode_IS_COMPACT_ASCII(s) != 0 {
-            let len = ffi::PyUnicode_GET_LENGTH(s) as usize;
-            let data = (s as *const ffi::PyASCIIObject).add(1) as *const u8;
-            return Some(std::slice::from_raw_parts(data, len));
+        if let Some(ascii) = internals::ascii_bytes(s) {
+            return Some(ascii);
         }
         let mut len: ffi::Py_ssize_t = 0;
         let p = ffi::PyUnicode_AsUTF8AndSize(s, &mut len);
@@ -88,7 +86,7 @@ unsafe fn add_dict<'a>(
         let mut k: *mut ffi::PyObject = std::ptr::null_mut();
         let mut v: *mut ffi::PyObject = std::ptr::null_mut();
         // As many items as the dict holds (not a last PyDict_Next call that finds none).
-        let len = (*(map as *mut ffi::PyDictObject)).ma_used;
+        let len = internals::dict_len(map);
         for _ in 0..len {
             if ffi::PyDict_Next(map, &mut pos, &mut k, &mut v) == 0 {
                 return false; // cannot happen: nothing changes the dict meanwhile

@@ -249,9 +249,9 @@ def test_data_dir_binds_when_a_decorator_was_made_before_initialize_log(run, tmp
     # before main() calls initialize_log(data_dir=...). Making the decorator starts the tracer
     # from the environment (events before initialize_log are kept); the later initialize_log
     # must still bind I/O under its data dir. KNOWN BUG (found by the torch step): the
-    # implicit start's branch of `initialize` (frontends/python/src/lib.rs) only retargets the
-    # log file and drops `data_dirs`, so no I/O event is recorded, in this process and in
-    # its forked workers, and spawned workers get no DFTRACER_DATA_DIR.
+    # implicit start's branch of `initialize` (core/src/start.rs, `LazyStart::initialize`)
+    # only retargets the log file and drops `data_dirs`, so no I/O event is recorded, in this
+    # process and in its forked workers, and spawned workers get no DFTRACER_DATA_DIR.
     data = tmp_path / "data"
     data.mkdir()
     (data / "f.bin").write_bytes(b"x" * 64)
