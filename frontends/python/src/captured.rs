@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 /// The arg keys of a keyed schema: the [`CAPTURED`] names at `seq` (indices), in that order,
 /// as one leaked slice per sequence (at most 65: the ordered choices among 4 names).
+#[inline]
 pub(crate) fn captured_keys(seq: &[u8]) -> &'static [(&'static str, dftracer_core::Slot)] {
     static LISTS: [OnceLock<&'static [(&'static str, dftracer_core::Slot)]>; 625] =
         [const { OnceLock::new() }; 625];

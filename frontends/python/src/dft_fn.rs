@@ -85,6 +85,7 @@ fn tag_value_inner<'py>(v: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
 }
 
 impl DftFn {
+    #[inline]
     pub(crate) fn blank() -> Self {
         DftFn {
             cat: None,
@@ -105,6 +106,7 @@ impl DftFn {
     }
 
     /// `__init__`: sets every field from the sorted arguments.
+    #[inline]
     pub(crate) fn configure(
         &mut self,
         py: Python<'_>,
@@ -166,6 +168,7 @@ impl DftFn {
         }
     }
 
+    #[inline]
     pub(crate) fn start(&mut self) {
         self.t1 = if self.enable && active() {
             native::now()
