@@ -16,7 +16,7 @@ test:            ## everything CI runs (10-20 min on 2 cores); logs in target/te
 	bash scripts/test.sh
 
 .PHONY: lint
-lint:            ## cargo fmt --check and clippy -D warnings
+lint:            ## cargo fmt --check, clippy -D warnings, cargo doc -D warnings
 	bash scripts/test.sh lint
 
 .PHONY: test-rust

@@ -158,6 +158,7 @@ run_pytest() { # the wheel built by the `wheel` step: the compatibility tests in
 # NAME      GROUPS                          PARSER            TITLE / COMMAND
 step fmt    lint                            -                 "cargo fmt --check" cargo fmt --all -- --check
 step clippy lint                            -                 "clippy -D warnings (release, all targets)" cargo clippy --workspace --all-targets --release -- -D warnings
+step doc    lint                            -                 "cargo doc -D warnings (private items too: the docs are for contributors)" env RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" cargo doc --workspace --no-deps --document-private-items
 step utils  rust,docs,ecosystem,torch,dlio,multinode -       "dftracer-utils 0.0.14 from PyPI in .venv-utils (tests validate traces with it)" utils_venv
 step build  rust,docs,callgrind,ecosystem,perfetto,multinode -             "release build: preload library, service, examples" cargo build --release -p dftracer-preload -p dftracer-service -p dftracer-examples -p dftracer-cli
 step rust   rust                            cargo             "Rust unit and integration tests (release: the 8x1M-event test is real)" cargo test --workspace --release --no-fail-fast

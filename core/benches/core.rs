@@ -7,10 +7,10 @@
 //! `finalize`. See `README.md` beside this file for what each figure means.
 
 use criterion::{Criterion, Throughput};
-use dftracer_core::format::{Encoder, Line};
-use dftracer_core::gzip::GzipWriter;
-use dftracer_core::hash::hash16;
-use dftracer_core::record::{Pending, Record};
+use dftracer_core::frontend::hash16;
+use dftracer_core::internals::format::{Encoder, Line};
+use dftracer_core::internals::gzip::GzipWriter;
+use dftracer_core::internals::record::{Pending, Record};
 use dftracer_core::{Arg, Config, Layer, Origin, Value};
 use std::hint::black_box;
 use std::sync::mpsc;

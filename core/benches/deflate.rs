@@ -17,7 +17,7 @@
 //!
 //! `DEFLATE_INPUT=/tmp/train.pfw cargo bench -p dftracer-core --bench deflate`
 
-use dftracer_core::deflate::{hint, FastDeflate};
+use dftracer_core::internals::deflate::{hint, FastDeflate};
 use miniz_oxide::deflate::core::{
     compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
 };

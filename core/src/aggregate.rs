@@ -183,6 +183,7 @@ impl Aggregator {
         }
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()
     }

@@ -6,7 +6,8 @@
 //! The entries are Rust function pointers passing Rust values, so both sides must come from
 //! the same build of this crate: [`BUILD_ID`] is compared before the table is used.
 
-use crate::{AppValue, Arg, Config, Error, FileHandle, Layer, Origin, Schema, SchemaKeys, Stats};
+use crate::files::FileHandle;
+use crate::{AppValue, Arg, Config, Error, Layer, Origin, Schema, SchemaKeys, Stats};
 use std::sync::atomic::AtomicU64;
 
 /// Identifies this build of the core (sources, version, compiler).
@@ -34,7 +35,7 @@ pub struct Api {
     /// interception is already on.
     pub join: fn(Config, Option<&str>, Option<&str>, bool),
     pub complete: CompleteFn,
-    /// [`crate::intern`]: the schema of a name and category without args, if it has one.
+    /// [`crate::intern()`]: the schema of a name and category without args, if it has one.
     pub intern: fn(Layer, &[u8], &[u8]) -> Option<&'static Schema>,
     /// [`crate::intern_keyed`]: the same with integer args under fixed keys.
     pub intern_keyed: fn(Layer, &[u8], &[u8], SchemaKeys) -> Option<&'static Schema>,

@@ -119,7 +119,7 @@ pub enum Slot {
 }
 
 /// The fixed shape of a frequent event: name, category and arg keys known at compile time.
-/// A [`Pending::Static`] record of it carries only a pointer to the schema, the values and
+/// A [`Pending::Static`](crate::record::Pending::Static) record of it carries only a pointer to the schema, the values and
 /// an optional [`FileHandle`] (a slot address and its generation, see [`crate::files`]): a
 /// few stores on the hot path, and the writer copies the names
 /// without escaping them (checked plain by [`Schema::new`], at compile time for a `static`).

@@ -28,59 +28,76 @@
 //! ```
 #![deny(unsafe_code)]
 
-// Frontends use the API re-exported below, plus `config` (the knob table) and `filter` (the
-// DATA_DIR policy). The other modules are hidden: public only so that the fuzz targets and
-// benches (separate crates) can reach the encoder, rings and compressors; no stability promise.
-#[doc(hidden)]
-pub mod aggregate;
-#[doc(hidden)]
-pub mod api;
-#[doc(hidden)]
-pub mod clock;
+// The crate's face has three parts: this root (what a program recording events needs), `config`
+// (the knob table), [`frontend`] (what the three frontends need beyond that: lazy start, data
+// dirs, the signal hand-off, the child environment, the cross-object API) and one hidden door,
+// `internals`, for the fuzz targets, benches and integration tests. Every other module is
+// private to the crate.
+mod aggregate;
+mod api;
+mod clock;
 pub mod config;
-#[doc(hidden)]
-pub mod deflate;
-#[doc(hidden)]
-pub mod event;
-pub mod files;
-pub mod filter;
-#[doc(hidden)]
-pub mod format;
-#[doc(hidden)]
-pub mod gzip;
-#[doc(hidden)]
-pub mod hash;
+mod deflate;
+mod event;
+mod files;
+mod filter;
+mod format;
+pub mod frontend;
+mod gzip;
+mod hash;
 mod intern;
-#[doc(hidden)]
-pub mod record;
-#[doc(hidden)]
-pub mod ring;
-pub mod rules;
-pub mod signals;
-#[doc(hidden)]
-pub mod sink;
-pub mod start;
-#[doc(hidden)]
-pub mod sys;
+mod record;
+mod ring;
+mod rules;
+mod signals;
+mod sink;
+mod start;
 // std's atomics and byte cells, or loom's under `--cfg loom` (the ring and the clock use them).
 mod sync;
+mod sys;
 mod tracer;
 
-pub use config::{Config, ConfigError, InitMode, TimeMetric, KNOBS};
+pub use config::{Config, ConfigError, InitMode, TimeMetric};
 pub use event::{Arg, Layer, Schema, Slot, Value};
 pub use files::{FileHandle, FileRef, Pinned};
 pub use intern::{intern, intern_keyed, Keys as SchemaKeys};
-pub use sink::{check_dir as check_log_dir, prepare_dir as prepare_log_dir, Origin};
-pub use sys::{cwd, dir_writable, eprint_line, hostname};
-
-/// The word behind [`is_enabled`] (bit 0): for a frontend that reaches this core from another
-/// shared object ([`api::Api`]) and keeps the one-load disabled check.
-#[doc(hidden)]
-pub use tracer::STATE as STATE_WORD;
+pub use sink::Origin;
 pub use tracer::{
-    before_self_signal, child_env, claim_for_app, complete, complete_static, config, counter,
-    end_static, enter_hook, export_env_at_init, finalize, flush, hook_busy, init, is_enabled,
-    is_finalized, is_internal, is_running, mark_used, metadata, name_thread, now, prefix,
-    prefix_for, retarget, set_app_metadata, set_bind, set_data_dirs, start_failed, stats,
-    trace_path, AppValue, Error, Hook, Stats,
+    complete, complete_static, config, counter, end_static, finalize, flush, init, is_enabled,
+    is_finalized, is_running, metadata, name_thread, now, prefix, set_app_metadata, stats,
+    trace_path, AppValue, Error, Stats,
 };
+
+/// The engine's parts, for the fuzz targets, benches and integration tests (separate crates)
+/// that drive the encoder, rings, compressors and clock directly. No stability promise: a
+/// frontend uses the root and [`frontend`], never this.
+#[doc(hidden)]
+pub mod internals {
+    pub mod clock {
+        pub use crate::clock::*;
+    }
+    pub mod deflate {
+        pub use crate::deflate::*;
+    }
+    pub mod event {
+        pub use crate::event::*;
+    }
+    pub mod files {
+        pub use crate::files::*;
+    }
+    pub mod format {
+        pub use crate::format::*;
+    }
+    pub mod gzip {
+        pub use crate::gzip::*;
+    }
+    pub mod hash {
+        pub use crate::hash::*;
+    }
+    pub mod record {
+        pub use crate::record::*;
+    }
+    pub mod ring {
+        pub use crate::ring::*;
+    }
+}

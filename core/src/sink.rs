@@ -369,8 +369,9 @@ impl Sink {
         Ok(())
     }
 
-    /// Appends one complete member. On failure nothing of it stays in the file (it is cut
+    /// Appends one complete member (the unit tests'; the writer uses `write_over`). On failure nothing of it stays in the file (it is cut
     /// back to the previous member), so the file remains valid and later writes can resume.
+    #[cfg(test)]
     pub fn write(&mut self, data: &[u8]) -> Result<(), WriteError> {
         self.write_over(data, 0)
     }

@@ -121,7 +121,7 @@ impl LazyStart {
         let log_file = log_file.filter(|p| !p.is_empty());
         let arg_dirs = arg_dirs.filter(|d| !d.is_empty());
         let named = |p: &str| format!("initialize(log_file={p:?})");
-        let warn = |what: &str| crate::eprint_line(&format!("[DFTRACER WARN] {what}"));
+        let warn = |what: &str| crate::sys::eprint_line(&format!("[DFTRACER WARN] {what}"));
         if f.is_finalized() {
             if let Some(p) = log_file.filter(|_| F::SAYS_IGNORED) {
                 if f.config().enable {
@@ -150,7 +150,7 @@ impl LazyStart {
                 // A second initialize is ignored, as in the reference; said when it names
                 // another file (the same one again is silent).
                 if let Some(p) = log_file.filter(|_| F::SAYS_IGNORED) {
-                    if f.prefix().as_deref() != Some(&crate::prefix_for(p)) {
+                    if f.prefix().as_deref() != Some(&crate::tracer::prefix_for(p)) {
                         let now = f.trace_path().unwrap_or_default();
                         warn(&format!("already tracing to {now}; {} ignored", named(p)));
                     }
@@ -182,13 +182,13 @@ impl LazyStart {
     /// Prints a start error (and marks it reported).
     pub fn report(&self, e: &Error) {
         self.reported.store(true, Ordering::Relaxed);
-        crate::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+        crate::sys::eprint_line(&format!("[DFTRACER ERROR] {e}"));
     }
 
     /// Prints a start error unless one was printed.
     pub fn report_once(&self, e: &Error) {
         if !self.reported.swap(true, Ordering::Relaxed) {
-            crate::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+            crate::sys::eprint_line(&format!("[DFTRACER ERROR] {e}"));
         }
     }
 }

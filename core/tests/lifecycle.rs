@@ -130,7 +130,7 @@ fn named<'a>(lines: &'a [J], name: &str) -> Vec<&'a J> {
 fn start_tracer() {
     // Scenarios start no child processes, and libtest runs them on a second thread (where
     // the core would refuse to setenv and say so).
-    dftracer_core::export_env_at_init(false);
+    dftracer_core::frontend::export_env_at_init(false);
     let cfg = Config::from_env();
     dftracer_core::init(cfg, Origin::App, None).expect("init");
 }
@@ -162,7 +162,7 @@ fn scenario_entry() {
                 );
             }
             dftracer_core::metadata(Layer::CppApp, b"CM", b"model", b"resnet");
-            dftracer_core::mark_used("example");
+            dftracer_core::frontend::mark_used("example");
             dftracer_core::set_app_metadata("batch", dftracer_core::AppValue::Int(32));
             dftracer_core::finalize();
         }
@@ -213,9 +213,9 @@ fn scenario_entry() {
             dftracer_core::finalize();
         }
         "start_only" => {
-            dftracer_core::export_env_at_init(false);
+            dftracer_core::frontend::export_env_at_init(false);
             if let Err(e) = dftracer_core::init(Config::from_env(), Origin::App, None) {
-                dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}"));
+                dftracer_core::frontend::eprint_line(&format!("[DFTRACER ERROR] {e}"));
             }
             dftracer_core::complete(Layer::CppApp, b"e", b"c", 1, 1, &[]);
         }
@@ -247,7 +247,7 @@ fn scenario_entry() {
             let dir = std::env::var("DFT_DIR").unwrap();
             let blocker = format!("{dir}/blocker");
             std::fs::write(&blocker, b"a regular file where a directory is needed").unwrap();
-            dftracer_core::export_env_at_init(false);
+            dftracer_core::frontend::export_env_at_init(false);
             let cfg = Config::from_env();
             let first = dftracer_core::init(cfg.clone(), Origin::App, None).unwrap_err();
             println!("FIRST {first}");
@@ -256,7 +256,7 @@ fn scenario_entry() {
             std::fs::create_dir(&blocker).unwrap();
             let again = dftracer_core::init(cfg.clone(), Origin::App, None).unwrap_err();
             println!("AGAIN {again}");
-            assert!(dftracer_core::start_failed() && !dftracer_core::is_enabled());
+            assert!(dftracer_core::frontend::start_failed() && !dftracer_core::is_enabled());
             dftracer_core::complete(Layer::CppApp, b"lost", b"c", 1, 1, &[]);
             // A log file named by the program is a new place: it is tried.
             dftracer_core::init(cfg, Origin::App, Some(&format!("{dir}/named/run.pfw"))).unwrap();
@@ -1156,7 +1156,7 @@ fn line_hints_make_alternating_kinds_compress_better() {
     let raw = std::fs::read(&fs[0]).unwrap();
     let mut plain = 0;
     let mut pos = 0;
-    let mut d = dftracer_core::deflate::FastDeflate::new();
+    let mut d = dftracer_core::internals::deflate::FastDeflate::new();
     while pos < raw.len() {
         let mut dec = flate2::bufread::GzDecoder::new(&raw[pos..]);
         let mut json = Vec::new();

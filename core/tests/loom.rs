@@ -11,8 +11,8 @@
 //! (`scripts/test.sh` runs it.) Without `--cfg loom` this file is empty.
 #![cfg(loom)]
 
-use dftracer_core::clock::{Anchor, Conversion};
-use dftracer_core::ring::Ring;
+use dftracer_core::internals::clock::{Anchor, Conversion};
+use dftracer_core::internals::ring::Ring;
 use loom::sync::Arc;
 use loom::thread;
 

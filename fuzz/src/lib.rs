@@ -11,12 +11,12 @@
 //! committed corpus and the regression tests.
 
 use dftracer_core::config::{self, Config, KNOBS, MAX_RING_SIZE, MIN_RING_SIZE};
-use dftracer_core::event::{self, Arg, Layer, Value, MAX_ARGS, MAX_KEY, MAX_STR};
-use dftracer_core::format::{self, Encoder, Line};
-use dftracer_core::gzip::GzipWriter;
-use dftracer_core::hash::{hash16, hash_str};
-use dftracer_core::record::{Pending, Record, KIND_COMPLETE, KIND_COUNTER, KIND_META, MAX_RECORD};
-use dftracer_core::ring::Ring;
+use dftracer_core::internals::event::{self, Arg, Layer, Value, MAX_ARGS, MAX_KEY, MAX_STR};
+use dftracer_core::internals::format::{self, Encoder, Line};
+use dftracer_core::internals::gzip::GzipWriter;
+use dftracer_core::internals::hash::{hash16, hash_str};
+use dftracer_core::internals::record::{Pending, Record, KIND_COMPLETE, KIND_COUNTER, KIND_META, MAX_RECORD};
+use dftracer_core::internals::ring::Ring;
 use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 
@@ -887,7 +887,7 @@ pub fn proc_parsers(data: &[u8]) {
 
 // fast_deflate ---------------------------------------------------------------------------------
 
-/// `dftracer_core::deflate::FastDeflate` against an independent inflater (flate2): every
+/// `dftracer_core::internals::deflate::FastDeflate` against an independent inflater (flate2): every
 /// stream must decode alone to its input and stay within the documented size bound.
 ///
 /// Input: byte 0 = mode, bytes 1..3 = split point (little-endian u16), the rest = payload.
@@ -900,7 +900,7 @@ pub fn fast_deflate(data: &[u8]) {
 }
 
 mod fast_deflate_impl {
-    use dftracer_core::deflate::{hint, FastDeflate};
+    use dftracer_core::internals::deflate::{hint, FastDeflate};
     use std::io::Read;
 
     fn inflate(stream: &[u8]) -> Vec<u8> {
@@ -917,7 +917,7 @@ mod fast_deflate_impl {
         let step = 7 + seed % 89;
         let mut v = Vec::new();
         let mut prev_line = None;
-        for (i, &b) in input.iter().enumerate() {
+        for i in 0..input.len() {
             let start = i == 0 || input[i - 1] == b'\n';
             if start {
                 if let Some(h) = prev_line.and_then(|p| hint(i, i - p)) {

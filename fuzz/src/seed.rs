@@ -5,8 +5,8 @@
 //! `DFTRACER_WRITE_SEEDS=1 cargo test --release --manifest-path fuzz/Cargo.toml`).
 
 use dftracer_core::config::KNOBS;
-use dftracer_core::event::{Arg, Layer, Value};
-use dftracer_core::record::Pending;
+use dftracer_core::internals::event::{Arg, Layer, Value};
+use dftracer_core::internals::record::Pending;
 
 /// Appends fields in the order a harness reads them.
 #[derive(Default, Clone)]

@@ -25,7 +25,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let pread = args.next().is_some_and(|a| a == "pread");
-    dftracer_core::export_env_at_init(false);
+    dftracer_core::frontend::export_env_at_init(false);
     dftracer_core::init(Config::from_env(), Origin::App, None).expect("init");
     let schema = dftracer_core::intern(Layer::Python, b"deco", b"bench").expect("interned");
     let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/data/train/x.bin")));

@@ -9,7 +9,7 @@
 //! `lines <n> events <n> bytes <n>`. Ids are renumbered so that the kept events count 1, 2, ...
 //! as a tracer that never saw the dropped ones would write them.
 
-use dftracer_core::deflate::{hint, FastDeflate};
+use dftracer_core::internals::deflate::{hint, FastDeflate};
 use std::collections::HashMap;
 
 const MEMBER: usize = 1 << 20;

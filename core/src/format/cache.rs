@@ -54,7 +54,7 @@ pub(super) struct Named {
     name_len: usize,
     /// name ++ cat
     pub(super) key: Vec<u8>,
-    /// The middle, then [`COPY_PAD`] zero bytes (for [`Put::padded`]).
+    /// The middle, then [`COPY_PAD`] zero bytes (for [`Put::padded`](super::cursor::Put::padded)).
     prefix: Vec<u8>,
     /// Stream position of the last line written with this middle (0: none).
     pub(super) last_at: u64,

@@ -330,7 +330,7 @@ impl Put<'_> {
         self.pos += s.len();
     }
     /// The first `n` bytes of `s`, copied 16 at a time: `s` must hold `n` rounded up to 16
-    /// bytes (a [`Template`]'s pieces are padded), so no copy call is made.
+    /// bytes (a [`Template`](super::cache::Template)'s pieces are padded), so no copy call is made.
     #[inline(always)]
     pub(super) fn padded(&mut self, s: &[u8], n: usize) {
         self.room(n);

@@ -156,11 +156,11 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 }
 
 /// A complete event of a static record ([`Record::schema`]): the same line [`complete`]
-/// writes, from the schema's [`Template`] and the record's numbers (no escaping, no decoding
+/// writes, from the schema's [`Template`](super::cache::Template) and the record's numbers (no escaping, no decoding
 /// of args).
 ///
 /// The line is written through a raw cursor without a check per write. The bound is proven
-/// once per line instead: the template's `bound` counts `{"id":`, every piece, [`NUM_MAX`]
+/// once per line instead: the template's `bound` counts `{"id":`, every piece, [`NUM_MAX`](super::cursor::NUM_MAX)
 /// bytes for each of the `3 + keys` numbers and 16 for the file hash; the line writes
 /// `{"id":`, each piece at most once, the id, ts and dur, at most `keys` slot values (the
 /// loop runs over the schema's keys) and the hash only with the file piece. `bound +

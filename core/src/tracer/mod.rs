@@ -1,6 +1,6 @@
 //! The process-wide tracer: thread rings, the writer thread, stats and lifecycle.
 //!
-//! Hot path ([`record`]): one relaxed load of `STATE` (enabled bit + fork generation), one
+//! Hot path ([`record`](producer::record)): one relaxed load of `STATE` (enabled bit + fork generation), one
 //! thread-local read, one ring push (no lock, no allocation, no syscall). A ring more than
 //! half full posts the writer's semaphore once (amortised). A full ring is drained by its own
 //! producer under the writer lock (bounded work, nothing dropped) unless drop mode is on.

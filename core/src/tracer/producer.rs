@@ -111,7 +111,7 @@ impl Hook {
         ts: u64,
         dur: u64,
         vals: &[u64],
-        file: Option<crate::FileHandle>,
+        file: Option<crate::files::FileHandle>,
     ) {
         let s = STATE.load(Ordering::Relaxed);
         if s & 1 == 0 {
@@ -179,7 +179,7 @@ pub fn complete_static(
     ts: u64,
     dur: u64,
     vals: &[u64],
-    file: Option<crate::FileHandle>,
+    file: Option<crate::files::FileHandle>,
 ) {
     let s = STATE.load(Ordering::Relaxed);
     if s & 1 == 0 {
@@ -212,7 +212,7 @@ fn record_static_in(
     ts: u64,
     dur: u64,
     vals: &[u64],
-    file: Option<crate::FileHandle>,
+    file: Option<crate::files::FileHandle>,
 ) {
     let vals = &vals[..vals.len().min(schema.keys.len())];
     let ring = l.ring.get();

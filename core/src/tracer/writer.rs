@@ -186,7 +186,7 @@ impl Writer {
         }
     }
 
-    /// Writes the `thread_name` records of [`name_thread`] once the file has its header
+    /// Writes the `thread_name` records of [`name_thread`](crate::name_thread) once the file has its header
     /// (names of threads are kept for a file that events will make).
     fn thread_names(&mut self, sh: &Shared) {
         if !self.header_done || !sh.cfg.tids {

@@ -57,7 +57,7 @@ fn scenario_entry() {
         return;
     };
     assert_eq!(name, "io");
-    dftracer_core::export_env_at_init(false);
+    dftracer_core::frontend::export_env_at_init(false);
     dftracer_core::init(Config::from_env(), Origin::App, None).expect("init");
     // Explicit times: the same trace content with aggregation on or off.
     let base = 1_700_000_000_000_000u64;
@@ -377,7 +377,7 @@ fn perfetto_json_has_every_event_with_names_files_counters_and_buckets() {
             })
             .collect()
     };
-    let host = dftracer_core::hostname();
+    let host = dftracer_core::frontend::hostname();
     let procs = meta("process_name");
     assert_eq!(procs.len(), 2, "{procs:?}");
     assert!(

@@ -2,7 +2,7 @@
 //! process (the Python module), so that a process has one core and one trace file whether
 //! the library was preloaded, linked, or loaded by the Python module itself.
 
-use dftracer_core::api::{Api, BUILD_ID};
+use dftracer_core::frontend::{Api, BUILD_ID};
 
 fn start(
     cfg: dftracer_core::Config,
@@ -15,7 +15,7 @@ fn start(
 
 static API: Api = Api {
     build_id: BUILD_ID,
-    state: &dftracer_core::STATE_WORD,
+    state: &dftracer_core::frontend::STATE_WORD,
     config_from_env: dftracer_core::Config::from_env,
     start,
     join: crate::join_running,
@@ -28,19 +28,19 @@ static API: Api = Api {
     now: dftracer_core::now,
     finalize: dftracer_core::finalize,
     flush: dftracer_core::flush,
-    retarget: dftracer_core::retarget,
-    claim_for_app: dftracer_core::claim_for_app,
+    retarget: dftracer_core::frontend::retarget,
+    claim_for_app: dftracer_core::frontend::claim_for_app,
     config: dftracer_core::config,
     set_app_metadata: dftracer_core::set_app_metadata,
-    mark_used: dftracer_core::mark_used,
+    mark_used: dftracer_core::frontend::mark_used,
     name_thread: dftracer_core::name_thread,
     trace_path: dftracer_core::trace_path,
     stats: dftracer_core::stats,
     is_running: dftracer_core::is_running,
-    start_failed: dftracer_core::start_failed,
+    start_failed: dftracer_core::frontend::start_failed,
     prefix: dftracer_core::prefix,
-    export_env_at_init: dftracer_core::export_env_at_init,
-    child_env: dftracer_core::child_env,
+    export_env_at_init: dftracer_core::frontend::export_env_at_init,
+    child_env: dftracer_core::frontend::child_env,
     is_finalized: dftracer_core::is_finalized,
 };
 

@@ -35,8 +35,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use libc::{c_char, c_int};
 
-use dftracer_core::event::MAX_STR;
-use dftracer_core::start::{Frontend, LazyStart};
+use dftracer_core::frontend::MAX_STR;
+use dftracer_core::frontend::{Frontend, LazyStart};
 use dftracer_core::{AppValue, Config, Error, Layer, Origin};
 
 use crate::region::{self, DFTracerData};
@@ -46,7 +46,7 @@ use crate::{guarded, guarded_or, SavedErrno};
 const DF_METADATA_EVENT: c_int = 1;
 
 /// The lazy start (first region before any initialize) and the explicit `initialize_*`:
-/// core's policy ([`dftracer_core::start`]).
+/// core's policy ([`dftracer_core::frontend::LazyStart`]).
 static START: LazyStart = LazyStart::new();
 /// Region args are kept: 0 not known yet, 1 no (`DFTRACER_INC_METADATA=0`), 2 yes.
 static ARGS: AtomicU8 = AtomicU8::new(0);
@@ -186,7 +186,7 @@ pub extern "C" fn mark_used(name: *const c_char) {
     guarded(|| {
         if let Some(n) = c_string(name) {
             if active() {
-                dftracer_core::mark_used(&n);
+                dftracer_core::frontend::mark_used(&n);
             }
         }
     });
@@ -321,7 +321,7 @@ fn update(
         if !args_on() {
             return;
         }
-        let Some(k) = c_str(key, dftracer_core::event::MAX_KEY) else {
+        let Some(k) = c_str(key, dftracer_core::frontend::MAX_KEY) else {
             return;
         };
         region::with_live(data, |r| {

@@ -17,12 +17,12 @@
 //!   and `DFTRACER_INIT=PRELOAD`. Otherwise every interposed function is a plain forward: one
 //!   load of the resolved libc pointer and one load of the mode word.
 //! - **Shims are thin**: each `extern "C"` function in `hooks` forwards to the next definition
-//!   (resolved once with `dlsym(RTLD_NEXT)`, [`real`]), and records an event only for traced
+//!   (resolved once with `dlsym(RTLD_NEXT)`, [`real`](mod@real)), and records an event only for traced
 //!   files (`DFTRACER_DATA_DIR`, policy in `dftracer_core::filter`), traced fds ([`table`]) and
 //!   traced `FILE*`s. Return values are always the real call's; `errno` is saved right after
 //!   the real call and restored after recording.
 //! - **No recursion**: a thread-local guard ([`enter`]) makes I/O done while recording, and all
-//!   I/O of the tracer's own threads and sections (`dftracer_core::is_internal`), pass straight
+//!   I/O of the tracer's own threads and sections (`dftracer_core::frontend::is_internal`), pass straight
 //!   through. Trace files are therefore never traced (they are also excluded by name).
 //! - **No panic crosses the C boundary**: all recording runs inside [`guarded`]
 //!   (`catch_unwind`); a failure loses an event, never the program's call.
@@ -31,7 +31,7 @@
 //!   linked, `dftracer_bind_io()` rewrites the GOT slots of the loaded objects so that their
 //!   calls reach the same hooks, and wraps `dlopen` so that later objects are bound too.
 //!
-//! The unsafe surface is this crate's reason to exist: `hooks` and `capi` (the C ABI), [`real`]
+//! The unsafe surface is this crate's reason to exist: `hooks` and `capi` (the C ABI), [`real`](mod@real)
 //! (symbol resolution), [`bind`] (GOT rewriting), [`table`] and [`region`] (lock-free tables and
 //! region cells); each unsafe block states why it is sound.
 #![deny(unsafe_code)]
@@ -51,7 +51,7 @@ pub mod table;
 
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, Ordering};
 
-use dftracer_core::filter::DataDirs;
+use dftracer_core::frontend::DataDirs;
 use dftracer_core::{Arg, Layer};
 
 /// `MODE` bits, set once by the constructor after the core started.
@@ -116,9 +116,9 @@ fn set_filter(dirs: DataDirs, replace: bool) -> bool {
 
 /// Proof that this thread may record: not already recording, not a tracer thread or section,
 /// TLS alive. Dropping it ends the section. The section flag lives in the core's per-thread
-/// state ([`dftracer_core::Hook`]), with everything else the hot path needs: one
+/// state ([`dftracer_core::frontend::Hook`]), with everything else the hot path needs: one
 /// thread-local access per traced call.
-pub(crate) struct Busy(dftracer_core::Hook);
+pub(crate) struct Busy(dftracer_core::frontend::Hook);
 
 /// Longest normalised path traced; longer ones are passed through untraced.
 pub const PATH_MAX: usize = 4096;
@@ -145,13 +145,13 @@ impl Busy {
 /// Enters a recording section, or `None` when the call must pass straight through.
 #[inline]
 pub(crate) fn enter() -> Option<Busy> {
-    dftracer_core::enter_hook().map(Busy)
+    dftracer_core::frontend::enter_hook().map(Busy)
 }
 
 /// True when this thread is inside a recording section (a signal handler that interrupted a
 /// hook, for instance): the tracer's locks may be held here.
 pub(crate) fn busy_here() -> bool {
-    dftracer_core::hook_busy()
+    dftracer_core::frontend::hook_busy()
 }
 
 /// Runs recording work so that a panic can never unwind into C. The program's call has
@@ -271,7 +271,7 @@ pub(crate) fn start() {
     match start_tracing(cfg, dftracer_core::Origin::Preload, None, true) {
         Ok(()) => STARTED_BY_CONSTRUCTOR.store(true, Ordering::Relaxed),
         Err(dftracer_core::Error::Disabled) => {}
-        Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] preload: {e}")),
+        Err(e) => dftracer_core::frontend::eprint_line(&format!("[DFTRACER ERROR] preload: {e}")),
     }
 }
 
@@ -285,7 +285,7 @@ pub(crate) fn start_tracing(
 ) -> Result<(), dftracer_core::Error> {
     let io_cfg = io.then(|| cfg.clone());
     if let Some(f) = real::sigaction() {
-        dftracer_core::signals::set_real(f);
+        dftracer_core::frontend::signals::set_real(f);
     }
     {
         // The core reads /proc and the cwd while starting: keep that out of the trace.
@@ -310,40 +310,40 @@ pub(crate) fn join_running(
     arg_dirs: Option<&str>,
     io: bool,
 ) {
-    dftracer_core::claim_for_app();
+    dftracer_core::frontend::claim_for_app();
     let mut changed = Vec::new();
     if let Some(path) = log_file {
         let before = dftracer_core::prefix();
-        if before.as_deref() != Some(&dftracer_core::prefix_for(path)) {
-            match dftracer_core::retarget(path) {
+        if before.as_deref() != Some(&dftracer_core::frontend::prefix_for(path)) {
+            match dftracer_core::frontend::retarget(path) {
                 Ok(prefix) => changed.push(format!("log file prefix {prefix}")),
-                Err(e) => dftracer_core::eprint_line(&format!("[DFTRACER ERROR] {e}")),
+                Err(e) => dftracer_core::frontend::eprint_line(&format!("[DFTRACER ERROR] {e}")),
             }
         }
     }
     let arg_dirs = arg_dirs.filter(|d| !d.is_empty());
     if io && crate::bind_io(&cfg) {
         // The first binding: its data dirs are the ones children inherit.
-        dftracer_core::set_data_dirs(cfg.data_dirs.as_deref());
+        dftracer_core::frontend::set_data_dirs(cfg.data_dirs.as_deref());
         if let Some(d) = cfg.data_dirs.as_deref() {
             changed.push(format!("I/O traced under {d}"));
         }
     } else if let (Some(_), Some(dirs)) = (arg_dirs, cfg.data_dirs.as_deref()) {
-        let env = dftracer_core::child_env();
+        let env = dftracer_core::frontend::child_env();
         let now = env.iter().find(|(k, _)| *k == "DFTRACER_DATA_DIR");
         // The call's dirs are joined with the environment's: the same dir twice is one.
         let dirs = &unique_dirs(dirs);
         let same = now.is_some_and(|(_, v)| unique_dirs(v) == *dirs);
         if filter().is_some() && !same {
-            let cwd = dftracer_core::cwd();
+            let cwd = dftracer_core::frontend::cwd();
             set_filter(DataDirs::parse(Some(dirs), cwd.as_bytes()), true);
-            dftracer_core::set_data_dirs(Some(dirs));
+            dftracer_core::frontend::set_data_dirs(Some(dirs));
             let was = now.map_or("every file", |(_, v)| v.as_str());
             changed.push(format!("I/O traced under {dirs} (was {was})"));
         }
     }
     if !changed.is_empty() && cfg.logs("WARN") {
-        dftracer_core::eprint_line(&format!(
+        dftracer_core::frontend::eprint_line(&format!(
             "[DFTRACER INFO] initialize: tracing had started before it (an earlier event{}); \
              applied: {}",
             if origin_was_preload() {
@@ -381,7 +381,7 @@ static STARTED_BY_CONSTRUCTOR: std::sync::atomic::AtomicBool =
 /// false when interception was already on (the first filter stays: it cannot change under
 /// concurrent shims).
 pub(crate) fn bind_io(cfg: &dftracer_core::Config) -> bool {
-    let cwd = dftracer_core::cwd();
+    let cwd = dftracer_core::frontend::cwd();
     let fresh = set_filter(
         DataDirs::parse(cfg.data_dirs.as_deref(), cwd.as_bytes()),
         false,
@@ -405,7 +405,7 @@ pub(crate) fn bind_io(cfg: &dftracer_core::Config) -> bool {
         }
     }
     let bound = MODE.load(Ordering::Relaxed) & (POSIX | STDIO) != 0;
-    dftracer_core::set_bind(bound);
+    dftracer_core::frontend::set_bind(bound);
     // Preloaded or linked, this library's exported hooks already come before libc's in every
     // lookup. Loaded by dlopen (the Python module, ctypes), they must be bound in process.
     #[cfg(not(test))]

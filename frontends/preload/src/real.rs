@@ -255,6 +255,6 @@ pub fn at_fork_child(f: extern "C" fn()) {
 /// The next definition of `sigaction`, for the core's signal handling
 /// (`dftracer_core::signals`): the tracer changes dispositions with it, never through its own
 /// hook.
-pub fn sigaction() -> Option<dftracer_core::signals::SigactionFn> {
-    real!(sigaction: dftracer_core::signals::SigactionFn)
+pub fn sigaction() -> Option<dftracer_core::frontend::signals::SigactionFn> {
+    real!(sigaction: dftracer_core::frontend::signals::SigactionFn)
 }

@@ -24,7 +24,7 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-use dftracer_core::event::{MAX_KEY, MAX_STR};
+use dftracer_core::frontend::{MAX_KEY, MAX_STR};
 use dftracer_core::{Arg, Layer, Value};
 
 /// The C `struct DFTracerData { void *profiler; }` (its field points at the cell itself).

@@ -6,8 +6,8 @@
 //!   a traced fd falls in it and is never freed, so a slot reference is valid forever. The top
 //!   array is 2 MiB of zero-initialised `.bss`, which costs no memory until touched.
 //! - [`POOL`]: traced paths are interned in the core's bounded pool of reusable file slots
-//!   ([`dftracer_core::files`]): [`POOL_SLOTS`] slots in buckets of
-//!   [`dftracer_core::files::WAYS`], so memory stays flat however many distinct files the
+//!   ([`dftracer_core::frontend::FilePool`]): [`POOL_SLOTS`] slots in buckets of
+//!   [`dftracer_core::frontend::WAYS`], so memory stays flat however many distinct files the
 //!   program opens (a slot whose file is closed, and whose events were all written, is reused
 //!   for the next new path of its bucket). An fd or `FILE*` entry is one word, the slot index
 //!   and generation ([`Interned`]), and holds one pin on the slot until the entry is
@@ -25,7 +25,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-use dftracer_core::files::Pool;
+use dftracer_core::frontend::FilePool as Pool;
 use dftracer_core::{FileHandle, Pinned};
 
 const CHUNK_BITS: u32 = 12;
@@ -306,7 +306,7 @@ pub fn intern(path: &[u8]) -> Option<Pinned> {
     touch();
     let p = POOL.intern(path);
     if p.is_none() && !WARNED.swap(true, Ordering::Relaxed) {
-        dftracer_core::eprint_line(
+        dftracer_core::frontend::eprint_line(
             "[DFTRACER WARNING] preload: too many traced files open at once in one table \
              bucket; some fds are not tracked (their open is still recorded)",
         );
@@ -347,7 +347,7 @@ mod tests {
         assert_eq!(addr(a.handle()), addr(b.handle()));
         assert_ne!(addr(a.handle()), addr(c.handle()));
         assert_eq!(c.path(), b"/x/b");
-        assert_eq!(a.hash(), &dftracer_core::hash::hash16(b"/x/a"));
+        assert_eq!(a.hash(), &dftracer_core::frontend::hash16(b"/x/a"));
     }
 
     #[test]

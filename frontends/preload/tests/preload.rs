@@ -1376,7 +1376,7 @@ fn millions_of_distinct_files_in_flat_memory() {
     // The preload's pool: `table::POOL_SLOTS` slots of 64 B, 8 B keys, a path buffer each.
     let pool = (1 << 17) * (64 + 8 + 2 * (path_len.max(64) + 16));
     // The writer's path table: an entry (48 B), the shared path (16 B counts), a map slot.
-    let paths = dftracer_core::files::PATHS_CAP * 2 * (48 + (16 + path_len + 16) + 24 + 8);
+    let paths = dftracer_core::frontend::PATHS_CAP * 2 * (48 + (16 + path_len + 16) + 24 + 8);
     let slack = 8 << 20; // allocator arenas and pages touched late (not per file)
     let bound_kb = ((pool + paths + slack) / 1024) as u64;
     let warm = rss[1].1; // after 10 %

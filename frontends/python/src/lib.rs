@@ -93,7 +93,7 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
             .import("dftracer._threads")
             .and_then(|t| t.call_method1("install", (m.getattr("_name_thread")?,)));
         if let Err(e) = names {
-            dftracer_core::eprint_line(&format!(
+            dftracer_core::frontend::eprint_line(&format!(
                 "[DFTRACER WARN] Python thread names are not traced: {e}"
             ));
         }

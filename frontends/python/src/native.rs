@@ -10,7 +10,7 @@
 //! said once on stderr).
 #![allow(unsafe_code)]
 
-use dftracer_core::api::{Api, BUILD_ID, SYMBOL};
+use dftracer_core::frontend::{Api, API_SYMBOL as SYMBOL, BUILD_ID};
 use dftracer_core::{AppValue, Arg, Config, Error, Layer, Origin, Stats};
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
@@ -27,7 +27,7 @@ pub fn api() -> Option<&'static Api> {
         let api = match load() {
             Ok(api) => Some(api),
             Err(e) => {
-                dftracer_core::eprint_line(&format!(
+                dftracer_core::frontend::eprint_line(&format!(
                     "[DFTRACER ERROR] cannot load the native library libdftracer_core.so: {e}; tracing is off"
                 ));
                 None
@@ -88,7 +88,7 @@ fn load() -> Result<&'static Api, String> {
         match table(loaded) {
             Ok(api) => return Ok(api),
             Err(e) => {
-                dftracer_core::eprint_line(&format!(
+                dftracer_core::frontend::eprint_line(&format!(
                     "[DFTRACER WARN] the libdftracer_core.so already in this process cannot be shared ({e}); using the module's own copy: this process writes two trace files"
                 ));
                 break;

@@ -71,7 +71,7 @@ static LATE_EVENTS: AtomicU64 = AtomicU64::new(0);
 #[cold]
 pub(crate) fn late_event() {
     if LATE_EVENTS.fetch_add(1, Ordering::Relaxed) == 0 && config().logs("WARN") {
-        dftracer_core::eprint_line(
+        dftracer_core::frontend::eprint_line(
             "[DFTRACER WARN] an event was logged after finalize(): dropped (the trace is complete); \
              dftracer.dftracer.stats()['after_finalize'] counts them",
         );

@@ -1,12 +1,12 @@
 //! The Python side of the lazy start and of the exit hooks.
 //!
-//! The policy is core's ([`dftracer_core::start`]); [`Module`] is what this module gives it:
+//! The policy is core's ([`dftracer_core::frontend::LazyStart`]); [`Module`] is what this module gives it:
 //! the native library's core ([`crate::native`]), the settings read once ([`config`]), the
 //! child environment exported through `os.environ` under the GIL. [`active`] is every
 //! event's check (one load when running, two when off). [`install_exit_hook`] finishes the
 //! trace before `os._exit`, `os.execv`/`os.execve` and at Python's `atexit`.
 
-use dftracer_core::start::{Frontend, LazyStart};
+use dftracer_core::frontend::{Frontend, LazyStart};
 use dftracer_core::{Config, Origin};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use crate::native;
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
-/// The lazy start and the explicit `initialize`: core's policy ([`dftracer_core::start`]).
+/// The lazy start and the explicit `initialize`: core's policy ([`dftracer_core::frontend::LazyStart`]).
 pub(crate) static START: LazyStart = LazyStart::new();
 static ORIG_EXIT: GILOnceCell<PyObject> = GILOnceCell::new();
 
@@ -86,7 +86,7 @@ fn export_env() {
             Ok(())
         };
         if let Err(e) = set() {
-            dftracer_core::eprint_line(&format!(
+            dftracer_core::frontend::eprint_line(&format!(
                 "[DFTRACER WARN] cannot export the trace settings to child processes: {e}"
             ));
         }

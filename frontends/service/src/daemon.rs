@@ -157,7 +157,7 @@ fn check_prefix(prefix: &str) -> Result<(), Error> {
         prefix: prefix.to_string(),
         reason,
     };
-    dftracer_core::prepare_log_dir(prefix).map_err(|e| {
+    dftracer_core::frontend::prepare_log_dir(prefix).map_err(|e| {
         let dir = Path::new(prefix).parent().unwrap_or(Path::new("/"));
         fail(format!("directory {}: {e}", dir.display()))
     })?;
@@ -177,7 +177,7 @@ fn prepare_log_dir(st: &State) -> Result<(), Error> {
         reason: e.to_string(),
     };
     fs::create_dir_all(&st.log_dir).map_err(fail)?;
-    dftracer_core::dir_writable(&st.log_dir.to_string_lossy()).map_err(fail)
+    dftracer_core::frontend::dir_writable(&st.log_dir.to_string_lossy()).map_err(fail)
 }
 
 /// Waits until none of `pids` is alive (zombies count as gone); returns those still alive.
@@ -559,7 +559,7 @@ fn sample(
     // later interrupt: see benches/service/RESULTS.md, 2026-11-30 02:14); it is harmless.
     sys::set_timer_slack(interval.as_nanos().min(u64::MAX as u128) as u64);
     // The daemon starts no traced children: nothing to export to the environment.
-    dftracer_core::export_env_at_init(false);
+    dftracer_core::frontend::export_env_at_init(false);
     dftracer_core::init(cfg.clone(), Origin::Service, None).map_err(|e| Error::LogFile {
         prefix: prefix.clone(),
         reason: e.to_string(),

@@ -50,7 +50,7 @@ impl State {
     pub fn new(log_dir: &str) -> State {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let log_dir = normalize_dir(log_dir, &cwd);
-        let host = dftracer_core::hostname();
+        let host = dftracer_core::frontend::hostname();
         let short_host = host.split('.').next().unwrap_or(&host).to_string();
         let base = format!("dftracer_server_{short_host}");
         State {

@@ -8,7 +8,7 @@
 //! addend 0) whose symbol is a hooked name, stores the hook's address into the slot. Calls made
 //! through the PLT, through `-fno-plt` GOT loads, and through function pointers the loader
 //! filled in (`R_X86_64_64`) then go to the hook, which records and forwards to the real
-//! function ([`crate::real`]).
+//! function ([`crate::real`](mod@crate::real)).
 //!
 //! [`bind_io_in_process`] is the entry point: it binds [`HOOKS`](crate::hooks::HOOKS) plus a
 //! private `dlopen` wrapper (not exported, so `LD_PRELOAD` users are unaffected), so that objects
@@ -181,7 +181,7 @@ pub fn bind_all(hooks: &'static [HookEntry]) -> Report {
 
 fn warn(r: &Report) {
     if let Some(line) = r.warn_line() {
-        dftracer_core::eprint_line(&line);
+        dftracer_core::frontend::eprint_line(&line);
     }
 }
 

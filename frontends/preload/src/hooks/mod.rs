@@ -212,7 +212,7 @@ extern "C" {
 #[inline]
 pub fn process_events_on() -> bool {
     posix_on()
-        && (crate::table::touched() || filter() == Some(&dftracer_core::filter::DataDirs::All))
+        && (crate::table::touched() || filter() == Some(&dftracer_core::frontend::DataDirs::All))
 }
 
 /// Bytes of the C string `p` (`None` for NULL).
@@ -264,7 +264,7 @@ pub unsafe fn resolve_path(
     } else {
         fd_path_into(dirfd, buf)?
     };
-    let n = dftracer_core::filter::append_normalized(buf, base, p)?;
+    let n = dftracer_core::frontend::append_normalized(buf, base, p)?;
     Some(&buf[..n])
 }
 
@@ -401,7 +401,7 @@ pub fn out_of_line<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The [`dftracer_core::Slot`] of an `I`/`U` arg in [`on_fd!`]/[`on_file!`].
+/// The [`dftracer_core::Slot`] of an `I`/`U` arg in [`on_fd!`]/`on_file!`.
 #[macro_export]
 macro_rules! slot {
     (I) => {

@@ -60,7 +60,7 @@ fn after_failed_exec() {
         && real::getpid() == owner_pid()
     {
         let _errno = SavedErrno::new();
-        dftracer_core::eprint_line(&format!(
+        dftracer_core::frontend::eprint_line(&format!(
             "[DFTRACER WARN] an exec failed in pid {} after its trace was finished; later calls of this process are not traced",
             real::getpid()
         ));
@@ -77,7 +77,7 @@ unsafe fn record_exec(name: &'static [u8], path: *const c_char, argv: *const *co
         let traced = if name_bytes.contains(&b'/') {
             super::traced_path(libc::AT_FDCWD, path, &mut buf).is_some()
         } else {
-            crate::filter() == Some(&dftracer_core::filter::DataDirs::All)
+            crate::filter() == Some(&dftracer_core::frontend::DataDirs::All)
         };
         if !traced {
             return;
@@ -267,7 +267,7 @@ fn before_exit() {
     if dftracer_core::is_running()
         && real::getpid() == owner_pid()
         && !busy_here()
-        && !dftracer_core::is_internal()
+        && !dftracer_core::frontend::is_internal()
     {
         guarded(dftracer_core::finalize);
     }
@@ -338,7 +338,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
 /// Called by the `vfork` trampoline before the syscall: the start time, 0 when untraced.
 #[cfg(target_arch = "x86_64")]
 extern "C" fn vfork_before() -> u64 {
-    if !process_events_on() || busy_here() || dftracer_core::is_internal() {
+    if !process_events_on() || busy_here() || dftracer_core::frontend::is_internal() {
         return 0;
     }
     now().max(1)
@@ -580,7 +580,7 @@ pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
 fn before_self_kill(to_self: impl FnOnce() -> bool) {
     if dftracer_core::is_running() && real::getpid() == owner_pid() && to_self() {
         let _errno = SavedErrno::new();
-        dftracer_core::before_self_signal(libc::SIGKILL);
+        dftracer_core::frontend::before_self_signal(libc::SIGKILL);
     }
 }
 

@@ -11,7 +11,7 @@ use libc::{c_int, sighandler_t};
 
 use super::missing;
 use crate::real;
-use dftracer_core::signals::{self as sigs, SigactionFn};
+use dftracer_core::frontend::signals::{self as sigs, SigactionFn};
 
 type SignalFn = unsafe extern "C" fn(c_int, sighandler_t) -> sighandler_t;
 
