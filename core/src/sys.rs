@@ -433,9 +433,9 @@ pub fn at_fork_child(child: unsafe extern "C" fn()) {
     unsafe { libc::pthread_atfork(None, None, Some(child)) };
 }
 
-/// Starts a native thread running `f(arg)` with every asynchronous signal blocked, so a process
-/// signal is never delivered to the writer (the writer is what serves it, and a program's
-/// handler must not run on it). Uses pthread_create directly
+/// Starts a native thread running `f(arg)` with the signals of `blocked` blocked (the tracer
+/// passes the asynchronous ones, so a process signal is never delivered to the writer: the
+/// writer is what serves it, and a program's handler must not run on it). Uses pthread_create directly
 /// so that it also works from a fork child.
 ///
 /// # Safety
@@ -443,9 +443,10 @@ pub fn at_fork_child(child: unsafe extern "C" fn()) {
 pub unsafe fn spawn_thread(
     f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
     arg: *mut libc::c_void,
+    blocked: libc::sigset_t,
 ) -> Option<libc::pthread_t> {
     // The new thread inherits the blocked mask; this thread's mask is restored on drop.
-    let _blocked = SignalBlock::new();
+    let _blocked = SignalBlock::new(blocked);
     let mut tid: libc::pthread_t = 0;
     // SAFETY: pthread_create gets a static fn and the caller's argument (valid: see # Safety).
     let rc = unsafe { libc::pthread_create(&mut tid, std::ptr::null(), f, arg) };
@@ -507,27 +508,20 @@ impl Default for Wake {
     }
 }
 
-/// Blocks every asynchronous signal ([`crate::signals::async_set`]: all but SIGKILL, SIGSTOP
-/// and the faults) on this thread until dropped (they stay pending), so that neither the
-/// tracer's handler nor a program's own (which may re-raise into ours) runs while this thread
-/// holds a lock the writer needs.
+/// Blocks the signals of `set` on this thread until dropped (they stay pending). The tracer
+/// passes the asynchronous signals (`signals::async_set`: all but SIGKILL, SIGSTOP and the
+/// faults), so that neither its handler nor a program's own (which may re-raise into ours)
+/// runs while this thread holds a lock the writer needs.
 pub struct SignalBlock(libc::sigset_t);
 
 impl SignalBlock {
-    pub fn new() -> SignalBlock {
-        let set = crate::signals::async_set();
+    pub fn new(set: libc::sigset_t) -> SignalBlock {
         // SAFETY: `set` is initialised; the old mask is saved for drop.
         unsafe {
             let mut old: libc::sigset_t = std::mem::zeroed();
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
             SignalBlock(old)
         }
-    }
-}
-
-impl Default for SignalBlock {
-    fn default() -> Self {
-        SignalBlock::new()
     }
 }
 

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::config::{Config, TimeMetric};
 use crate::ring::Ring;
+use crate::signals;
 use crate::sink::{self, Origin};
 use crate::sys;
 use parking_lot::Mutex;
@@ -68,7 +69,7 @@ pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(
         sys::at_exit(at_exit_hook);
         sys::at_fork_child(after_fork_child);
         if bind_signals {
-            crate::signals::arm();
+            signals::arm();
         }
     });
     export_env(&child_env_of(&prefix, data_dirs.as_deref()));
@@ -183,7 +184,7 @@ pub fn finalize() {
     let Some(sh) = shared() else { return };
     // A signal arriving now (a pool's terminate() racing a worker's own exit) stays pending
     // on this thread until the file is whole; then it acts as usual.
-    let _mask = sys::SignalBlock::new();
+    let _mask = sys::SignalBlock::new(signals::async_set());
     sh.stop.store(true, Ordering::Release);
     sh.wake.post();
     if let Some(t) = sh.writer_thread.lock().take() {
@@ -218,7 +219,7 @@ pub(super) fn no_unwind(what: &str, f: impl FnOnce()) {
 pub fn before_self_signal(sig: i32) {
     if sig == libc::SIGKILL {
         let saved = sys::errno();
-        finish_for_signal(sig, crate::signals::SIGNAL_WAIT_MS);
+        finish_for_signal(sig, signals::SIGNAL_WAIT_MS);
         sys::set_errno(saved);
     }
 }
@@ -272,7 +273,7 @@ unsafe extern "C" fn after_fork_child() {
 }
 
 fn fork_child() {
-    crate::signals::after_fork_child();
+    signals::after_fork_child();
     let Some(old) = current() else { return };
     // The parent's trace descriptor is not the child's business: the child never writes the
     // inherited copy (if it still names the parent's file; the number may be the program's

@@ -22,6 +22,7 @@ use crate::format::Encoder;
 use crate::gzip::GzipWriter;
 use crate::hash::{hash16, hash_str};
 use crate::ring::Ring;
+use crate::signals;
 use crate::sink::{self, Origin, Sink};
 use crate::sys;
 use parking_lot::Mutex;
@@ -236,7 +237,7 @@ struct Section {
 impl Section {
     fn new() -> Section {
         Section {
-            _signals: sys::SignalBlock::new(),
+            _signals: sys::SignalBlock::new(signals::async_set()),
             _internal: InternalGuard::new(),
         }
     }

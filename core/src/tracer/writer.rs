@@ -15,6 +15,7 @@ use crate::record::{
     KIND_STATIC, MAX_RECORD,
 };
 use crate::ring::Ring;
+use crate::signals;
 use crate::sys;
 use parking_lot::MutexGuard;
 use std::ptr;
@@ -528,7 +529,13 @@ pub(super) fn ensure_thread(sh: &'static Shared) {
     if !sh.writer_started.swap(true, Ordering::AcqRel) {
         // SAFETY: `sh` is a leaked, never-freed Shared: valid for the thread's lifetime.
         #[allow(unsafe_code)]
-        let t = unsafe { sys::spawn_thread(writer_main, sh as *const Shared as *mut libc::c_void) };
+        let t = unsafe {
+            sys::spawn_thread(
+                writer_main,
+                sh as *const Shared as *mut libc::c_void,
+                signals::async_set(),
+            )
+        };
         *sh.writer_thread.lock() = t;
     }
 }
