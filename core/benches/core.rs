@@ -335,25 +335,20 @@ impl Pool {
 fn threads(c: &mut Criterion) -> [(usize, f64, f64); 2] {
     let mut rates = [(1, 0.0, 0.0), (4, 0.0, 0.0)];
     let pools: Vec<Pool> = rates.iter().map(|r| Pool::new(r.0)).collect();
-    let mut g = c.benchmark_group("record_threads_burst_4args");
-    g.throughput(Throughput::Elements(1));
-    for (slot, pool) in rates.iter().zip(&pools) {
-        let n = slot.0 as u64;
-        // One criterion iteration = one event, shared out between the threads.
-        g.bench_function(format!("{n}_threads"), |b| {
-            b.iter_custom(|iters| pool.run_burst(iters.div_ceil(n)))
-        });
-    }
-    g.finish();
-    let mut g = c.benchmark_group("record_threads_sustained_4args");
-    g.throughput(Throughput::Elements(1));
-    for (slot, pool) in rates.iter().zip(&pools) {
-        let n = slot.0 as u64;
-        g.bench_function(format!("{n}_threads"), |b| {
-            b.iter_custom(|iters| pool.run(iters.div_ceil(n)))
-        });
-    }
-    g.finish();
+    // One criterion iteration = one event, shared out between the threads.
+    let group = |c: &mut Criterion, name: &str, run: fn(&Pool, u64) -> Duration| {
+        let mut g = c.benchmark_group(name);
+        g.throughput(Throughput::Elements(1));
+        for (slot, pool) in rates.iter().zip(&pools) {
+            let n = slot.0 as u64;
+            g.bench_function(format!("{n}_threads"), |b| {
+                b.iter_custom(|iters| run(pool, iters.div_ceil(n)))
+            });
+        }
+        g.finish();
+    };
+    group(c, "record_threads_burst_4args", Pool::run_burst);
+    group(c, "record_threads_sustained_4args", Pool::run);
     // Fixed-size runs for the printed ratios (best of 3, the machine is shared).
     for (slot, pool) in rates.iter_mut().zip(&pools) {
         let n = slot.0 as u64;

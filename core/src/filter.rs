@@ -22,7 +22,7 @@
 //! a caller-owned buffer, so an interposer can use a stack buffer.
 //!
 //! ```
-//! use dftracer_core::filter::{DataDirs, normalize_into};
+//! use dftracer_core::frontend::{normalize_into, DataDirs};
 //! let dirs = DataDirs::parse(Some("/x/data:/scratch"), b"/home/u");
 //! let mut buf = [0u8; 4096];
 //! let n = normalize_into(b"/x/run", b"../data/./f.bin", &mut buf).unwrap();

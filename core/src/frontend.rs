@@ -7,7 +7,8 @@
 //!   the frontend's [`Frontend`]; [`claim_for_app`], [`retarget`] (a late `initialize` names
 //!   the file), [`start_failed`], [`prefix_for`], and the log directory checks.
 //! - **Data dirs**: [`set_data_dirs`] and [`DataDirs`], the interception filter the I/O hooks
-//!   read; [`append_normalized`], the path normalisation they share with the core.
+//!   read; [`normalize_into`], [`append_normalized`], the path normalisation they share with
+//!   the core.
 //! - **Signals**: the hand-off between the hooks' `sigaction`/`signal` emulation and the
 //!   core's handler that is `SIG_DFL` in disguise ([`signals`]); [`before_self_signal`] for a
 //!   frontend about to raise a fatal signal itself.
@@ -28,7 +29,7 @@ pub use crate::sink::{check_dir as check_log_dir, prepare_dir as prepare_log_dir
 pub use crate::start::{Frontend, LazyStart};
 pub use crate::tracer::{claim_for_app, prefix_for, retarget, start_failed};
 // Data dirs
-pub use crate::filter::{append_normalized, DataDirs};
+pub use crate::filter::{append_normalized, normalize_into, DataDirs};
 pub use crate::tracer::set_data_dirs;
 // Signals
 pub use crate::tracer::before_self_signal;

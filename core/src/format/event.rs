@@ -119,12 +119,8 @@ pub(super) fn complete_vec(
 ) {
     out.extend_from_slice(b"{\"id\":");
     write_u64(out, id);
-    out.extend_from_slice(b",\"name\":");
-    text(out, &rec.name);
-    out.extend_from_slice(b",\"cat\":");
-    text(out, &rec.cat);
     out.push(b',');
-    kv_u64(out, "type", rec.layer as u64);
+    name_cat_type(out, rec);
     kv_u64(out, "pid", ctx.pid as u64);
     kv_u64(out, "tid", tid as u64);
     kv_u64(out, "ts", rec.ts);
@@ -267,6 +263,17 @@ pub(super) fn complete_static(
     prev
 }
 
+/// `"name":…,"cat":…,"type":…,`: how the lines written into a growable buffer (long
+/// complete events, counters) begin after their `{` (and id).
+fn name_cat_type(out: &mut Vec<u8>, rec: &Record) {
+    out.extend_from_slice(b"\"name\":");
+    text(out, &rec.name);
+    out.extend_from_slice(b",\"cat\":");
+    text(out, &rec.cat);
+    out.push(b',');
+    kv_u64(out, "type", rec.layer as u64);
+}
+
 /// A counter event (ph 2): `name,cat,type,ts,ph,pid,tid,args` (args always written).
 pub(super) fn counter(
     out: &mut Vec<u8>,
@@ -275,12 +282,8 @@ pub(super) fn counter(
     rec: &Record,
     hash_of: &mut dyn FnMut(&[u8]) -> Hash16,
 ) {
-    out.extend_from_slice(b"{\"name\":");
-    text(out, &rec.name);
-    out.extend_from_slice(b",\"cat\":");
-    text(out, &rec.cat);
-    out.push(b',');
-    kv_u64(out, "type", rec.layer as u64);
+    out.push(b'{');
+    name_cat_type(out, rec);
     kv_u64(out, "ts", rec.ts);
     out.extend_from_slice(b"\"ph\":2,");
     kv_u64(out, "pid", ctx.pid as u64);

@@ -7,6 +7,15 @@ use super::{records, write_str, Ctx, Line};
 use crate::event::{Schema, Slot};
 
 /// A line at stream position 0: `id`, `tid`.
+/// The context of a test trace: process `pid`, the tests' host hash.
+fn ctx(pid: u32, metadata: bool) -> Ctx<'static> {
+    Ctx {
+        pid,
+        hhash: "6882804a826580cd",
+        metadata,
+    }
+}
+
 fn at0(id: u64, tid: u32) -> Line {
     Line { id, tid, at: 0 }
 }
@@ -98,11 +107,7 @@ fn static_shapes_equal_generic_lines() {
         .collect();
     let mut cache = PrefixCache::default();
     for metadata in [true, false] {
-        let ctx = Ctx {
-            pid: 77,
-            hhash: "6882804a826580cd",
-            metadata,
-        };
+        let ctx = ctx(77, metadata);
         for schema in &schemas {
             for n in [0, 1, schema.keys.len(), schema.keys.len() + 1] {
                 for f in [None, Some(file)] {
@@ -166,11 +171,7 @@ fn static_line_equals_the_generic_line() {
     ];
     let mut cache = PrefixCache::default();
     for metadata in [true, false] {
-        let ctx = Ctx {
-            pid: 4242,
-            hhash: "6882804a826580cd",
-            metadata,
-        };
+        let ctx = ctx(4242, metadata);
         for (vals, f) in cases {
             let p = Pending::Static {
                 schema: &S,
@@ -249,11 +250,7 @@ fn reserved_line_equals_the_growable_line() {
         (b"many", many),
     ];
     for metadata in [true, false] {
-        let ctx = Ctx {
-            pid: 7,
-            hhash: "6882804a826580cd",
-            metadata,
-        };
+        let ctx = ctx(7, metadata);
         for (name, args) in &sets {
             let p = Pending::Complete {
                 layer: Layer::Python,
@@ -278,11 +275,7 @@ fn reserved_line_equals_the_growable_line() {
 
 #[test]
 fn cached_middles_equal_uncached_lines() {
-    let ctx = Ctx {
-        pid: 99,
-        hhash: "6882804a826580cd",
-        metadata: true,
-    };
+    let ctx = ctx(99, true);
     let long = vec![b'n'; crate::event::MAX_STR + 5];
     let names: [&[u8]; 6] = [b"step", b"st\"ep", b"step2", b"\xff\x01", b"", &long];
     let mut cache = PrefixCache::default();
@@ -348,11 +341,7 @@ fn static_cache_evictions_keep_lines_exact() {
     );
     let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
     let fhash = crate::hash::hash16(b"/d/x");
-    let ctx = Ctx {
-        pid: 1,
-        hhash: "6882804a826580cd",
-        metadata: true,
-    };
+    let ctx = ctx(1, true);
     let mut cache = PrefixCache::default();
     // Many (schema, tid) pairs into 64 slots: collisions evict and refill slots.
     for round in 0..3u64 {
@@ -410,11 +399,7 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
     })
     .collect();
     let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
-    let ctx = Ctx {
-        pid: 1,
-        hhash: "6882804a826580cd",
-        metadata: true,
-    };
+    let ctx = ctx(1, true);
     let mut cache = PrefixCache::default();
     let mut out = Vec::new();
     let mut last: std::collections::HashMap<String, u64> = Default::default();
@@ -569,11 +554,7 @@ fn complete_line_shape() {
     let mut buf = vec![0; p.len()];
     p.write(&mut buf);
     let rec = Record::decode(&buf).unwrap();
-    let ctx = Ctx {
-        pid: 6427,
-        hhash: "6882804a826580cd",
-        metadata: true,
-    };
+    let ctx = ctx(6427, true);
     let mut out = Vec::new();
     event::complete(&mut out, None, &ctx, at0(2, 6427), &rec, &mut |p| {
         crate::hash::hash16(p)
@@ -604,11 +585,7 @@ fn complete_line_shape() {
 
 #[test]
 fn meta_line_shape() {
-    let ctx = Ctx {
-        pid: 6427,
-        hhash: "6882804a826580cd",
-        metadata: true,
-    };
+    let ctx = ctx(6427, true);
     let mut out = Vec::new();
     meta_str(&mut out, &ctx, 6427, "HH", b"vm", b"6882804a826580cd");
     assert_eq!(

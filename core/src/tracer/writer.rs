@@ -334,6 +334,15 @@ impl Writer {
                 fh.store(mark, Ordering::Relaxed);
             }
         }
+        let (start, at, line) = self.next_line(tid);
+        let prev = self.enc.complete_static(&mut self.json, line, rec);
+        self.complete_done(start, at, prev, rec.layer as usize);
+    }
+
+    /// Where the next event line goes: its offset in the buffer, its position in the stream
+    /// (the line hint's unit) and its `Line` (the next id, `tid`).
+    #[inline(always)]
+    fn next_line(&self, tid: u32) -> (usize, u64, Line) {
         let start = self.json.len();
         let at = self.stream_pos + start as u64;
         let line = Line {
@@ -341,8 +350,7 @@ impl Writer {
             tid,
             at,
         };
-        let prev = self.enc.complete_static(&mut self.json, line, rec);
-        self.complete_done(start, at, prev, rec.layer as usize);
+        (start, at, line)
     }
 
     /// After a complete event's line (from `start` in `json`, at stream position `at`): its
@@ -401,13 +409,7 @@ impl Writer {
         let mut hash_of = |p: &[u8]| paths.get(p).copied().unwrap_or_else(|| hash16(p));
         match rec.kind {
             KIND_COMPLETE => {
-                let start = self.json.len();
-                let at = self.stream_pos + start as u64;
-                let line = Line {
-                    id: self.next_id,
-                    tid,
-                    at,
-                };
+                let (start, at, line) = self.next_line(tid);
                 let prev = self.enc.complete(&mut self.json, line, rec, &mut hash_of);
                 self.complete_done(start, at, prev, rec.layer as usize);
             }
