@@ -169,6 +169,7 @@ pub(super) fn middle(v: &mut impl Out, ctx: &Ctx, name: &Text, cat: &Text, layer
 
 /// The middle of `rec`'s line from `PrefixCache::named`, padded (its length is the second
 /// value); `None` for clipped names or categories (not cached).
+#[inline(always)]
 pub(super) fn named_prefix<'c>(
     named: &'c mut Vec<Named>,
     named_victim: &mut [u8; CACHE_SLOTS],

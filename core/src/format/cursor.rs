@@ -252,6 +252,7 @@ pub(super) unsafe fn put_int(d: *mut u8, v: i64) -> *mut u8 {
 
 /// Runs `f` on a cursor over `bound` bytes reserved at the end of `out`, then keeps what it
 /// wrote. The reserved bytes are not initialised first: the cursor only writes.
+#[inline(always)]
 pub(super) fn reserved(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put)) {
     // COPY_PAD more than the bound: whole 16-byte copies may run past what they keep.
     out.reserve(bound + COPY_PAD);

@@ -137,6 +137,7 @@ pub(super) fn complete_vec(
 
 /// Everything after the middle: `ts`, `dur`, `ph` and, with metadata, the args that `args`
 /// writes after `hhash`.
+#[inline(always)]
 fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
     p.lit(b",\"dur\":");
     p.num(rec.dur);
