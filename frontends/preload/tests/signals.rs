@@ -57,8 +57,20 @@ fn untraced(exe: &std::path::Path, args: &[&str]) -> ExitStatus {
         .unwrap()
 }
 
+/// SIGQUIT and SIGINT back to their default action in this test process, so the programs it
+/// starts inherit it: a shell starts background jobs with both ignored (`cmd &` without job
+/// control), and an ignored SIGQUIT would make the untraced run exit 0.
+fn default_quit_and_int() {
+    // SAFETY: installs SIG_DFL (no handler code) for two signals of this process.
+    unsafe {
+        libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+    }
+}
+
 #[test]
 fn abort_assert_sigquit_and_sigusr1_keep_the_whole_trace_and_the_status() {
+    default_quit_and_int();
     let s = Scratch::new("deaths");
     let exe = s.compile("deaths", &prog(DEATHS));
     for how in ["abort", "assert", "quit", "kill-quit", "usr1"] {
@@ -205,6 +217,8 @@ int main(void) {
 
 #[test]
 fn dispositions_read_exactly_as_untraced() {
+    // Before either run (the other test may reset them at any time).
+    default_quit_and_int();
     let s = Scratch::new("disp");
     let exe = s.compile("disp", &prog(DISPOSITIONS));
     let reference = Command::new(&exe).current_dir(&s.dir).output().unwrap();
