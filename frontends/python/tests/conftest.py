@@ -4,12 +4,20 @@ the real trace files it wrote (gzip members decoded by `gzip`, every line by `js
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+# The programs the tests start inherit SIGINT and SIGQUIT with their default action, as from
+# an interactive shell: a shell starts background jobs (`make test &`) with both ignored, and
+# an ignored SIGINT survives exec (CPython then installs no KeyboardInterrupt handler). A
+# Python handler here resets to the default in every child at exec.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 class Run:
