@@ -22,6 +22,15 @@ use std::time::{Duration, Instant};
 /// falls in the batch.
 const BURST: u64 = 2048;
 
+/// The benches' line: id `id` of thread 6427, at stream position 0 (no line hint).
+fn line(id: u64) -> Line {
+    Line {
+        id,
+        tid: 6427,
+        at: 0,
+    }
+}
+
 fn args4() -> [Arg<'static>; 4] {
     [
         Arg::new("fname", Value::Path(b"/data/train/file_0001.npz")),
@@ -95,16 +104,7 @@ fn encode(c: &mut Criterion) {
                 }
                 id += 1;
                 // The writer looks paths up in its map; a fixed hash stands in for that.
-                enc.complete_uncached(
-                    &mut out,
-                    Line {
-                        id,
-                        tid: 6427,
-                        at: 0,
-                    },
-                    &rec,
-                    &mut |_| fname_hash,
-                );
+                enc.complete_uncached(&mut out, line(id), &rec, &mut |_| fname_hash);
             })
         });
     }
@@ -119,16 +119,7 @@ fn encode(c: &mut Criterion) {
             }
             id += 1;
             let rec = Record::decode(black_box(&buf)).unwrap();
-            enc.complete_uncached(
-                &mut out,
-                Line {
-                    id,
-                    tid: 6427,
-                    at: 0,
-                },
-                &rec,
-                &mut |_| fname_hash,
-            );
+            enc.complete_uncached(&mut out, line(id), &rec, &mut |_| fname_hash);
         })
     });
     g.finish();
