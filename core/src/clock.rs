@@ -247,14 +247,10 @@ pub fn recalibrate(allowed: bool) {
         if dn < MIN_BASELINE_NS {
             return;
         }
-        // Checked once, and only by processes that live past the baseline: short-lived ones
-        // (every exec'd tool under the preload library) never read /proc/cpuinfo.
-        if USABLE.load(Ordering::Relaxed) == 0 {
-            let ok = tsc_trusted();
-            USABLE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
-            if !ok {
-                return;
-            }
+        // Decided at `init` ([`check_tsc`]); a process that never ran the check keeps the
+        // vDSO clock.
+        if USABLE.load(Ordering::Relaxed) != 1 {
+            return;
         }
         let mult = ((dn as u128) << 32) / dt as u128;
         // Between 100 MHz and 20 GHz, or something is wrong.
@@ -292,6 +288,22 @@ fn paired_read() -> Option<(u64, u64)> {
     (gap < 20_000).then_some((ns, t))
 }
 
+/// Decides once per process whether the TSC may be used (`allowed`: the configuration
+/// permits it); called by `init` on the thread that starts the tracer, never by the writer: it
+/// opens a file for a moment, and a descriptor held by another thread while the program fills
+/// its table would cost the program one more descriptor than the documented one (FORMAT.md
+/// "Files"). A fork child inherits the answer (same machine, same counter).
+pub fn check_tsc(allowed: bool) {
+    if !allowed || USABLE.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let ok = tsc_trusted();
+        USABLE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
+    }
+}
+
 /// Invariant TSC reported by the CPU and chosen by the kernel as its clocksource.
 #[cfg(target_arch = "x86_64")]
 fn tsc_trusted() -> bool {
@@ -301,7 +313,11 @@ fn tsc_trusted() -> bool {
     if source.trim() != "tsc" {
         return false;
     }
-    // The first CPU's block is enough (all CPUs report the same flags); on a large machine
+    if cpuid_invariant_tsc() {
+        return true;
+    }
+    // Where CPUID does not say so (an emulator such as valgrind hides the bit), the kernel's
+    // view of the CPU. The first CPU's block is enough (all CPUs report the same flags); on a large machine
     // the whole file is megabytes.
     let mut head = vec![0u8; 64 * 1024];
     let n = std::fs::File::open("/proc/cpuinfo")
@@ -325,6 +341,23 @@ fn tsc_trusted() -> bool {
     has("constant_tsc") && has("nonstop_tsc")
 }
 
+/// CPUID's invariant-TSC bit (leaf 0x8000_0007, EDX bit 8: the counter runs at a constant
+/// rate in every P-, C- and T-state; the kernel's `constant_tsc` + `nonstop_tsc`).
+#[cfg(target_arch = "x86_64")]
+fn cpuid_invariant_tsc() -> bool {
+    use core::arch::x86_64::__cpuid;
+    #[allow(unused_unsafe, unsafe_code)]
+    // SAFETY: CPUID exists on every x86_64 CPU; the leaf is checked against the maximum first.
+    let max = unsafe { __cpuid(0x8000_0000) }.eax;
+    if max < 0x8000_0007 {
+        return false;
+    }
+    #[allow(unused_unsafe, unsafe_code)]
+    // SAFETY: as above, the leaf is supported.
+    let edx = unsafe { __cpuid(0x8000_0007) }.edx;
+    edx & (1 << 8) != 0
+}
+
 /// Epoch time in `unit` (true nanosecond resolution for NS).
 #[inline]
 pub fn now_in(unit: TimeMetric) -> u64 {
@@ -346,6 +379,7 @@ mod tests {
         // Not calibrated: exactly the vDSO clock.
         let (a, b, c) = (realtime_ns(), now_ns(), realtime_ns());
         assert!(a <= b && b <= c);
+        check_tsc(true);
         recalibrate(true);
         std::thread::sleep(std::time::Duration::from_millis(250));
         recalibrate(true);

@@ -6,7 +6,7 @@
 //! `<prefix>-<h16>-<suffix>-<n>.pfw[.gz]` is used instead.
 
 use std::io;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use crate::sys;
 
@@ -15,6 +15,90 @@ use crate::sys;
 static RESERVE_FD: AtomicI32 = AtomicI32::new(-1);
 static RESERVE_DEV: AtomicU64 = AtomicU64::new(0);
 static RESERVE_INO: AtomicU64 = AtomicU64::new(0);
+
+/// The descriptor of the process's open trace file and the identity of what it names (`-1`:
+/// none), published for a fork child: its `pthread_atfork` handler cannot take a lock, and
+/// must tell the inherited copy (closed, or kept as the child's reserve) from a number the
+/// program reused. Set by [`Sink::create`] and a reopen, cleared by [`unpublish`].
+static TRACE_FD: AtomicI32 = AtomicI32::new(-1);
+static TRACE_DEV: AtomicU64 = AtomicU64::new(0);
+static TRACE_INO: AtomicU64 = AtomicU64::new(0);
+
+/// The kernel tid of the thread changing the reserve or the trace descriptor (closing one,
+/// opening the other, publishing it), 0 when none. A `fork` in the middle of such a change
+/// would give the child a descriptor that neither [`TRACE_FD`] nor the reserve names yet
+/// (one slot of its table lost for good: a program that fills its table then sees two
+/// descriptors fewer than untraced); [`settle_before_fork`] lets the change finish first.
+static CHANGING: AtomicU32 = AtomicU32::new(0);
+
+/// Marks a descriptor change in flight for its lifetime ([`CHANGING`]). Nested or concurrent
+/// changes hold nothing more (one tid is enough: the writer makes every change but the
+/// reserve at `init` and a fork child's, which run while no writer changes anything).
+/// System calls only: async-signal-safe.
+struct Changing(bool);
+
+impl Changing {
+    fn begin() -> Changing {
+        let me = sys::gettid();
+        Changing(
+            CHANGING
+                .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok(),
+        )
+    }
+}
+
+impl Drop for Changing {
+    fn drop(&mut self) {
+        if self.0 {
+            CHANGING.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// The `pthread_atfork` prepare step: waits (at most 200 ms, in 50 us naps) until no other
+/// thread is between closing the reserve and publishing the trace file's descriptor, so the
+/// child inherits a table whose every tracer descriptor is named. A change made by the forking
+/// thread itself (a signal handler that forks) is not waited for. Async-signal-safe.
+pub fn settle_before_fork() {
+    let holder = CHANGING.load(Ordering::Acquire);
+    if holder == 0 || holder == sys::gettid() {
+        return;
+    }
+    for _ in 0..4000 {
+        if CHANGING.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        sys::sleep_us(50);
+    }
+}
+
+/// The published trace descriptor and its identity, or `None` ([`TRACE_FD`]).
+pub fn published() -> Option<(i32, (u64, u64))> {
+    let fd = TRACE_FD.load(Ordering::Acquire);
+    (fd >= 0).then(|| {
+        (
+            fd,
+            (
+                TRACE_DEV.load(Ordering::Relaxed),
+                TRACE_INO.load(Ordering::Relaxed),
+            ),
+        )
+    })
+}
+
+fn publish(fd: i32, id: (u64, u64)) {
+    TRACE_DEV.store(id.0, Ordering::Relaxed);
+    TRACE_INO.store(id.1, Ordering::Relaxed);
+    TRACE_FD.store(fd, Ordering::Release);
+}
+
+/// Forgets the published descriptor: before the file closes (a fork child then never closes
+/// a number reused since), and in a fork child once it has dealt with its inherited copy.
+/// Async-signal-safe.
+pub fn unpublish() {
+    TRACE_FD.store(-1, Ordering::Release);
+}
 
 /// Holds one slot of the descriptor table for the trace file, which is created lazily (no
 /// file without an event): a program that fills its table (`EMFILE`) before the first write
@@ -27,6 +111,7 @@ pub fn reserve() {
     if RESERVE_FD.load(Ordering::Acquire) >= 0 {
         return;
     }
+    let _c = Changing::begin();
     if let Some((fd, id)) = sys::reserve_fd() {
         adopt_reserve(fd, id);
     }
@@ -56,6 +141,7 @@ pub fn is_reserve(fd: i32) -> bool {
 /// program that closed it, `closefrom` or a close loop, or put one of its own files there,
 /// `dup2`, keeps its number: it is forgotten, not closed). Async-signal-safe.
 pub fn release_reserve() {
+    let _c = Changing::begin();
     let fd = RESERVE_FD.swap(-1, Ordering::AcqRel);
     if fd >= 0
         && sys::fd_identity(fd)
@@ -309,6 +395,7 @@ impl Sink {
     /// between the two calls can take that slot (then this fails with `EMFILE`, as it would
     /// without the reserve).
     pub fn create(prefix: &str, hash: &str, origin: Origin, compressed: bool) -> io::Result<Sink> {
+        let _c = Changing::begin();
         release_reserve();
         for n in 0..10_000 {
             let path = trace_path(prefix, hash, origin, n, compressed);
@@ -318,6 +405,7 @@ impl Sink {
                         sys::close_fd(fd);
                         return Err(io::Error::last_os_error());
                     };
+                    publish(fd, id);
                     return Ok(Sink {
                         fd,
                         id,
@@ -338,16 +426,6 @@ impl Sink {
         ))
     }
 
-    /// The descriptor, when it still names this sink's file (for a fork child to close).
-    pub fn fd(&self) -> i32 {
-        self.fd
-    }
-
-    /// Device and inode of the file.
-    pub fn identity(&self) -> (u64, u64) {
-        self.id
-    }
-
     /// Makes sure `self.fd` is this sink's file, reopening it by path if the program closed
     /// the descriptor or made it point elsewhere.
     fn ensure_own_fd(&mut self) -> Result<(), WriteError> {
@@ -355,7 +433,9 @@ impl Sink {
             return Ok(());
         }
         // Not ours any more: the number may now be one of the program's files. Forget it.
+        let _c = Changing::begin();
         self.fd = -1;
+        unpublish();
         let fd = sys::open_trace_fd(&self.path, false).map_err(WriteError::Lost)?;
         if sys::fd_identity(fd) != Some(self.id) {
             sys::close_fd(fd);
@@ -365,6 +445,7 @@ impl Sink {
             )));
         }
         self.fd = fd;
+        publish(fd, self.id);
         self.reopened += 1;
         Ok(())
     }
@@ -422,6 +503,9 @@ impl Sink {
 
 impl Drop for Sink {
     fn drop(&mut self) {
+        if self.fd >= 0 {
+            let _ = TRACE_FD.compare_exchange(self.fd, -1, Ordering::AcqRel, Ordering::Acquire);
+        }
         if self.fd >= 0 && sys::fd_identity(self.fd) == Some(self.id) {
             sys::close_fd(self.fd);
         }

@@ -427,10 +427,11 @@ pub fn at_exit(f: extern "C" fn()) {
     unsafe { libc::atexit(f) };
 }
 
-/// Registers `child` to run in the child after `fork()`.
-pub fn at_fork_child(child: unsafe extern "C" fn()) {
-    // SAFETY: handlers are static functions; None for prepare/parent is allowed.
-    unsafe { libc::pthread_atfork(None, None, Some(child)) };
+/// Registers `prepare` to run in the forking thread before `fork()` and `child` in the child
+/// after it.
+pub fn at_fork(prepare: unsafe extern "C" fn(), child: unsafe extern "C" fn()) {
+    // SAFETY: handlers are static functions; None for the parent's is allowed.
+    unsafe { libc::pthread_atfork(Some(prepare), None, Some(child)) };
 }
 
 /// Starts a native thread running `f(arg)` with the signals of `blocked` blocked (the tracer
@@ -533,6 +534,16 @@ impl Drop for SignalBlock {
 }
 
 /// Async-signal-safe sleep.
+/// Sleeps `us` microseconds (async-signal-safe: nanosleep only).
+pub fn sleep_us(us: u64) {
+    let ts = libc::timespec {
+        tv_sec: (us / 1_000_000) as _,
+        tv_nsec: ((us % 1_000_000) * 1000) as _,
+    };
+    // SAFETY: valid timespec; an early wake (EINTR) is harmless for our callers.
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
 pub fn sleep_ms(ms: u64) {
     let ts = libc::timespec {
         tv_sec: (ms / 1000) as _,

@@ -60,6 +60,7 @@ pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(
     // The trace file is created at the first write; its descriptor slot is held from now on,
     // so a program that fills its descriptor table still gets its trace.
     sink::reserve();
+    crate::clock::check_tsc(cfg.tsc);
     let data_dirs = cfg.data_dirs.clone();
     let sh = Shared::new(cfg, origin, prefix.clone(), sys::gettid());
     UNIT.store(unit_code(sh.cfg.time_metric), Ordering::Relaxed);
@@ -67,7 +68,7 @@ pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(
     SHARED.store(Box::into_raw(Box::new(sh)), Ordering::Release);
     HOOKS.call_once(|| {
         sys::at_exit(at_exit_hook);
-        sys::at_fork_child(after_fork_child);
+        sys::at_fork(before_fork, after_fork_child);
         if bind_signals {
             signals::arm();
         }
@@ -264,6 +265,12 @@ pub(crate) fn finish_for_signal(sig: i32, wait_ms: u64) -> bool {
     }
 }
 
+/// The `pthread_atfork` prepare handler: a change of the trace file's descriptor in flight
+/// on the writer finishes before the fork ([`sink::settle_before_fork`]).
+unsafe extern "C" fn before_fork() {
+    no_unwind("fork handler", sink::settle_before_fork);
+}
+
 /// The `pthread_atfork` child handler. Only async-signal-safe work happens here (atomics,
 /// `fstat`, `close`): the parent's other threads may have held any lock when it forked. The
 /// child's own state (which allocates and reads `/proc`) is built later, on its first use
@@ -274,23 +281,24 @@ unsafe extern "C" fn after_fork_child() {
 
 fn fork_child() {
     signals::after_fork_child();
-    let Some(old) = current() else { return };
+    if current().is_none() {
+        return;
+    }
     // The parent's trace descriptor is not the child's business: the child never writes the
     // inherited copy (if it still names the parent's file; the number may be the program's
     // by now). It keeps it as the reserved slot of its own `-fork` file (`sink::reserve`),
-    // unless it inherited its parent's reserve (the parent had no file yet). A fork child
-    // that forks again before building its own state sees that adopted reserve as `old`'s
-    // trace fd: it stays the grandchild's reserve.
-    let fd = old.file_fd.load(Ordering::Acquire);
-    let id = (
-        old.file_dev.load(Ordering::Relaxed),
-        old.file_ino.load(Ordering::Relaxed),
-    );
-    if fd >= 0 && !sink::is_reserve(fd) && sys::fd_identity(fd) == Some(id) {
-        if sink::has_reserve() {
-            sys::close_fd(fd);
-        } else {
-            sink::adopt_reserve(fd, id);
+    // unless it inherited its parent's reserve (the parent had no file yet). It is no longer
+    // published: a fork child that forks again before building its own state hands the
+    // grandchild that reserve, nothing else. No descriptor change was in flight at the fork
+    // (`before_fork`), so these two name every tracer descriptor the child holds.
+    if let Some((fd, id)) = sink::published() {
+        sink::unpublish();
+        if !sink::is_reserve(fd) && sys::fd_identity(fd) == Some(id) {
+            if sink::has_reserve() {
+                sys::close_fd(fd);
+            } else {
+                sink::adopt_reserve(fd, id);
+            }
         }
     }
     if PHASE.load(Ordering::Acquire) != PHASE_RUNNING {

@@ -23,7 +23,7 @@ use crate::gzip::GzipWriter;
 use crate::hash::{hash16, hash_str};
 use crate::ring::Ring;
 use crate::signals;
-use crate::sink::{self, Origin, Sink};
+use crate::sink::{self, Origin};
 use crate::sys;
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -182,10 +182,6 @@ struct Shared {
     stop: AtomicBool,
     signal: AtomicI32,
     signal_done: AtomicBool,
-    /// The trace file's descriptor and identity (see `publish_fd`); -1 when none.
-    file_fd: AtomicI32,
-    file_dev: AtomicU64,
-    file_ino: AtomicU64,
 }
 
 /// This thread's "internal" flag: a field of [`producer::Local`], so that the hot path's
@@ -322,9 +318,6 @@ impl Shared {
             stop: AtomicBool::new(false),
             signal: AtomicI32::new(0),
             signal_done: AtomicBool::new(false),
-            file_fd: AtomicI32::new(-1),
-            file_dev: AtomicU64::new(0),
-            file_ino: AtomicU64::new(0),
             prefix: Mutex::new(prefix),
             data_dirs: Mutex::new(cfg.data_dirs.clone()),
             cfg,
@@ -399,15 +392,6 @@ impl Shared {
             0,
             self.cfg.compression,
         )
-    }
-
-    /// Makes the file's descriptor known to a fork child (which closes its inherited copy
-    /// without taking a lock).
-    fn publish_fd(&self, s: &Sink) {
-        let (dev, ino) = s.identity();
-        self.file_dev.store(dev, Ordering::Relaxed);
-        self.file_ino.store(ino, Ordering::Relaxed);
-        self.file_fd.store(s.fd(), Ordering::Release);
     }
 
     /// Drains everything, writes `end`, writes the last member and closes the file.

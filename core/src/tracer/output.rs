@@ -111,7 +111,6 @@ impl Output {
             let prefix = sh.prefix.lock().clone();
             match Sink::create(&prefix, &sh.file_hash, sh.origin(), sh.cfg.compression) {
                 Ok(s) => {
-                    sh.publish_fd(&s);
                     o.sink = Some(s);
                 }
                 Err(e) => {
@@ -183,9 +182,6 @@ impl Output {
         let path = s.path.clone();
         if reopened > o.reopens_told {
             o.reopens_told = reopened;
-            if let Some(s) = o.sink.as_ref() {
-                sh.publish_fd(s);
-            }
             sys::eprint_line(&format!(
                 "[DFTRACER WARN] the program closed or reused the trace file's descriptor; reopened {path}"
             ));
@@ -245,7 +241,7 @@ impl Output {
             ));
         }
         // Before the descriptor closes: a fork child never closes a number reused since.
-        sh.file_fd.store(-1, Ordering::Release);
+        sink::unpublish();
         o.closed = o.sink.take().map(|s| (s.path.clone(), s.bytes));
     }
 }
