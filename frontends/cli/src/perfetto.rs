@@ -2,7 +2,8 @@
 //! chrome://tracing) opens.
 //!
 //! - complete events (ph 1) → `X` slices; `args` copied, plus `file` (the path behind
-//!   `fhash`, from the FH records);
+//!   `fhash`, from the FH records); a process-control call (`dur` 0, its length in
+//!   `args.call_dur`) is drawn over that length;
 //! - counters (ph 2, the service's telemetry) → `C` events (one track per numeric arg);
 //! - aggregated buckets (ph 3) → `X` slices on a track of their own per thread and name
 //!   (`"<name> (aggregated)"`): start = bucket start, length = the bucket's `dur_sum` (cut at
@@ -310,7 +311,18 @@ impl<'a> FileConv<'a> {
         match l.ph {
             Some(Ph::Complete) => {
                 self.threads.insert((opid, otid));
-                self.complete(&l, opid, otid, ts, l.dur.unwrap_or(0).saturating_mul(unit));
+                // A process-control call (fork, wait*, spawn...) is written with dur 0 and
+                // its real length in args.call_dur (FORMAT.md "Process calls"): drawn over it.
+                let dur = match l.dur {
+                    Some(0) | None => l
+                        .args
+                        .and_then(|a| scan::get(a, b"call_dur"))
+                        .and_then(Val::num)
+                        .and_then(scan::Num::as_u64)
+                        .unwrap_or(0),
+                    Some(d) => d,
+                };
+                self.complete(&l, opid, otid, ts, dur.saturating_mul(unit));
             }
             Some(Ph::Counter) => self.counter(&l, opid, otid, ts),
             Some(Ph::Aggregated) => self.aggregated(&l, opid, otid, ts),

@@ -541,3 +541,45 @@ fn help_version_and_usage_errors() {
     let (ok, _, err) = dftracer(&[]);
     assert!(!ok && err.contains("a command is needed"), "{err}");
 }
+
+/// A process-control call is written with `dur` 0 and its length in `args.call_dur` (FORMAT.md
+/// "Process calls"): the timeline draws it over that length; other events keep their `dur`.
+#[test]
+fn perfetto_draws_a_process_call_over_its_call_dur() {
+    let dir = scratch("calldur");
+    let trace = dir.join("t-0123456789abcdef-preload.pfw");
+    std::fs::write(
+        &trace,
+        concat!(
+            "[\n",
+            r#"{"id":1,"name":"waitpid","cat":"POSIX","pid":7,"tid":7,"ts":1000,"dur":0,"ph":"X","args":{"ret":8,"status":0,"call_dur":150000}}"#,
+            "\n",
+            r#"{"id":2,"name":"read","cat":"POSIX","pid":7,"tid":7,"ts":160000,"dur":5,"ph":"X","args":{"ret":4,"call_dur":99}}"#,
+            "\n",
+            r#"{"id":3,"name":"fork","cat":"POSIX","pid":7,"tid":7,"ts":170000,"dur":0,"ph":"X","args":{"ret":9}}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let out = dir.join("p.json");
+    let (ok, _, err) = dftracer(&[
+        "perfetto",
+        "-q",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let doc: J = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    let dur = |name: &str| {
+        ev.iter()
+            .find(|e| e["ph"] == "X" && e["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {ev:?}"))["dur"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(dur("waitpid"), 150000.0, "drawn over call_dur");
+    assert_eq!(dur("read"), 5.0, "a dur is kept");
+    assert_eq!(dur("fork"), 0.0, "no call_dur: as written");
+}

@@ -76,6 +76,12 @@ pub(crate) fn posix_on() -> bool {
     MODE.load(Ordering::Relaxed) & POSIX != 0 && dftracer_core::is_enabled()
 }
 
+/// Event args are written (`DFTRACER_INC_METADATA`).
+#[inline]
+pub(crate) fn metadata_on() -> bool {
+    MODE.load(Ordering::Relaxed) & METADATA != 0
+}
+
 /// Stdio calls are traced now.
 #[inline(always)]
 pub(crate) fn stdio_on() -> bool {
@@ -170,11 +176,7 @@ pub(crate) fn guarded_or<R>(default: R, f: impl FnOnce() -> R) -> R {
 /// Records one LIBC_IO event from `t0` to `t1` (args dropped when metadata is off).
 #[inline]
 pub(crate) fn record(cat: &[u8], name: &[u8], t0: u64, t1: u64, args: &[Arg]) {
-    let args = if MODE.load(Ordering::Relaxed) & METADATA != 0 {
-        args
-    } else {
-        &[]
-    };
+    let args = if metadata_on() { args } else { &[] };
     dftracer_core::complete(Layer::LibcIo, name, cat, t0, t1.saturating_sub(t0), args);
 }
 

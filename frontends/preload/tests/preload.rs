@@ -624,6 +624,66 @@ fn fork_children_write_their_own_self_contained_files() {
     }
 }
 
+/// Forks a child that sleeps 150 ms and exits 3, waits for it, and runs `/bin/true` through
+/// `system`; touches no file under the data dir.
+const LAUNCHER: &str = r#"
+int main(void) {
+    pid_t p = fork();
+    CHECK(p >= 0);
+    if (p == 0) { usleep(150 * 1000); _exit(3); }
+    int st; CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 3);
+    CHECK(system("/bin/true") == 0);
+    printf("%d\n", (int)p);
+    return 0;
+}
+"#;
+
+/// A process that only forks and waits (no data-dir I/O) has its process calls recorded, as
+/// the reference records them; each is `cat` POSIX with `dur` 0 (dfanalyzer and
+/// dftracer-utils sum every POSIX `dur` as I/O time) and its real length in `args.call_dur`
+/// (FORMAT.md "Process calls"; `dftracer perfetto` draws it: frontends/cli/tests/cli.rs).
+#[test]
+fn process_calls_are_recorded_without_data_dir_io_and_add_no_io_time() {
+    let s = Scratch::new("launcher");
+    let exe = s.compile("launcher", &prog(LAUNCHER));
+    let out = s
+        .cmd(&exe, Some(&s.s("data")))
+        .env("DFTRACER_TIME_METRIC", "US")
+        .output()
+        .unwrap();
+    let child: i64 = ok(out).trim().parse().unwrap();
+    // The launcher's file (the shell that `system` runs has one too: it forks /bin/true).
+    let files = s.traces();
+    let t = files
+        .iter()
+        .map(|p| Trace::read(p))
+        .find(|t| t.lines.iter().any(|l| l["name"] == "fork"))
+        .unwrap_or_else(|| panic!("the launcher's own file: {files:?}"));
+    let ev = t.io();
+    let names: Vec<&str> = ev.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fork", "waitpid", "system"], "{names:?}");
+    for e in &ev {
+        assert_eq!(e["cat"], "POSIX", "{e}");
+        assert_eq!(e["dur"], 0, "{e}: no I/O time");
+    }
+    let call = |name: &str| {
+        let e = ev.iter().find(|e| e["name"] == name).unwrap();
+        e["args"]["call_dur"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{e}: call_dur"))
+    };
+    assert_eq!(ev[0]["args"]["ret"], child);
+    assert_eq!(ev[1]["args"]["ret"], child);
+    assert_eq!(ev[1]["args"]["status"], 3 << 8);
+    // The wait covered the child's 150 ms sleep; the fork of this small program did not.
+    assert!(
+        call("waitpid") >= 100_000,
+        "waitpid call_dur {}",
+        call("waitpid")
+    );
+    assert!(call("fork") < 100_000, "fork call_dur {}", call("fork"));
+}
+
 const THREADS: &str = r#"
 static int fd;
 static void *work(void *arg) {

@@ -123,11 +123,26 @@ fn sigpipe_in_a_pipe_to_head_keeps_the_whole_trace() {
         .output()
         .unwrap());
     assert_eq!(out, reference, "same output and status as untraced");
-    // bash and head write no trace of their own (nothing under the data dir): one file.
-    let t = s.only_trace();
-    assert_eq!(preads(&t), 100);
+    // bash's file holds only its process calls (it forks both sides and waits: FORMAT.md
+    // "Process calls"); head writes none (it neither forks nor touches the data dir).
+    let files = s.traces();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let traces: Vec<Trace> = files.iter().map(|p| Trace::read(p)).collect();
+    let shell = traces
+        .iter()
+        .find(|t| preads(t) == 0)
+        .expect("the shell's file");
+    for e in shell.io() {
+        assert!(
+            ["fork", "vfork", "wait", "waitpid", "wait4"].contains(&e["name"].as_str().unwrap()),
+            "the shell records only process calls: {e}"
+        );
+        assert_eq!(e["dur"], 0, "{e}");
+    }
+    let t = traces.iter().find(|t| preads(t) > 0).unwrap();
+    assert_eq!(preads(t), 100);
     assert!(t.has_end());
-    assert_eq!(end_args(&t)["signal"], libc::SIGPIPE);
+    assert_eq!(end_args(t)["signal"], libc::SIGPIPE);
 }
 
 #[test]

@@ -206,11 +206,18 @@ extern "C" {
     pub fn fileno_unlocked(fp: *mut libc::FILE) -> c_int;
 }
 
-/// Process-level calls that name no file (`fork`, `wait*`, `posix_spawn`, `system`, `popen`,
-/// `umask`) are recorded when every file is traced, or once this process has traced a file:
-/// a process that never touches a data dir still leaves no trace file.
+/// Process-control calls (`fork`, `vfork`, `wait*`, `posix_spawn*`, `system`, `popen`,
+/// `pclose`) are recorded whenever POSIX calls are traced, as the reference records them: also
+/// in a process that touches no data dir (a launcher that forks and waits then has a file).
 #[inline]
 pub fn process_events_on() -> bool {
+    posix_on()
+}
+
+/// `umask` names no file: recorded when every file is traced, or once this process has traced
+/// a file (a process that never touches a data dir leaves no file for it).
+#[inline]
+pub fn attr_events_on() -> bool {
     posix_on()
         && (crate::table::touched() || filter() == Some(&dftracer_core::frontend::DataDirs::All))
 }
@@ -366,7 +373,8 @@ macro_rules! on_fd {
     }};
 }
 
-/// A process call (it names no file): recorded under [`process_events_on`].
+/// A process call (it names no file): recorded under [`process_events_on`] (`umask`: with
+/// `skip_if !attr_events_on()`).
 ///
 /// `on_process!([skip_if cond;] call_expr, |ret, t0, t1| record_expr)`, the tail of a shim:
 /// forwards `call_expr` at once when `cond` holds, process events are off or this thread is

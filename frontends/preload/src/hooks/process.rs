@@ -299,16 +299,37 @@ fn unreachable_exit() -> ! {
 
 // ---------------------------------------------------------------- fork, wait, spawn, system
 //
-// Process calls name no file: they are recorded under `hooks::process_events_on` (every file
-// traced, or this process already traced one), so a process that never touches a data dir
-// still leaves no trace file. Children trace themselves: a `fork` child through the core's
+// Process calls name no file: they are recorded under `hooks::process_events_on` (whenever
+// POSIX calls are traced, as the reference does), with `dur` 0 and their length in
+// `args.call_dur` (`record_process`). Children trace themselves: a `fork` child through the core's
 // atfork handler (`-fork` file), a spawned or `system` child because it inherits `LD_PRELOAD`
 // and the `DFTRACER_*` environment. The parent's event carries the child's pid (`ret` for
 // `fork`/`vfork`, `pid` for `posix_spawn`); a child's header records its `ppid`.
 
-/// Records a process event with integer args (no file).
+/// Records a process-control call (no file): `cat` POSIX and its name, as the reference
+/// (dfanalyzer's DLIO presets find DataLoader forks by `cat == "posix" & func_name ==
+/// "fork"`; dftracer-utils builds the process tree from `fork`'s `ret`), at the call's start
+/// with `dur` 0 and the call's real length in `args.call_dur` (trace unit): both tools sum
+/// the `dur` of every POSIX event as I/O time, and a fork of a large process or a wait for a
+/// child is not I/O. `dftracer perfetto` draws the call over its real length. FORMAT.md
+/// "Process calls".
 fn record_process(name: &'static [u8], t0: u64, t1: u64, args: &[Arg]) {
-    guarded(|| record(POSIX, name, t0, t1, args));
+    const MAX: usize = 7;
+    let mut all = [Arg::int("call_dur", 0); MAX + 1];
+    // With metadata off only `call_dur` stays: the timeline needs it.
+    let n = if crate::metadata_on() { args.len().min(MAX) } else { 0 };
+    all[..n].copy_from_slice(&args[..n]);
+    all[n] = Arg::int("call_dur", t1.saturating_sub(t0) as i64);
+    guarded(|| {
+        dftracer_core::complete(
+            dftracer_core::Layer::LibcIo,
+            name,
+            POSIX,
+            t0,
+            0,
+            &all[..=n],
+        )
+    });
 }
 
 /// `fork`: the parent records `ret` = the child's pid; the child records nothing here.
@@ -511,8 +532,7 @@ unsafe fn spawn_common(
                     argc += 1;
                 }
             }
-            record(
-                POSIX,
+            record_process(
                 name,
                 t0,
                 t1,
@@ -559,8 +579,7 @@ pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
     };
     on_process!(skip_if command.is_null(); real(command), |ret, t0, t1| {
         guarded(|| {
-            record(
-                POSIX,
+            record_process(
                 b"system",
                 t0,
                 t1,
@@ -665,8 +684,7 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
             } else {
                 fileno_unlocked(fp)
             };
-            record(
-                POSIX,
+            record_process(
                 b"popen",
                 t0,
                 t1,
@@ -696,8 +714,7 @@ pub unsafe extern "C" fn pclose(fp: *mut FILE) -> c_int {
     let _errno = SavedErrno::new();
     let t1 = now();
     guarded(|| {
-        record(
-            POSIX,
+        record_process(
             b"pclose",
             t0,
             t1,
@@ -711,14 +728,15 @@ pub unsafe extern "C" fn pclose(fp: *mut FILE) -> c_int {
 // ---------------------------------------------------------------- umask
 
 /// `umask` changes a process attribute, not a file: recorded (`mask`, `ret` = the previous
-/// mask) under the process-call rule ([`process_events_on`]), never looked up as an fd.
+/// mask) under [`attr_events_on`](super::attr_events_on), never looked up as an fd.
 #[no_mangle]
 pub unsafe extern "C" fn umask(mask: mode_t) -> mode_t {
     let Some(real) = real!(umask: unsafe extern "C" fn(mode_t) -> mode_t) else {
         // umask cannot fail; with no libc umask there is nothing sane to return.
         return 0o022;
     };
-    on_process!(real(mask), |ret, t0, t1| {
+    let off = !super::attr_events_on();
+    on_process!(skip_if off; real(mask), |ret, t0, t1| {
         guarded(|| {
             record(
                 POSIX,
