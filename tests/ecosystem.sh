@@ -75,5 +75,63 @@ want_mb=$(python3 -c "print('%.3f' % ($bytes / 2**20))")
 echo "dfanalyzer: POSIX size off ${mb0:-none} MB, on ${mb1:-none} MB (trace holds $want_mb MiB; on: ph 3 not read by dfanalyzer 0.0.9)"
 if [ "$mb0" = "$want_mb" ]; then pass=$((pass+1)); else echo "FAIL: dfanalyzer bytes of the plain trace"; fail=$((fail+1)); fi
 
+# Process calls are not I/O time (FORMAT.md "Process calls"): a parent that forks four
+# workers (each reads 1 MiB from the data dir, then sleeps 50 ms) and waits for each. The
+# trace holds the forks and waits with dur 0 and their length in args.call_dur; dfanalyzer's
+# POSIX layer time must be the reads' time (about a millisecond), not the ~200 ms of waiting.
+pc="$work/pctl"; mkdir -p "$pc/data" "$pc/o"
+for i in 0 1 2 3; do head -c 1048576 /dev/urandom > "$pc/data/f$i"; done
+cat > "$pc/launch.c" <<'C'
+#include <stdio.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int main(int argc, char **argv) {
+    for (int k = 0; k < 4; k++) {
+        pid_t p = fork();
+        if (p < 0) return 1;
+        if (p == 0) {
+            char f[512], b[65536];
+            snprintf(f, sizeof f, "%s/f%d", argv[1], k);
+            int fd = open(f, O_RDONLY);
+            if (fd < 0) _exit(2);
+            while (read(fd, b, sizeof b) > 0) {}
+            close(fd);
+            usleep(50 * 1000);
+            _exit(0);
+        }
+        int st;
+        if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 1;
+    }
+    return 0;
+}
+C
+gcc -O2 -o "$pc/launch" "$pc/launch.c"
+DFTRACER_ENABLE=1 DFTRACER_INIT=PRELOAD DFTRACER_DATA_DIR="$pc/data" DFTRACER_LOG_FILE="$pc/o/t" \
+  LD_PRELOAD="$ROOT/target/release/libdftracer_preload.so" "$pc/launch" "$pc/data"
+sums=$(python3 - "$pc/o" <<'PY'
+import glob, gzip, json, sys
+io = calls = 0
+for f in glob.glob(sys.argv[1] + "/*.pfw.gz"):
+    for line in gzip.open(f, "rt"):
+        e = json.loads(line)
+        if e.get("ph") == 1 and e.get("cat") == "POSIX":
+            io += e["dur"]
+            calls += e.get("args", {}).get("call_dur", 0)
+print(io / 1e6, calls / 1e6)
+PY
+)
+read -r io_s calls_s <<<"$sums"
+USER="${USER:-root}" "$ROOT/.venv-dfa/bin/dfanalyzer" trace_path="$pc/o" analyzer/preset=posix \
+  cluster.n_workers=1 hydra.run.dir="$pc/dfa" >"$pc/dfa.log" 2>&1 || tail -n 20 "$pc/dfa.log" >&2
+layer_s=$(sed -n 's/^│ POSIX - All *│ *\([0-9.]*\) *│.*/\1/p' "$pc/dfa.log" | head -n 1)
+echo "dfanalyzer: POSIX layer time ${layer_s:-none} s; the trace's POSIX dur $io_s s, process calls' call_dur $calls_s s"
+if python3 -c "import sys; l, io, c = map(float, sys.argv[1:]); sys.exit(0 if c > 0.15 and abs(l - io) <= 0.0015 else 1)" \
+  "${layer_s:-99}" "$io_s" "$calls_s"; then
+  pass=$((pass+1))
+else
+  echo "FAIL: dfanalyzer's POSIX time is not the I/O calls' time"; fail=$((fail+1))
+fi
+
 echo "ecosystem: $pass passed, $fail failed"
 [ "$fail" = 0 ] && [ "$pass" -gt 0 ]
