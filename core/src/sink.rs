@@ -73,6 +73,12 @@ pub fn settle_before_fork() {
     }
 }
 
+/// In a fork child: no change is in flight (the thread that was making one, if the prepare
+/// step gave up waiting for it, does not exist here). Async-signal-safe.
+pub fn after_fork_child() {
+    CHANGING.store(0, Ordering::Release);
+}
+
 /// The published trace descriptor and its identity, or `None` ([`TRACE_FD`]).
 pub fn published() -> Option<(i32, (u64, u64))> {
     let fd = TRACE_FD.load(Ordering::Acquire);

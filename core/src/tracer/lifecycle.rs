@@ -281,6 +281,7 @@ unsafe extern "C" fn after_fork_child() {
 
 fn fork_child() {
     signals::after_fork_child();
+    sink::after_fork_child();
     if current().is_none() {
         return;
     }
