@@ -317,8 +317,8 @@ fn tsc_trusted() -> bool {
         return true;
     }
     // Where CPUID does not say so (an emulator such as valgrind hides the bit), the kernel's
-    // view of the CPU. The first CPU's block is enough (all CPUs report the same flags); on a large machine
-    // the whole file is megabytes.
+    // view of the CPU. The first CPU's block is enough (all CPUs report the same flags); on a
+    // large machine the whole file is megabytes.
     let mut head = vec![0u8; 64 * 1024];
     let n = std::fs::File::open("/proc/cpuinfo")
         .and_then(|mut f| {

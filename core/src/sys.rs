@@ -533,7 +533,6 @@ impl Drop for SignalBlock {
     }
 }
 
-/// Async-signal-safe sleep.
 /// Sleeps `us` microseconds (async-signal-safe: nanosleep only).
 pub fn sleep_us(us: u64) {
     let ts = libc::timespec {
@@ -544,13 +543,9 @@ pub fn sleep_us(us: u64) {
     unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
 }
 
+/// Async-signal-safe sleep.
 pub fn sleep_ms(ms: u64) {
-    let ts = libc::timespec {
-        tv_sec: (ms / 1000) as _,
-        tv_nsec: ((ms % 1000) * 1_000_000) as _,
-    };
-    // SAFETY: valid timespec; an early wake (EINTR) is harmless for our callers.
-    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    sleep_us(ms.saturating_mul(1000));
 }
 
 #[cfg(test)]
