@@ -74,6 +74,12 @@ echo "== LD_PRELOAD: pread / open+close"
 DFT_REF_VENV="$ROOT/.venv-ref" bash benches/preload/run.sh "${ROUNDS:-5}"
 sections=$((sections + 1))
 
+echo "== C/C++ API: one annotated region (macros of dftracer.h), ours and the reference's C header"
+if [ -n "$QUICK" ]; then capi_calls=(--calls 100000); else capi_calls=(--calls 2000000); fi
+python3 benches/c_api/run.py --lib "$ROOT/target/release/libdftracer_preload.so" \
+  --ref-venv "$ROOT/.venv-ref" --rounds "${ROUNDS:-5}" "${capi_calls[@]}" --record "$RECORD/c_api.json"
+sections=$((sections + 1))
+
 echo "== service: CPU and RSS"
 if ! VENV="$ROOT/.venv-ref" bash benches/service/run.sh; then
   echo "service bench failed"

@@ -11,7 +11,10 @@
 //! Calibration: the writer calls [`recalibrate`] on every wake-up (at least once per flush
 //! interval). It reads a (realtime, tsc) pair, computes the tick length from the first pair
 //! (a long baseline: the error shrinks as the process lives) and publishes a fresh anchor
-//! through a sequence lock. A published anchor is used for at most [`MAX_AGE_TICKS`] ticks
+//! through a sequence lock, at most every [`REANCHOR_NS`], never behind the conversion it
+//! replaces (so no thread sees time go back across a re-anchoring; `tests/clock_drift.rs`
+//! checks this and the drift against `CLOCK_REALTIME` over minutes, FORMAT.md "Clock" gives
+//! the bound). A published anchor is used for at most [`MAX_AGE_TICKS`] ticks
 //! (a few seconds); past that (writer stalled or gone) readers fall back to the vDSO. If a
 //! new pair disagrees with the published conversion by more than [`MAX_ERROR_NS`]
 //! (`settimeofday`, NTP step, VM migration), the TSC is dropped and calibration starts over.
@@ -163,6 +166,8 @@ static USABLE: AtomicU64 = AtomicU64::new(0);
 
 /// Shortest calibration baseline before the TSC is used.
 pub const MIN_BASELINE_NS: u64 = 50_000_000;
+/// Shortest time between two published anchors.
+pub const REANCHOR_NS: u64 = 500_000_000;
 /// Largest disagreement between a fresh (realtime, tsc) pair and the published conversion.
 pub const MAX_ERROR_NS: u64 = 50_000;
 /// Age of an anchor past which readers stop trusting it (2^34 ticks: 5.7 s at 3 GHz).
@@ -234,12 +239,18 @@ pub fn recalibrate(allowed: bool) {
             ORIGIN_NS.store(ns, Ordering::Relaxed);
             return;
         }
-        if let Some(c) = ANCHOR.current() {
+        let current = ANCHOR.current();
+        if let Some(c) = current {
             // Check the published conversion against this pair before trusting it further.
             if c.predict(tsc).abs_diff(ns) > MAX_ERROR_NS {
                 drop_tsc();
                 ORIGIN_TSC.store(tsc, Ordering::Relaxed);
                 ORIGIN_NS.store(ns, Ordering::Relaxed);
+                return;
+            }
+            // Re-anchored at most every REANCHOR_NS: every publish takes the anchor's cache
+            // line from every core that reads the clock, and a busy writer wakes often.
+            if ns.saturating_sub(c.base_ns) < REANCHOR_NS {
                 return;
             }
         }
@@ -257,9 +268,18 @@ pub fn recalibrate(allowed: bool) {
         if !((1u128 << 32) / 20..=10u128 << 32).contains(&mult) {
             return;
         }
+        // Never behind what the published conversion says for this instant: a thread that
+        // read the clock just before the switch must not read an earlier time just after it
+        // (an event nested in another would end before its parent began). The difference is
+        // the old conversion's error at this instant (below MAX_ERROR_NS, checked above); the
+        // tick length comes from the whole baseline, so these steps do not add up.
+        let base_ns = match current {
+            Some(c) => ns.max(c.predict(tsc)),
+            None => ns,
+        };
         ANCHOR.publish(Conversion {
             base_tsc: tsc,
-            base_ns: ns,
+            base_ns,
             mult: mult as u64,
         });
     }

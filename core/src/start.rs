@@ -88,6 +88,12 @@ impl LazyStart {
         f.is_enabled() || (!self.decided() && self.start_lazily(f))
     }
 
+    /// The word behind [`LazyStart::decided`], for a frontend that reads it from C (the C API
+    /// header's inline off check).
+    pub const fn decided_word(&self) -> &AtomicBool {
+        &self.decided
+    }
+
     /// The lazy start was decided (tried, or declined): events no longer try it. One
     /// relaxed load (a frontend's fast path that leaves the start to its general path).
     #[inline(always)]

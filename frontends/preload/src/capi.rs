@@ -31,7 +31,7 @@
 // passes (bounded by `strnlen`), or region pointers checked by address before any use.
 #![allow(clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 use libc::{c_char, c_int};
 
@@ -48,6 +48,25 @@ const DF_METADATA_EVENT: c_int = 1;
 /// The lazy start (first region before any initialize) and the explicit `initialize_*`:
 /// core's policy ([`dftracer_core::frontend::LazyStart`]).
 static START: LazyStart = LazyStart::new();
+/// What the macros of our header read inline to skip the library while regions cannot be
+/// recorded (`dftracer_off_` in `dftracer.h`): off when tracing is not enabled and the lazy
+/// start was decided. Two pointers, so that a program's copy of this object (a non-PIE
+/// executable's copy relocation) still points at this library's words.
+#[repr(C)]
+pub struct Gate {
+    state: *const AtomicU64,
+    decided: *const AtomicBool,
+}
+
+// SAFETY: two pointers to atomics that live as long as the library, never written.
+unsafe impl Sync for Gate {}
+
+#[no_mangle]
+pub static dftracer_gate_: Gate = Gate {
+    state: &dftracer_core::frontend::STATE_WORD,
+    decided: START.decided_word(),
+};
+
 /// Region args are kept: 0 not known yet, 1 no (`DFTRACER_INC_METADATA=0`), 2 yes.
 static ARGS: AtomicU8 = AtomicU8::new(0);
 
@@ -200,29 +219,62 @@ fn region_begin(
     event_type: c_int,
     layer: Layer,
 ) -> *mut DFTracerData {
-    region_begin_at(name, cat, event_type, layer).0
+    region_begin_at(name, cat, event_type, layer, false).0
 }
 
 /// [`region_begin`], also returning the region's start time (0 for a metadata region or when
 /// tracing is off).
+/// With `scoped`, a data region belongs to this thread ([`region::begin_scoped`]).
 pub(crate) fn region_begin_at(
     name: *const c_char,
     cat: *const c_char,
     event_type: c_int,
     layer: Layer,
+    scoped: bool,
 ) -> (*mut DFTracerData, u64) {
     if !active() {
         return (std::ptr::null_mut(), 0);
     }
+    let meta = event_type == DF_METADATA_EVENT;
+    if !meta {
+        // A call site seen before: its schema without reading the strings' lengths, hashing
+        // or copying them. Nothing here touches errno.
+        if let Some(schema) = region::site_schema(name, cat, layer) {
+            return guarded_or((std::ptr::null_mut(), 0), || {
+                let ts = dftracer_core::now();
+                let p = if scoped {
+                    region::begin_scoped(layer, b"", b"", ts, Some(schema))
+                } else {
+                    region::begin(layer, false, b"", b"", ts, Some(schema))
+                };
+                match p {
+                    Some(p) => (p, ts),
+                    None => (std::ptr::null_mut(), 0),
+                }
+            });
+        }
+    }
     let _errno = SavedErrno::new();
     guarded_or((std::ptr::null_mut(), 0), || {
-        let meta = event_type == DF_METADATA_EVENT;
         let ts = if meta { 0 } else { dftracer_core::now() };
-        let name = c_str(name, MAX_STR).unwrap_or_default();
+        let name_s = c_str(name, MAX_STR).unwrap_or_default();
         // A data region without a category takes its layer's (a metadata one: an empty value).
         let default_cat: &[u8] = if meta { b"" } else { layer.name().as_bytes() };
-        let cat = c_str(cat, MAX_STR).unwrap_or(default_cat);
-        let p = region::begin(layer, meta, name, cat, ts).unwrap_or(std::ptr::null_mut());
+        let cat_s = c_str(cat, MAX_STR).unwrap_or(default_cat);
+        let schema = if meta {
+            None
+        } else {
+            dftracer_core::intern(layer, name_s, cat_s)
+        };
+        if let Some(schema) = schema {
+            region::remember_site(name, cat, layer, schema);
+        }
+        let p = if scoped && !meta {
+            region::begin_scoped(layer, name_s, cat_s, ts, schema)
+        } else {
+            region::begin(layer, meta, name_s, cat_s, ts, schema)
+        };
+        let p = p.unwrap_or(std::ptr::null_mut());
         (p, if p.is_null() { 0 } else { ts })
     })
 }
@@ -248,6 +300,20 @@ pub extern "C" fn dftracer_region_begin(
     region_begin(name, cat, event_type, layer_of(trace_type))
 }
 
+/// Ours (what our header's region macros call): [`dftracer_region_begin`] for a region that
+/// the calling thread ends at the end of the same scope, as the macros do. Its end and updates
+/// from another thread are ignored (the owner's scope end records it); in return it ends
+/// without an atomic read-modify-write.
+#[no_mangle]
+pub extern "C" fn dftracer_scope_begin(
+    name: *const c_char,
+    cat: *const c_char,
+    event_type: c_int,
+    trace_type: c_int,
+) -> *mut DFTracerData {
+    region_begin_at(name, cat, event_type, layer_of(trace_type), true).0
+}
+
 /// The layer of a `TraceEventType` value (out of range: `UNKNOWN`, as the reference's
 /// `convert`).
 pub(crate) fn layer_of(trace_type: c_int) -> Layer {
@@ -270,7 +336,10 @@ pub extern "C" fn finalize_region(data: *mut DFTracerData) {
                 dftracer_core::metadata(r.layer, b"CM", r.name(), r.cat());
             } else if let Some(schema) = r
                 .args_empty()
-                .then(|| dftracer_core::intern(r.layer, r.name(), r.cat()))
+                .then(|| {
+                    r.schema
+                        .or_else(|| dftracer_core::intern(r.layer, r.name(), r.cat()))
+                })
                 .flatten()
             {
                 // No args: the core's schema of this name and category (no strings copied

@@ -21,11 +21,15 @@
 //! replaces the value, as in the reference).
 #![allow(unsafe_code)]
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{
+    compiler_fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
+
+use libc::c_char;
 
 use dftracer_core::frontend::{MAX_KEY, MAX_STR};
-use dftracer_core::{Arg, Layer, Value};
+use dftracer_core::{Arg, Layer, Schema, Value};
 
 /// The C `struct DFTracerData { void *profiler; }` (its field points at the cell itself).
 #[repr(C)]
@@ -56,6 +60,11 @@ pub struct RegionCell {
     /// What C sees; must stay the first field (the C pointer is the cell's address).
     data: DFTracerData,
     state: AtomicU8,
+    /// 0: a shared region (any thread may end it: `state` moves by compare-and-swap). Else
+    /// the region was begun by our header's macros ([`begin_scoped`]) and belongs to the
+    /// thread whose free-cell block has this address: only that thread reads or changes it,
+    /// with plain loads and stores.
+    owner: AtomicUsize,
     /// Free-list link: index + 1 of the next free cell, 0 at the end.
     next: AtomicU32,
     body: UnsafeCell<Region>,
@@ -86,6 +95,9 @@ pub struct Region {
     name: (u32, u32),
     cat: (u32, u32),
     args: Vec<RegionArg>,
+    /// The interned schema of this name and category when the call site's strings were known
+    /// ([`site_schema`]): then `name` and `cat` are not copied into `text`.
+    pub schema: Option<&'static Schema>,
 }
 
 impl Region {
@@ -98,6 +110,7 @@ impl Region {
             name: (0, 0),
             cat: (0, 0),
             args: Vec::new(),
+            schema: None,
         }
     }
 
@@ -115,11 +128,17 @@ impl Region {
     }
 
     pub fn name(&self) -> &[u8] {
-        self.text(self.name)
+        match self.schema {
+            Some(s) => s.name.as_bytes(),
+            None => self.text(self.name),
+        }
     }
 
     pub fn cat(&self) -> &[u8] {
-        self.text(self.cat)
+        match self.schema {
+            Some(s) => s.cat.as_bytes(),
+            None => self.text(self.cat),
+        }
     }
 
     /// No arg was added.
@@ -265,6 +284,7 @@ fn grow() -> Option<usize> {
                     profiler: std::ptr::null_mut(),
                 },
                 state: AtomicU8::new(FREE),
+                owner: AtomicUsize::new(0),
                 next: AtomicU32::new(0),
                 body: UnsafeCell::new(Region::empty()),
             })
@@ -292,36 +312,276 @@ fn grow() -> Option<usize> {
     None
 }
 
-/// Opens a region; `None` only when 2^30 regions are already open.
+/// Free cells this thread keeps for itself: taken and given back without a compare-and-swap
+/// (the shared list's two per region were a third of a region's cost). A signal handler that
+/// interrupts this thread while it is in here finds `busy` set and uses the shared list; the
+/// cells go back to the shared list when the thread ends.
+struct LocalFree {
+    busy: Cell<bool>,
+    n: Cell<usize>,
+    idx: [Cell<u32>; LOCAL_FREE],
+}
+
+const LOCAL_FREE: usize = 16;
+
+impl LocalFree {
+    /// This thread's owner token for its scoped regions (nonzero, unique among live threads).
+    fn token(&self) -> usize {
+        self as *const LocalFree as usize
+    }
+}
+
+impl Drop for LocalFree {
+    fn drop(&mut self) {
+        for i in 0..self.n.get() {
+            push(self.idx[i].get() as usize);
+        }
+        self.n.set(0);
+    }
+}
+
+thread_local! {
+    static FREE_CELLS: LocalFree = const {
+        LocalFree {
+            busy: Cell::new(false),
+            n: Cell::new(0),
+            idx: [const { Cell::new(0) }; LOCAL_FREE],
+        }
+    };
+}
+
+/// Runs `f` on this thread's free cells, unless they are in use further down this thread's
+/// stack (a signal handler) or already gone (thread exit).
+#[inline]
+fn with_local_free<R>(f: impl FnOnce(&LocalFree) -> R) -> Option<R> {
+    FREE_CELLS
+        .try_with(|l| {
+            if l.busy.get() {
+                return None;
+            }
+            l.busy.set(true);
+            compiler_fence(Ordering::SeqCst);
+            let r = f(l);
+            compiler_fence(Ordering::SeqCst);
+            l.busy.set(false);
+            Some(r)
+        })
+        .ok()
+        .flatten()
+}
+
+/// A free cell: this thread's own first, else the shared list's.
+#[inline]
+fn take() -> Option<usize> {
+    let local = with_local_free(|l| {
+        let n = l.n.get();
+        (n > 0).then(|| {
+            l.n.set(n - 1);
+            l.idx[n - 1].get() as usize
+        })
+    });
+    match local {
+        Some(Some(i)) => Some(i),
+        _ => pop(),
+    }
+}
+
+/// Gives a cell back: to this thread's own cells while there is room, else the shared list.
+#[inline]
+fn give(index: usize) {
+    let kept = with_local_free(|l| {
+        let n = l.n.get();
+        if n < LOCAL_FREE {
+            l.idx[n].set(index as u32);
+            l.n.set(n + 1);
+            true
+        } else {
+            false
+        }
+    });
+    if kept != Some(true) {
+        push(index);
+    }
+}
+
+/// Opens a region; `None` only when 2^30 regions are already open. With `schema` (the
+/// interned schema of this name and category), `name` and `cat` are not copied.
+#[inline]
 pub fn begin(
     layer: Layer,
     meta: bool,
     name: &[u8],
     cat: &[u8],
     ts: u64,
+    schema: Option<&'static Schema>,
 ) -> Option<*mut DFTracerData> {
-    let index = pop()?;
+    let index = take()?;
+    Some(fill(index, 0, layer, meta, name, cat, ts, schema))
+}
+
+/// [`begin`] for a region of our header's macros, which the same thread ends at the end of
+/// the same scope: the cell belongs to this thread, and ending it takes no compare-and-swap.
+/// Inside a signal handler that interrupted this thread's own region work (or without
+/// thread-local storage) the region is a shared one.
+#[inline]
+pub fn begin_scoped(
+    layer: Layer,
+    name: &[u8],
+    cat: &[u8],
+    ts: u64,
+    schema: Option<&'static Schema>,
+) -> Option<*mut DFTracerData> {
+    let own = with_local_free(|l| {
+        let n = l.n.get();
+        let index = if n > 0 {
+            l.n.set(n - 1);
+            l.idx[n - 1].get() as usize
+        } else {
+            pop()?
+        };
+        Some(fill(index, l.token(), layer, false, name, cat, ts, schema))
+    });
+    match own {
+        Some(p) => p,
+        None => begin(layer, false, name, cat, ts, schema),
+    }
+}
+
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn fill(
+    index: usize,
+    owner: usize,
+    layer: Layer,
+    meta: bool,
+    name: &[u8],
+    cat: &[u8],
+    ts: u64,
+    schema: Option<&'static Schema>,
+) -> *mut DFTracerData {
     let s = cell(index);
-    // SAFETY: the cell was just taken off the free list, so no other thread refers to its body
+    // SAFETY: the cell was just taken off a free list, so no other thread refers to its body
     // (a stale C pointer to it fails `lookup`'s LIVE check until the store below).
     let r = unsafe { &mut *s.body.get() };
-    if r.text.capacity() > TEXT_KEEP {
-        r.text = Vec::new();
+    if !r.text.is_empty() {
+        if r.text.capacity() > TEXT_KEEP {
+            r.text = Vec::new();
+        }
+        r.text.clear();
     }
-    r.text.clear();
     r.args.clear();
     r.layer = layer;
     r.meta = meta;
     r.ts = ts;
-    r.name = r.push_text(name, MAX_STR);
-    r.cat = r.push_text(cat, MAX_STR);
+    r.schema = schema;
+    if schema.is_none() {
+        r.name = r.push_text(name, MAX_STR);
+        r.cat = r.push_text(cat, MAX_STR);
+    }
+    s.owner.store(owner, Ordering::Relaxed);
     s.state.store(LIVE, Ordering::Release);
-    Some(&s.data as *const DFTracerData as *mut DFTracerData)
+    &s.data as *const DFTracerData as *mut DFTracerData
 }
 
-/// Runs `f` on a live region (ignored when `p` is not one).
+/// A call site's strings and the schema they intern to. Entries are never freed (at most
+/// [`MAX_SITES`] are ever made), so a reader may hold one while a writer replaces it.
+struct Site {
+    name: usize,
+    cat: usize,
+    layer: Layer,
+    schema: &'static Schema,
+}
+
+const SITE_SLOTS: usize = 1024;
+const MAX_SITES: usize = 1 << 16;
+static SITES: [AtomicPtr<Site>; SITE_SLOTS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; SITE_SLOTS];
+static SITES_MADE: AtomicUsize = AtomicUsize::new(0);
+
+fn site_slot(name: usize, cat: usize, layer: Layer) -> &'static AtomicPtr<Site> {
+    let h = (name ^ cat.rotate_left(17) ^ layer as usize).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    &SITES[h >> (usize::BITS - SITE_SLOTS.trailing_zeros())]
+}
+
+/// Whether the C string at `p` is exactly `s` (`s` holds no NUL: interned strings are plain).
+/// Reads `p` no further than its first byte that differs from `s`, or its NUL.
+#[inline]
+fn same_c_str(p: *const c_char, s: &[u8]) -> bool {
+    for (i, &b) in s.iter().enumerate() {
+        // SAFETY: bytes 0..i of `p` equal `s`'s, none of them NUL, so `p`'s string goes on at
+        // least to byte i.
+        if unsafe { *p.add(i) } as u8 != b {
+            return false;
+        }
+    }
+    // SAFETY: as above, for byte `s.len()`.
+    unsafe { *p.add(s.len()) == 0 }
+}
+
+/// The schema a region begun at this call site records, when an earlier region of the same
+/// `name` and `cat` pointers (string literals, as the macros pass them) found one. The strings
+/// are compared with the schema's every time, so a buffer reused for another name, or a library
+/// unloaded and another mapped in its place, never gets a stale name: it misses.
+#[inline]
+pub fn site_schema(
+    name: *const c_char,
+    cat: *const c_char,
+    layer: Layer,
+) -> Option<&'static Schema> {
+    if name.is_null() || cat.is_null() {
+        return None;
+    }
+    let e = site_slot(name as usize, cat as usize, layer).load(Ordering::Acquire);
+    if e.is_null() {
+        return None;
+    }
+    // SAFETY: published entries are never freed.
+    let e = unsafe { &*e };
+    (e.name == name as usize
+        && e.cat == cat as usize
+        && e.layer == layer
+        && same_c_str(name, e.schema.name.as_bytes())
+        && same_c_str(cat, e.schema.cat.as_bytes()))
+    .then_some(e.schema)
+}
+
+/// Remembers that this call site's strings intern to `schema` (see [`site_schema`]).
+pub fn remember_site(
+    name: *const c_char,
+    cat: *const c_char,
+    layer: Layer,
+    schema: &'static Schema,
+) {
+    if name.is_null() || cat.is_null() || SITES_MADE.fetch_add(1, Ordering::Relaxed) >= MAX_SITES {
+        return;
+    }
+    let e = Box::into_raw(Box::new(Site {
+        name: name as usize,
+        cat: cat as usize,
+        layer,
+        schema,
+    }));
+    // The entry it replaces stays allocated (a reader may hold it): bounded by MAX_SITES.
+    site_slot(name as usize, cat as usize, layer).store(e, Ordering::Release);
+}
+
+/// Runs `f` on a live region (ignored when `p` is not one, or is a scoped region of another
+/// thread).
 pub fn with_live(p: *const DFTracerData, f: impl FnOnce(&mut Region)) {
     let Some((_, s)) = lookup(p) else { return };
+    if s.owner.load(Ordering::Relaxed) != 0 {
+        with_local_free(|l| {
+            // Only the owner reads the body; `state` is this thread's own too.
+            if s.owner.load(Ordering::Relaxed) == l.token()
+                && s.state.load(Ordering::Relaxed) == LIVE
+            {
+                // SAFETY: a scoped region's body is touched by its owner thread only, and
+                // this thread's region work is not re-entered (`busy`).
+                f(unsafe { &mut *s.body.get() });
+            }
+        });
+        return;
+    }
     if s.state
         .compare_exchange(LIVE, BUSY, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
@@ -335,11 +595,34 @@ pub fn with_live(p: *const DFTracerData, f: impl FnOnce(&mut Region)) {
 }
 
 /// Ends a live region: `f` sees it one last time, then the cell is recycled. Returns false
-/// when `p` is not a live region.
+/// when `p` is not a live region, or is a scoped region of another thread (its owner's
+/// scope end records it).
 pub fn end(p: *const DFTracerData, f: impl FnOnce(&Region)) -> bool {
     let Some((index, s)) = lookup(p) else {
         return false;
     };
+    if s.owner.load(Ordering::Relaxed) != 0 {
+        return with_local_free(|l| {
+            if s.owner.load(Ordering::Relaxed) != l.token()
+                || s.state.load(Ordering::Relaxed) != LIVE
+            {
+                return false;
+            }
+            // SAFETY: as in `with_live`'s scoped branch.
+            f(unsafe { &*s.body.get() });
+            s.owner.store(0, Ordering::Relaxed);
+            s.state.store(FREE, Ordering::Release);
+            let n = l.n.get();
+            if n < LOCAL_FREE {
+                l.idx[n].set(index as u32);
+                l.n.set(n + 1);
+            } else {
+                push(index);
+            }
+            true
+        })
+        .unwrap_or(false);
+    }
     if s.state
         .compare_exchange(LIVE, BUSY, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
@@ -349,7 +632,7 @@ pub fn end(p: *const DFTracerData, f: impl FnOnce(&Region)) -> bool {
     // SAFETY: BUSY, as in `with_live`.
     f(unsafe { &*s.body.get() });
     s.state.store(FREE, Ordering::Release);
-    push(index);
+    give(index);
     true
 }
 
@@ -367,7 +650,7 @@ mod tests {
     #[test]
     fn begin_update_end_and_double_end() {
         let _serial = serial();
-        let p = begin(Layer::CApp, false, b"n", b"C_APP", 5).unwrap();
+        let p = begin(Layer::CApp, false, b"n", b"C_APP", 5, None).unwrap();
         with_live(p, |r| {
             r.set_int(b"a", 1);
             r.set_str(b"b", b"x");
@@ -396,9 +679,36 @@ mod tests {
     }
 
     #[test]
+    fn a_scoped_region_is_its_threads_own() {
+        let _serial = serial();
+        let p = begin_scoped(Layer::CApp, b"n", b"C_APP", 7, None).unwrap() as usize;
+        // Another thread can neither update nor end it.
+        std::thread::spawn(move || {
+            let p = p as *const DFTracerData;
+            with_live(p, |_| panic!("updated from another thread"));
+            assert!(!end(p, |_| panic!("ended from another thread")));
+        })
+        .join()
+        .unwrap();
+        let p = p as *const DFTracerData;
+        with_live(p, |r| r.set_int(b"k", 1));
+        assert!(end(p, |r| {
+            assert_eq!((r.name(), r.cat(), r.ts), (&b"n"[..], &b"C_APP"[..], 7));
+            assert!(!r.args_empty());
+        }));
+        assert!(!end(p, |_| panic!("ended twice")));
+        // Its cell is reused, as a shared region too, and ends once.
+        let q = begin(Layer::CApp, false, b"m", b"c", 0, None).unwrap();
+        let q2 = begin_scoped(Layer::CApp, b"o", b"c", 0, None).unwrap();
+        assert!(end(q, |r| assert_eq!(r.name(), b"m")));
+        assert!(end(q2, |r| assert_eq!(r.name(), b"o")));
+        assert!(!end(q2, |_| panic!("ended twice")));
+    }
+
+    #[test]
     fn many_args_beyond_the_inline_array_and_the_cap() {
         let _serial = serial();
-        let p = begin(Layer::CApp, false, b"n", b"c", 0).unwrap();
+        let p = begin(Layer::CApp, false, b"n", b"c", 0, None).unwrap();
         with_live(p, |r| {
             for i in 0..MAX_REGION_ARGS + 5 {
                 r.set_int(format!("k{i}").as_bytes(), i as i64);
@@ -422,7 +732,7 @@ mod tests {
         assert!(lookup(std::ptr::null()).is_none());
         assert!(lookup(stack).is_none());
         assert!(!end(stack, |_| panic!()));
-        let p = begin(Layer::CApp, false, b"n", b"c", 0).unwrap();
+        let p = begin(Layer::CApp, false, b"n", b"c", 0, None).unwrap();
         let inside = (p as usize + 1) as *const DFTracerData;
         assert!(lookup(inside).is_none(), "not on a cell boundary");
         assert!(end(p, |_| {}));
@@ -436,7 +746,12 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut open = Vec::new();
                     for i in 0..2000u64 {
-                        open.push(begin(Layer::CppApp, false, b"r", b"c", i).unwrap() as usize);
+                        let p = if i % 2 == 0 {
+                            begin(Layer::CppApp, false, b"r", b"c", i, None)
+                        } else {
+                            begin_scoped(Layer::CppApp, b"r", b"c", i, None)
+                        };
+                        open.push(p.unwrap() as usize);
                         if i % 3 == 0 {
                             let p = open.swap_remove(0) as *const DFTracerData;
                             assert!(end(p, |r| assert_eq!(r.name(), b"r")));

@@ -834,3 +834,109 @@ fn nulls_foreign_pointers_and_lifecycle_edges_are_harmless() {
     assert_ne!(pids.into_iter().next(), Some(42));
     assert_eq!(end(&t)["args"]["cfg"]["bind"], 1);
 }
+
+// ---------------------------------------------------------------- call sites, threads
+
+const SITES: &str = r#"
+#include <dftracer/dftracer.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define KEEP(call) do { errno = 4321; call; if (errno != 4321) { fprintf(stderr, "errno changed by %s\n", #call); exit(91); } } while (0)
+static void work(int i) {
+  DFTRACER_C_FUNCTION_START();
+  DFTRACER_C_FUNCTION_UPDATE_INT("i", i);
+  DFTRACER_C_REGION_START(inner);
+  DFTRACER_C_REGION_END(inner);
+  DFTRACER_C_FUNCTION_END();
+}
+static void plain(void) {
+  DFTRACER_C_FUNCTION_START();
+  DFTRACER_C_FUNCTION_END();
+}
+static void *other(void *p) {
+  /* A macro region's handle ended and updated from another thread: ignored. */
+  struct DFTracerData *d = (struct DFTracerData *)p;
+  update_metadata_int(d, "foreign", 1);
+  finalize_region(d);
+  return NULL;
+}
+int main(void) {
+  DFTRACER_C_INIT_NO_BIND(NULL, NULL, NULL);
+  for (int i = 0; i < 3; i++) KEEP(work(i));
+  for (int i = 0; i < 5; i++) KEEP(plain());
+  /* One buffer, two names, at the same address: each event keeps its own name. */
+  char buf[16];
+  for (int i = 0; i < 4; i++) {
+    strcpy(buf, i % 2 ? "beta" : "alpha");
+    struct DFTracerData *r;
+    KEEP(r = initialize_region(buf, "C_APP", DF_DATA_EVENT));
+    KEEP(finalize_region(r));
+    strcpy(buf, i % 2 ? "gamma" : "alph");
+    KEEP(r = dftracer_scope_begin(buf, "C_APP", DF_DATA_EVENT, 2));
+    KEEP(finalize_region(r));
+  }
+  {
+    DFTRACER_C_REGION_START(handed);
+    pthread_t t;
+    if (pthread_create(&t, NULL, other, data_handed) != 0 || pthread_join(t, NULL) != 0) return 92;
+    DFTRACER_C_REGION_UPDATE_INT(handed, "own", 2);
+    DFTRACER_C_REGION_END(handed);
+  }
+  DFTRACER_C_FINI();
+  puts("ok");
+  return 0;
+}
+"#;
+
+/// The macros' regions (cached per call site, owned by their thread) record what the
+/// general path records: every call once, the name the string holds at that call, args;
+/// nested events nested; another thread's end or update of a macro region is ignored and the
+/// owner's end records it.
+#[test]
+fn macro_regions_per_call_site_and_per_thread() {
+    let s = Scratch::new("capi-sites");
+    let src = s.path("sites.c");
+    std::fs::write(&src, SITES).unwrap();
+    let exe = build(&s, "gcc", "c99", &src, "sites");
+    let out = Command::new(&exe)
+        .current_dir(&s.dir)
+        .env("DFTRACER_ENABLE", "1")
+        .env("DFTRACER_LOG_FILE", s.path("o/trace"))
+        .env_remove("LD_PRELOAD")
+        .env_remove("DFTRACER_INIT")
+        .env_remove("DFTRACER_CONFIGURATION")
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("DFTRACER_INC_METADATA")
+        .output()
+        .unwrap();
+    assert_eq!(ok(out), "ok\n");
+    let t = only_app_trace(&s, "app");
+    assert_eq!(
+        counts(&t, 2),
+        map(&[
+            ("alph", 2),
+            ("alpha", 2),
+            ("beta", 2),
+            ("gamma", 2),
+            ("handed", 1),
+            ("inner", 3),
+            ("plain", 5),
+            ("work", 3),
+        ])
+    );
+    let works = events(&t, "work");
+    let inners = events(&t, "inner");
+    for (i, (w, n)) in works.iter().zip(&inners).enumerate() {
+        assert_eq!(w["args"]["i"], i as u64, "{w}");
+        assert_eq!(w["cat"], "C_APP");
+        let (wt, wd) = (w["ts"].as_u64().unwrap(), w["dur"].as_u64().unwrap());
+        let (nt, nd) = (n["ts"].as_u64().unwrap(), n["dur"].as_u64().unwrap());
+        assert!(nt >= wt && nt + nd <= wt + wd, "inner {n} not inside {w}");
+    }
+    let handed = events(&t, "handed")[0];
+    assert_eq!(handed["args"]["own"], 2, "{handed}");
+    assert!(handed["args"].get("foreign").is_none(), "{handed}");
+}

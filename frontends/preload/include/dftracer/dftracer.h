@@ -37,8 +37,12 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define DFTRACER_UNUSED_ __attribute__((unused))
+#define DFTRACER_WEAK_ __attribute__((weak))
+#define DFTRACER_LIKELY_(x) __builtin_expect(!!(x), 1)
 #else
 #define DFTRACER_UNUSED_
+#define DFTRACER_WEAK_
+#define DFTRACER_LIKELY_(x) (x)
 #endif
 
 #ifdef __cplusplus
@@ -85,11 +89,46 @@ void update_metadata_string_type(struct DFTracerData *data, const char *key, con
 struct DFTracerData *dftracer_region_begin(const char *name, const char *cat, int event_type,
                                            int trace_type);
 
+/* dftracer-rs: dftracer_region_begin for a region that the calling thread ends at the end of
+ * the same scope (what the region macros below call): cheaper to end; its end or updates from
+ * another thread are ignored (the owner's scope end records it). */
+struct DFTracerData *dftracer_scope_begin(const char *name, const char *cat, int event_type,
+                                          int trace_type);
+
+/* dftracer-rs: what the macros below read inline, so that a region costs two loads and no
+ * call while regions cannot be recorded (tracing off, or after finalize): the library's
+ * state word (bit 0: tracing on) and whether its lazy start was decided. Declared weak: a
+ * program built with this header that runs on a library without it calls the functions. */
+struct dftracer_gate_s {
+  const volatile unsigned long long *state;
+  const volatile unsigned char *decided;
+};
+extern const struct dftracer_gate_s dftracer_gate_ DFTRACER_WEAK_;
+
 #ifdef __cplusplus
 }
 #endif
 
 /* ------------------------------------------------------------------------------------ C */
+
+/* dftracer-rs: nonzero when no region can be recorded now (see dftracer_gate_). */
+static inline int dftracer_off_(void) {
+  const struct dftracer_gate_s *g = &dftracer_gate_;
+  return g != (const struct dftracer_gate_s *)0 && !(*g->state & 1) && *g->decided;
+}
+/* dftracer-rs: the macros' region start: NULL at once while off. */
+static inline struct DFTracerData *dftracer_begin_(const char *name, const char *cat,
+                                                  int event_type, int trace_type) {
+  if (DFTRACER_LIKELY_(dftracer_off_())) return (struct DFTracerData *)0;
+  /* On a library without dftracer_gate_ (not ours), the reference's function. */
+  if (&dftracer_gate_ == (const struct dftracer_gate_s *)0)
+    return initialize_region(name, cat, event_type);
+  return dftracer_scope_begin(name, cat, event_type, trace_type);
+}
+/* dftracer-rs: the macros' cleanup: no call for a region already ended or never begun. */
+static inline void dftracer_cleanup_(struct DFTracerData **data) {
+  if (*data) finalize_region_cleanup(data);
+}
 
 static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
 
@@ -105,24 +144,24 @@ static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
 /* Regions declared by the macros end when their variable goes out of scope (GCC, Clang), so
  * an early return still records the event. */
 #if defined(__GNUC__) || defined(__clang__)
-#define DFTRACER_C_REGION_CLEANUP __attribute__((cleanup(finalize_region_cleanup)))
+#define DFTRACER_C_REGION_CLEANUP __attribute__((cleanup(dftracer_cleanup_)))
 #else
 #define DFTRACER_C_REGION_CLEANUP
 #endif
 
-#define DFTRACER_C_FUNCTION_START()                                 \
-  struct DFTracerData *data_fn DFTRACER_C_REGION_CLEANUP =          \
-      initialize_region(__func__, C_LOG_CATEGORY, DF_DATA_EVENT);   \
+#define DFTRACER_C_FUNCTION_START()                                   \
+  struct DFTracerData *data_fn DFTRACER_C_REGION_CLEANUP =            \
+      dftracer_begin_(__func__, C_LOG_CATEGORY, DF_DATA_EVENT, 2);    \
   (void)data_fn;
-#define DFTRACER_C_FUNCTION_END() \
-  finalize_region(data_fn);       \
+#define DFTRACER_C_FUNCTION_END()                                \
+  (data_fn ? finalize_region(data_fn) : (void)0);                \
   data_fn = (struct DFTracerData *)0;
-#define DFTRACER_C_REGION_START(name)                               \
-  struct DFTracerData *data_##name DFTRACER_C_REGION_CLEANUP =      \
-      initialize_region(#name, C_LOG_CATEGORY, DF_DATA_EVENT);      \
+#define DFTRACER_C_REGION_START(name)                                 \
+  struct DFTracerData *data_##name DFTRACER_C_REGION_CLEANUP =        \
+      dftracer_begin_(#name, C_LOG_CATEGORY, DF_DATA_EVENT, 2);       \
   (void)data_##name;
-#define DFTRACER_C_REGION_END(name) \
-  finalize_region(data_##name);     \
+#define DFTRACER_C_REGION_END(name)                              \
+  (data_##name ? finalize_region(data_##name) : (void)0);        \
   data_##name = (struct DFTracerData *)0;
 #define DFTRACER_C_METADATA(name, key, val)                     \
   {                                                             \
@@ -130,20 +169,22 @@ static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
         initialize_region(key, val, DF_METADATA_EVENT);         \
     finalize_region(data_##name);                               \
   }
-#define DFTRACER_C_FUNCTION_UPDATE_INT(key, val) update_metadata_int(data_fn, key, val);
-#define DFTRACER_C_FUNCTION_UPDATE_STR(key, val) update_metadata_string(data_fn, key, val);
+#define DFTRACER_C_FUNCTION_UPDATE_INT(key, val) \
+  (data_fn ? update_metadata_int(data_fn, key, val) : (void)0);
+#define DFTRACER_C_FUNCTION_UPDATE_STR(key, val) \
+  (data_fn ? update_metadata_string(data_fn, key, val) : (void)0);
 #define DFTRACER_C_REGION_UPDATE_INT(name, key, val) \
-  update_metadata_int(data_##name, key, val);
+  (data_##name ? update_metadata_int(data_##name, key, val) : (void)0);
 #define DFTRACER_C_REGION_UPDATE_STR(name, key, val) \
-  update_metadata_string(data_##name, key, val);
+  (data_##name ? update_metadata_string(data_##name, key, val) : (void)0);
 #define DFTRACER_C_FUNCTION_UPDATE_INT_TYPE(key, val, type) \
-  update_metadata_int_type(data_fn, key, val, type);
+  (data_fn ? update_metadata_int_type(data_fn, key, val, type) : (void)0);
 #define DFTRACER_C_FUNCTION_UPDATE_STR_TYPE(key, val, type) \
-  update_metadata_string_type(data_fn, key, val, type);
+  (data_fn ? update_metadata_string_type(data_fn, key, val, type) : (void)0);
 #define DFTRACER_C_REGION_UPDATE_INT_TYPE(name, key, val, type) \
-  update_metadata_int_type(data_##name, key, val, type);
+  (data_##name ? update_metadata_int_type(data_##name, key, val, type) : (void)0);
 #define DFTRACER_C_REGION_UPDATE_STR_TYPE(name, key, val, type) \
-  update_metadata_string_type(data_##name, key, val, type);
+  (data_##name ? update_metadata_string_type(data_##name, key, val, type) : (void)0);
 
 /* ---------------------------------------------------------------------------------- C++ */
 
@@ -194,6 +235,34 @@ class DFTracer {
   ~DFTracer();
 };
 
+/* dftracer-rs: the scoped region of DFTRACER_CPP_FUNCTION() and DFTRACER_CPP_REGION(name):
+ * the same event as a DFTracer object (layer CPP_APP, type 9), with its off check inline
+ * (no call while no region can be recorded) and no call at scope end for an ended region. */
+class DFTracerScope {
+  struct DFTracerData *data_;
+
+ public:
+  DFTracerScope(ConstEventNameType name, ConstEventNameType cat)
+      : data_(dftracer_begin_(name, cat, DF_DATA_EVENT, 9)) {}
+  DFTracerScope(const DFTracerScope &) = delete;
+  DFTracerScope &operator=(const DFTracerScope &) = delete;
+  /* Adds an arg to the region's event (the same key again replaces its value). */
+  void update(const char *key, int value, MetadataType type = MT_KEY) {
+    if (data_) update_metadata_int_type(data_, key, value, (int)type);
+  }
+  void update(const char *key, const char *value, MetadataType type = MT_KEY) {
+    if (data_) update_metadata_string_type(data_, key, value, (int)type);
+  }
+  /* Ends the region now (the destructor then does nothing). */
+  void finalize() {
+    if (data_) finalize_region(data_);
+    data_ = (struct DFTracerData *)0;
+  }
+  ~DFTracerScope() {
+    if (data_) finalize_region(data_);
+  }
+};
+
 #define DFTRACER_CPP_INIT(log_file, data_dirs, process_id) \
   (initialize_main(log_file, data_dirs, process_id), mark_used("CPP_APP"));
 #define DFTRACER_CPP_INIT_NO_BIND(log_file, data_dirs, process_id) \
@@ -202,11 +271,10 @@ class DFTracer {
 #define DFTRACER_CPP_APP_METADATA_INT(key, val) set_app_metadata_int(key, val);
 #define DFTRACER_CPP_APP_METADATA_STR(key, val) set_app_metadata_string(key, val);
 #define DFTRACER_CPP_MARK_USED(name) mark_used(name);
-#define DFTRACER_CPP_FUNCTION() \
-  DFTracer profiler_dft_fn(__FUNCTION__, CPP_LOG_CATEGORY, DF_DATA_EVENT);
+#define DFTRACER_CPP_FUNCTION() DFTracerScope profiler_dft_fn(__FUNCTION__, CPP_LOG_CATEGORY);
 #define DFTRACER_CPP_FUNCTION_UPDATE(key, val) profiler_dft_fn.update(key, val);
 #define DFTRACER_CPP_FUNCTION_UPDATE_TYPE(key, val, type) profiler_dft_fn.update(key, val, type);
-#define DFTRACER_CPP_REGION(name) DFTracer profiler_##name(#name, CPP_LOG_CATEGORY, DF_DATA_EVENT);
+#define DFTRACER_CPP_REGION(name) DFTracerScope profiler_##name(#name, CPP_LOG_CATEGORY);
 #define DFTRACER_CPP_REGION_UPDATE(name, key, val) profiler_##name.update(key, val);
 #define DFTRACER_CPP_REGION_UPDATE_TYPE(name, key, val, type) \
   profiler_##name.update(key, val, type);

@@ -1,0 +1,111 @@
+/*
+ * benches/c_api/bench.c: what one annotated C region costs, as HPC codes write it (the
+ * macros of dftracer/dftracer.h around a trivial function body), for ours and the reference
+ * (the same source compiles against either header; benches/c_api/run.sh builds both).
+ *
+ *   bench CASE N      CASE: plain | fn | fn_2int | region | rdtsc | clock
+ *                     (built as C++ also cpp_fn | cpp_fn_2int: DFTRACER_CPP_FUNCTION())
+ *
+ * Prints one line: CASE N wall_ns_per_call thread_cpu_ns_per_call process_cpu_ns_per_call,
+ * where the process figure (every thread: the writer's encoding and compression included)
+ * is taken after DFTRACER_C_FINI, so it counts the work of writing the events out.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dftracer/dftracer.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static volatile long sink_;
+
+__attribute__((noinline)) static void plain(long i) { sink_ += i; }
+
+__attribute__((noinline)) static void fn(long i) {
+  DFTRACER_C_FUNCTION_START();
+  sink_ += i;
+  DFTRACER_C_FUNCTION_END();
+}
+
+__attribute__((noinline)) static void fn_2int(long i) {
+  DFTRACER_C_FUNCTION_START();
+  DFTRACER_C_FUNCTION_UPDATE_INT("step", (int)i);
+  DFTRACER_C_FUNCTION_UPDATE_INT("rank", 3);
+  sink_ += i;
+  DFTRACER_C_FUNCTION_END();
+}
+
+__attribute__((noinline)) static void region(long i) {
+  DFTRACER_C_REGION_START(compute);
+  sink_ += i;
+  DFTRACER_C_REGION_END(compute);
+}
+
+#ifdef __cplusplus
+__attribute__((noinline)) static void cpp_fn(long i) {
+  DFTRACER_CPP_FUNCTION();
+  sink_ += i;
+}
+
+__attribute__((noinline)) static void cpp_fn_2int(long i) {
+  DFTRACER_CPP_FUNCTION();
+  DFTRACER_CPP_FUNCTION_UPDATE("step", (int)i);
+  DFTRACER_CPP_FUNCTION_UPDATE("rank", 3);
+  sink_ += i;
+}
+#endif
+
+__attribute__((noinline)) static void rdtsc_twice(long i) {
+  sink_ += (long)__builtin_ia32_rdtsc() + i;
+  sink_ += (long)__builtin_ia32_rdtsc();
+}
+
+__attribute__((noinline)) static void clock_twice(long i) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  sink_ += t.tv_nsec + i;
+  clock_gettime(CLOCK_REALTIME, &t);
+  sink_ += t.tv_nsec;
+}
+
+static double ns(clockid_t c) {
+  struct timespec t;
+  clock_gettime(c, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: bench plain|fn|fn_2int|region|rdtsc|clock|cpp_fn|cpp_fn_2int N\n");
+    return 2;
+  }
+  const char *c = argv[1];
+  long n = atol(argv[2]);
+  void (*f)(long) = !strcmp(c, "plain")     ? plain
+                    : !strcmp(c, "fn")      ? fn
+                    : !strcmp(c, "fn_2int") ? fn_2int
+                    : !strcmp(c, "region")  ? region
+                    : !strcmp(c, "rdtsc")   ? rdtsc_twice
+                    : !strcmp(c, "clock")   ? clock_twice
+#ifdef __cplusplus
+                    : !strcmp(c, "cpp_fn")      ? cpp_fn
+                    : !strcmp(c, "cpp_fn_2int") ? cpp_fn_2int
+#endif
+                                            : NULL;
+  if (!f || n <= 0) {
+    fprintf(stderr, "bench: unknown case '%s' or bad N '%s'\n", c, argv[2]);
+    return 2;
+  }
+  DFTRACER_C_INIT(NULL, NULL, NULL);
+  for (long i = 0; i < 1000; i++) f(i); /* warm: first-call work (lazy start, caches) */
+  double w0 = ns(CLOCK_MONOTONIC), t0 = ns(CLOCK_THREAD_CPUTIME_ID),
+         p0 = ns(CLOCK_PROCESS_CPUTIME_ID);
+  for (long i = 0; i < n; i++) f(i);
+  double w1 = ns(CLOCK_MONOTONIC), t1 = ns(CLOCK_THREAD_CPUTIME_ID);
+  DFTRACER_C_FINI();
+  double p1 = ns(CLOCK_PROCESS_CPUTIME_ID);
+  printf("%s %ld %.2f %.2f %.2f\n", c, n, (w1 - w0) / n, (t1 - t0) / n, (p1 - p0) / n);
+  return 0;
+}
