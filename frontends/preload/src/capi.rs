@@ -334,6 +334,15 @@ pub extern "C" fn finalize_region(data: *mut DFTracerData) {
         region::end(data, |r| {
             if r.meta {
                 dftracer_core::metadata(r.layer, b"CM", r.name(), r.cat());
+            } else if let Some((schema, vals, n)) = r.keyed() {
+                // Integer args only, under the keys of a known schema: a static record too.
+                dftracer_core::complete_static(
+                    schema,
+                    r.ts,
+                    t1.saturating_sub(r.ts),
+                    &vals[..n],
+                    None,
+                );
             } else if let Some(schema) = r
                 .args_empty()
                 .then(|| {

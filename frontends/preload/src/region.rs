@@ -176,6 +176,29 @@ impl Region {
         }
     }
 
+    /// When the region has a schema and its args are all integers (two `_UPDATE_INT`s, as in
+    /// most annotated loops): the schema of those keys (the core's keyed schema, found through
+    /// [`keyed_schema`]) and the values to record with it.
+    pub fn keyed(&self) -> Option<(&'static Schema, [u64; MAX_KEYED], usize)> {
+        let base = self.schema?;
+        let n = self.args.len();
+        if n == 0 || n > MAX_KEYED {
+            return None;
+        }
+        let mut vals = [0u64; MAX_KEYED];
+        for (v, a) in vals.iter_mut().zip(&self.args) {
+            match a.val {
+                ArgVal::Int(i) => *v = i as u64,
+                ArgVal::Str(..) => return None,
+            }
+        }
+        let mut keys: [&[u8]; MAX_KEYED] = [b""; MAX_KEYED];
+        for (k, a) in keys.iter_mut().zip(&self.args) {
+            *k = self.text(a.key);
+        }
+        keyed_schema(base, &keys[..n]).map(|s| (s, vals, n))
+    }
+
     /// Calls `f` with the region's args as the core takes them (on the stack up to
     /// [`INLINE_ARGS`]; more, which is rare, in a short-lived `Vec`).
     pub fn with_args<R>(&self, f: impl FnOnce(&[Arg]) -> R) -> R {
@@ -203,6 +226,74 @@ impl Region {
 
 /// Args handed to the core from the stack (a 64-entry array cost ~400 instructions to fill).
 const INLINE_ARGS: usize = 8;
+/// Integer args a region may have and still be recorded through a keyed schema.
+const MAX_KEYED: usize = 4;
+
+/// A region schema with integer args under fixed keys: the core's keyed schema of `base`'s
+/// name and category and these keys (made once per distinct key set, at most [`MAX_SITES`]
+/// such key sets remembered).
+struct KeyedSite {
+    base: usize,
+    keyed: &'static Schema,
+}
+
+static KEYED: [AtomicPtr<KeyedSite>; SITE_SLOTS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; SITE_SLOTS];
+
+fn keyed_slot(base: &'static Schema, keys: &[&[u8]]) -> &'static AtomicPtr<KeyedSite> {
+    let mut h = base as *const Schema as usize ^ keys.len();
+    for k in keys {
+        let mut w = [0u8; 8];
+        let n = k.len().min(8);
+        w[..n].copy_from_slice(&k[..n]);
+        h = h.rotate_left(13) ^ usize::from_le_bytes(w) ^ k.len();
+    }
+    let h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    &KEYED[h >> (usize::BITS - SITE_SLOTS.trailing_zeros())]
+}
+
+/// The keyed schema of `base` with integer args under `keys` (in this order), or `None`
+/// (keys that need escaping, `hhash`, the core's table full: the region takes the general
+/// path).
+fn keyed_schema(base: &'static Schema, keys: &[&[u8]]) -> Option<&'static Schema> {
+    let slot = keyed_slot(base, keys);
+    let e = slot.load(Ordering::Acquire);
+    if !e.is_null() {
+        // SAFETY: published entries are never freed.
+        let e = unsafe { &*e };
+        if e.base == base as *const Schema as usize
+            && e.keyed.keys.len() == keys.len()
+            && e.keyed
+                .keys
+                .iter()
+                .zip(keys)
+                .all(|(a, b)| a.0.as_bytes() == *b)
+        {
+            return Some(e.keyed);
+        }
+    }
+    if SITES_MADE.fetch_add(1, Ordering::Relaxed) >= MAX_SITES {
+        return None;
+    }
+    let mut owned: Vec<(&'static str, dftracer_core::Slot)> = Vec::with_capacity(keys.len());
+    for k in keys {
+        let k = std::str::from_utf8(k).ok()?;
+        owned.push((
+            Box::leak(k.to_owned().into_boxed_str()),
+            dftracer_core::Slot::Int,
+        ));
+    }
+    let owned: &'static [(&'static str, dftracer_core::Slot)] = Box::leak(owned.into_boxed_slice());
+    let keyed =
+        dftracer_core::intern_keyed(base.layer, base.name.as_bytes(), base.cat.as_bytes(), owned)?;
+    let e = Box::into_raw(Box::new(KeyedSite {
+        base: base as *const Schema as usize,
+        keyed,
+    }));
+    // The entry it replaces stays allocated (a reader may hold it).
+    slot.store(e, Ordering::Release);
+    Some(keyed)
+}
 
 fn chunk_len(k: usize) -> usize {
     BASE << k

@@ -856,6 +856,20 @@ static void plain(void) {
   DFTRACER_C_FUNCTION_START();
   DFTRACER_C_FUNCTION_END();
 }
+static void two(int i) {
+  DFTRACER_C_FUNCTION_START();
+  DFTRACER_C_FUNCTION_UPDATE_INT("step", i);
+  DFTRACER_C_FUNCTION_UPDATE_INT("rank", -3);
+  DFTRACER_C_FUNCTION_UPDATE_INT("step", i + 10);
+  DFTRACER_C_FUNCTION_END();
+}
+static void mixed(int i) {
+  DFTRACER_C_FUNCTION_START();
+  DFTRACER_C_FUNCTION_UPDATE_INT("step", i + 10);
+  DFTRACER_C_FUNCTION_UPDATE_INT("rank", -3);
+  DFTRACER_C_FUNCTION_UPDATE_STR("s", "x");
+  DFTRACER_C_FUNCTION_END();
+}
 static void *other(void *p) {
   /* A macro region's handle ended and updated from another thread: ignored. */
   struct DFTracerData *d = (struct DFTracerData *)p;
@@ -867,6 +881,7 @@ int main(void) {
   DFTRACER_C_INIT_NO_BIND(NULL, NULL, NULL);
   for (int i = 0; i < 3; i++) KEEP(work(i));
   for (int i = 0; i < 5; i++) KEEP(plain());
+  for (int i = 0; i < 3; i++) { KEEP(two(i)); KEEP(mixed(i)); }
   /* One buffer, two names, at the same address: each event keeps its own name. */
   char buf[16];
   for (int i = 0; i < 4; i++) {
@@ -923,7 +938,9 @@ fn macro_regions_per_call_site_and_per_thread() {
             ("gamma", 2),
             ("handed", 1),
             ("inner", 3),
+            ("mixed", 3),
             ("plain", 5),
+            ("two", 3),
             ("work", 3),
         ])
     );
@@ -935,6 +952,25 @@ fn macro_regions_per_call_site_and_per_thread() {
         let (wt, wd) = (w["ts"].as_u64().unwrap(), w["dur"].as_u64().unwrap());
         let (nt, nd) = (n["ts"].as_u64().unwrap(), n["dur"].as_u64().unwrap());
         assert!(nt >= wt && nt + nd <= wt + wd, "inner {n} not inside {w}");
+    }
+    // Integer args only (a keyed schema's static record) and the same with a string arg (the
+    // general path): the same keys in the same order, the last value of a repeated key.
+    let keys = |e: &J| -> Vec<String> { e["args"].as_object().unwrap().keys().cloned().collect() };
+    for (i, (a, b)) in events(&t, "two")
+        .iter()
+        .zip(events(&t, "mixed"))
+        .enumerate()
+    {
+        assert_eq!(keys(a), ["hhash", "step", "rank"], "{a}");
+        assert_eq!(keys(b), ["hhash", "step", "rank", "s"], "{b}");
+        assert_eq!(
+            (&a["args"]["step"], &a["args"]["rank"]),
+            (&J::from(i + 10), &J::from(-3))
+        );
+        assert_eq!(
+            (&a["args"]["step"], &a["args"]["hhash"]),
+            (&b["args"]["step"], &b["args"]["hhash"])
+        );
     }
     let handed = events(&t, "handed")[0];
     assert_eq!(handed["args"]["own"], 2, "{handed}");
