@@ -420,6 +420,24 @@ impl LocalFree {
     fn token(&self) -> usize {
         self as *const LocalFree as usize
     }
+
+    fn pop(&self) -> Option<usize> {
+        let n = self.n.get();
+        (n > 0).then(|| {
+            self.n.set(n - 1);
+            self.idx[n - 1].get() as usize
+        })
+    }
+
+    /// Keeps `index`; false when full.
+    fn push(&self, index: usize) -> bool {
+        let n = self.n.get();
+        if n < LOCAL_FREE {
+            self.idx[n].set(index as u32);
+            self.n.set(n + 1);
+        }
+        n < LOCAL_FREE
+    }
 }
 
 impl Drop for LocalFree {
@@ -464,33 +482,13 @@ fn with_local_free<R>(f: impl FnOnce(&LocalFree) -> R) -> Option<R> {
 /// A free cell: this thread's own first, else the shared list's.
 #[inline]
 fn take() -> Option<usize> {
-    let local = with_local_free(|l| {
-        let n = l.n.get();
-        (n > 0).then(|| {
-            l.n.set(n - 1);
-            l.idx[n - 1].get() as usize
-        })
-    });
-    match local {
-        Some(Some(i)) => Some(i),
-        _ => pop(),
-    }
+    with_local_free(LocalFree::pop).flatten().or_else(pop)
 }
 
 /// Gives a cell back: to this thread's own cells while there is room, else the shared list.
 #[inline]
 fn give(index: usize) {
-    let kept = with_local_free(|l| {
-        let n = l.n.get();
-        if n < LOCAL_FREE {
-            l.idx[n].set(index as u32);
-            l.n.set(n + 1);
-            true
-        } else {
-            false
-        }
-    });
-    if kept != Some(true) {
+    if with_local_free(|l| l.push(index)) != Some(true) {
         push(index);
     }
 }
@@ -523,13 +521,7 @@ pub fn begin_scoped(
     schema: Option<&'static Schema>,
 ) -> Option<*mut DFTracerData> {
     let own = with_local_free(|l| {
-        let n = l.n.get();
-        let index = if n > 0 {
-            l.n.set(n - 1);
-            l.idx[n - 1].get() as usize
-        } else {
-            pop()?
-        };
+        let index = l.pop().or_else(pop)?;
         Some(fill(index, l.token(), layer, false, name, cat, ts, schema))
     });
     match own {
@@ -703,11 +695,7 @@ pub fn end(p: *const DFTracerData, f: impl FnOnce(&Region)) -> bool {
             f(unsafe { &*s.body.get() });
             s.owner.store(0, Ordering::Relaxed);
             s.state.store(FREE, Ordering::Release);
-            let n = l.n.get();
-            if n < LOCAL_FREE {
-                l.idx[n].set(index as u32);
-                l.n.set(n + 1);
-            } else {
+            if !l.push(index) {
                 push(index);
             }
             true
