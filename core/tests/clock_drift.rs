@@ -76,10 +76,15 @@ fn tsc_clock_stays_on_realtime_and_never_goes_back() {
     // within the reads' own cost.
     let (mut offsets, mut windows) = (Vec::new(), Vec::new());
     while start.elapsed() < Duration::from_secs(secs) {
+        let before = tsc_in_use();
         let a = realtime_ns();
         let b = now_ns();
         let c = realtime_ns();
-        let on_tsc = tsc_in_use();
+        let after = tsc_in_use();
+        if before != after {
+            continue; // the writer published or withdrew the TSC meanwhile
+        }
+        let on_tsc = after;
         samples += 1;
         // Outside [a, c]: by how much (a sample where the thread was preempted between the
         // reads has a wide window and says little; such windows are skipped).
