@@ -378,6 +378,56 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// The other way round: the same C program built with OUR header and library runs on the
+/// reference's library (`LD_LIBRARY_PATH` naming its `lib64`, every symbol bound at load:
+/// `LD_BIND_NOW=1`). Our header's additions (the inline off check's `dftracer_gate_`,
+/// `dftracer_scope_begin`) are weak references, so the program falls back to the reference's
+/// functions, and the reference records the same regions.
+#[test]
+fn our_header_c_program_runs_on_the_reference_library() {
+    let Some(r) = reference() else { return };
+    let s = Scratch::new("refabi-reverse");
+    let file = s.path("prog.c");
+    std::fs::write(&file, REF_C).unwrap();
+    let exe = s.path("prog");
+    let ours = s.path("ours");
+    std::fs::create_dir_all(&ours).unwrap();
+    for name in ["libdftracer_core.so", SONAME] {
+        std::os::unix::fs::symlink(lib(), ours.join(name)).unwrap();
+    }
+    compile(
+        "gcc",
+        &["-std=c99", "-O1", &format!("-I{}", our_include().display())],
+        &file,
+        &exe,
+        &[format!("-L{}", ours.display()), "-ldftracer_core".into()],
+    );
+    let out = Command::new(&exe)
+        .current_dir(&s.dir)
+        .arg(s.path("data"))
+        .env("LD_LIBRARY_PATH", r.join("dftracer/lib64"))
+        .env("LD_BIND_NOW", "1")
+        .env("DFTRACER_ENABLE", "1")
+        .env("DFTRACER_INC_METADATA", "1")
+        .env("DFTRACER_LOG_FILE", s.path("o/trace"))
+        .env_remove("LD_PRELOAD")
+        .env_remove("DFTRACER_INIT")
+        .env_remove("DFTRACER_DATA_DIR")
+        .env_remove("DFTRACER_CONFIGURATION")
+        .output()
+        .unwrap();
+    assert_eq!(ok(out), "rc=0 bytes=12288\n");
+    let files = s.traces();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let t = Trace::read(&files[0]);
+    assert_eq!(
+        by_layer(&t, 2),
+        counts(&[("load", 1), ("save", 1), ("work", 1)])
+    );
+    let a = &one(&t, "save")["args"];
+    assert_eq!((&a["comp"], &a["blocks"]), (&J::from("io"), &J::from(3)));
+}
+
 /// A C++ program written for the reference: its macros (stack, heap and scoped
 /// `DFTracer`s), a `DFTracer` of another layer ended early by `finalize()`, and one built in
 /// a buffer between canaries, which must come out untouched (our functions write only

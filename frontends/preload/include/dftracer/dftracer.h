@@ -91,9 +91,10 @@ struct DFTracerData *dftracer_region_begin(const char *name, const char *cat, in
 
 /* dftracer-rs: dftracer_region_begin for a region that the calling thread ends at the end of
  * the same scope (what the region macros below call): cheaper to end; its end or updates from
- * another thread are ignored (the owner's scope end records it). */
+ * another thread are ignored (the owner's scope end records it). Weak, as dftracer_gate_ below:
+ * called only where the gate exists. */
 struct DFTracerData *dftracer_scope_begin(const char *name, const char *cat, int event_type,
-                                          int trace_type);
+                                          int trace_type) DFTRACER_WEAK_;
 
 /* dftracer-rs: what the macros below read inline, so that a region costs two loads and no
  * call while regions cannot be recorded (tracing off, or after finalize): the library's
