@@ -16,7 +16,7 @@
 //! Syscall families and our event names are mapped in `FAMILIES`.
 
 mod common;
-use common::{lib, Trace, J};
+use common::{annotated, have, join, lib, split_args, unquote, Trace, J};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -274,15 +274,6 @@ const BY_DESIGN: &[(&str, &str, &str)] = &[
 
 // ---------------------------------------------------------------- harness
 
-fn have(prog: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {prog}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
 /// A fresh root with `data/` prepared by `setup` (run in the root with plain `sh`).
 fn fresh(name: &str, side: &str, setup: &str) -> PathBuf {
     let root =
@@ -337,83 +328,6 @@ fn family_of_event(s: &str) -> Option<&'static str> {
 }
 
 // ---------------------------------------------------------------- strace side
-
-/// Top-level arguments of a strace call, split on commas outside quotes and brackets.
-fn split_args(s: &str) -> Vec<String> {
-    let mut out = vec![];
-    let mut cur = String::new();
-    let (mut depth, mut quote, mut esc) = (0i32, false, false);
-    for c in s.chars() {
-        if quote {
-            cur.push(c);
-            if esc {
-                esc = false;
-            } else if c == '\\' {
-                esc = true;
-            } else if c == '"' {
-                quote = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                quote = true;
-                cur.push(c)
-            }
-            '(' | '[' | '{' | '<' => {
-                depth += 1;
-                cur.push(c)
-            }
-            ')' | ']' | '}' | '>' => {
-                depth -= 1;
-                if depth < 0 {
-                    break;
-                }
-                cur.push(c)
-            }
-            ',' if depth == 0 => {
-                out.push(cur.trim().to_string());
-                cur.clear();
-            }
-            _ => cur.push(c),
-        }
-    }
-    if !cur.trim().is_empty() {
-        out.push(cur.trim().to_string());
-    }
-    out
-}
-
-/// The path in an fd annotation `3</a/b>` or `AT_FDCWD</a>`.
-fn annotated(a: &str) -> Option<String> {
-    let i = a.find('<')?;
-    let j = a.rfind('>')?;
-    (j > i).then(|| a[i + 1..j].to_string())
-}
-
-fn unquote(a: &str) -> Option<String> {
-    let a = a.strip_suffix("...").unwrap_or(a);
-    (a.len() >= 2 && a.starts_with('"') && a.ends_with('"')).then(|| a[1..a.len() - 1].to_string())
-}
-
-fn join(base: &str, p: &str) -> String {
-    let full = if p.starts_with('/') {
-        p.to_string()
-    } else {
-        format!("{base}/{p}")
-    };
-    let mut parts: Vec<&str> = vec![];
-    for c in full.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            c => parts.push(c),
-        }
-    }
-    format!("/{}", parts.join("/"))
-}
 
 fn under(p: &str, dir: &str) -> bool {
     p == dir || p.starts_with(&format!("{dir}/"))

@@ -3,6 +3,8 @@
 //! `MultiGzDecoder`, every line with serde_json).
 #![allow(dead_code)]
 
+pub mod reference;
+
 pub use serde_json::Value as J;
 use std::collections::HashMap;
 use std::io::Read;
@@ -277,4 +279,93 @@ pub fn spawn_ready(cmd: &mut Command) -> std::process::Child {
 
 pub fn prog(body: &str) -> String {
     format!("{PRELUDE}\n{body}")
+}
+
+// ---------------------------------------------------------------- strace's text
+
+/// Whether `prog` is on PATH.
+pub fn have(prog: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {prog}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Top-level arguments of a strace call, split on commas outside quotes and brackets.
+pub fn split_args(s: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut cur = String::new();
+    let (mut depth, mut quote, mut esc) = (0i32, false, false);
+    for c in s.chars() {
+        if quote {
+            cur.push(c);
+            if esc {
+                esc = false;
+            } else if c == '\\' {
+                esc = true;
+            } else if c == '"' {
+                quote = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                quote = true;
+                cur.push(c)
+            }
+            '(' | '[' | '{' | '<' => {
+                depth += 1;
+                cur.push(c)
+            }
+            ')' | ']' | '}' | '>' => {
+                depth -= 1;
+                if depth < 0 {
+                    break;
+                }
+                cur.push(c)
+            }
+            ',' if depth == 0 => {
+                out.push(cur.trim().to_string());
+                cur.clear();
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+/// The path in an fd annotation `3</a/b>` or `AT_FDCWD</a>`.
+pub fn annotated(a: &str) -> Option<String> {
+    let i = a.find('<')?;
+    let j = a.rfind('>')?;
+    (j > i).then(|| a[i + 1..j].to_string())
+}
+
+pub fn unquote(a: &str) -> Option<String> {
+    let a = a.strip_suffix("...").unwrap_or(a);
+    (a.len() >= 2 && a.starts_with('"') && a.ends_with('"')).then(|| a[1..a.len() - 1].to_string())
+}
+
+pub fn join(base: &str, p: &str) -> String {
+    let full = if p.starts_with('/') {
+        p.to_string()
+    } else {
+        format!("{base}/{p}")
+    };
+    let mut parts: Vec<&str> = vec![];
+    for c in full.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
 }
