@@ -106,7 +106,7 @@ mod plan;
 mod slots;
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 
 #[cfg(not(test))]
 use libc::{c_char, c_int};
@@ -148,6 +148,8 @@ pub struct Report {
     pub already: usize,
     /// Objects (name, or `<main>`) that could not be bound, and why.
     pub failed: Vec<(String, String)>,
+    /// A scanned object that defines the HDF5 API (`H5Dread`, `H5Fget_name`): a libhdf5.
+    pub hdf5: Option<CString>,
 }
 
 impl Report {
@@ -213,9 +215,16 @@ fn pass(hooks: &'static [HookEntry], incremental: bool) -> Report {
         };
         (skip, installed)
     };
-    let table: HashMap<&[u8], (usize, usize)> = hooks
+    let table: HashMap<&[u8], (usize, usize, bool)> = hooks
         .iter()
-        .map(|h| (h.name.to_bytes(), (h.addr as usize, loader_value(h.name))))
+        .map(|h| {
+            let loader = if h.real != 0 {
+                h.real
+            } else {
+                loader_value(h.name)
+            };
+            (h.name.to_bytes(), (h.addr as usize, loader, h.real != 0))
+        })
         .collect();
     let self_addr = &SELF_ANCHOR as *const u8 as usize;
     let mut plans = Vec::new();
@@ -254,6 +263,9 @@ fn pass(hooks: &'static [HookEntry], incremental: bool) -> Report {
             continue;
         }
         report.scanned += 1;
+        if report.hdf5.is_none() && d.defines(b"H5Dread") && d.defines(b"H5Fget_name") {
+            report.hdf5 = Some(obj.name.clone());
+        }
         let slots = plan_slots(&d, &table);
         pins.push(pin);
         plans.push(Plan {
@@ -326,6 +338,7 @@ fn io_hooks() -> &'static [HookEntry] {
                 (a != 0 && crate::real::in_self(a)).then_some(HookEntry {
                     name: h.name,
                     addr: a as *const (),
+                    real: 0,
                 })
             })
             .collect();
@@ -341,12 +354,85 @@ fn io_hooks() -> &'static [HookEntry] {
 /// repairs slots lost to the lazy-binding race). Does not start tracing.
 #[cfg(not(test))]
 pub fn bind_io_in_process() -> Report {
-    let hooks = io_hooks();
-    {
-        let mut g = Guard::lock();
-        g.record().installed = Some(hooks);
+    let hooks = with_hdf5(io_hooks());
+    install(hooks);
+    let r = bind_all(hooks);
+    after_pass(&r, hooks);
+    r
+}
+
+#[cfg(not(test))]
+fn install(hooks: &'static [HookEntry]) {
+    let mut g = Guard::lock();
+    g.record().installed = Some(hooks);
+}
+
+/// Preloaded (or linked), this library's exported hooks need no binding, but the HDF5 hooks
+/// are exported by no one: bind the `dlopen` wrapper (so that a libhdf5 loaded later, by an
+/// `import h5py`, is seen) and, once a libhdf5 is loaded, the HDF5 hooks, in every object.
+#[cfg(not(test))]
+pub fn bind_hdf5_preloaded() {
+    static BASE: std::sync::OnceLock<Vec<HookEntry>> = std::sync::OnceLock::new();
+    let base: &'static [HookEntry] = BASE.get_or_init(|| dlopen_hook().into_iter().collect());
+    let hooks = with_hdf5(base);
+    install(hooks);
+    let r = bind_all(hooks);
+    after_pass(&r, hooks);
+}
+
+/// HDF5 binding: 0 no libhdf5 seen yet, 1 its hooks are in the table, 2 it cannot be used.
+static HDF5_STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// The table with the HDF5 hooks (built once, from the first table that met a libhdf5).
+static WITH_HDF5: std::sync::OnceLock<Vec<HookEntry>> = std::sync::OnceLock::new();
+/// Whether `DFTRACER_DISABLE_HDF5` was set: a libhdf5 that cannot be bound is said on
+/// stderr then (otherwise silently left alone).
+pub(crate) static HDF5_EXPLICIT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// `base` plus the HDF5 hooks once they are resolved, else `base`.
+#[cfg(not(test))]
+fn with_hdf5(base: &'static [HookEntry]) -> &'static [HookEntry] {
+    match WITH_HDF5.get() {
+        Some(v) => v,
+        None => base,
     }
-    bind_all(hooks)
+}
+
+/// After a pass that met a libhdf5 (`r.hdf5`) while HDF5 tracing is wanted: resolve its
+/// functions from it and, when all are there (1.10 or later), bind the HDF5 hooks everywhere
+/// (a full pass: the objects importing them came with the library). Once per process; a
+/// libhdf5 that cannot be used leaves the HDF5 calls unbound.
+#[cfg(not(test))]
+fn after_pass(r: &Report, base: &'static [HookEntry]) {
+    use std::sync::atomic::Ordering;
+    let Some(lib) = &r.hdf5 else { return };
+    if !crate::hdf5_wanted() || HDF5_STATE.load(Ordering::Relaxed) != 0 || WITH_HDF5.get().is_some()
+    {
+        return;
+    }
+    let _busy = crate::enter();
+    match crate::hooks::hdf5::resolve(lib) {
+        Ok(()) => {
+            let table = WITH_HDF5.get_or_init(|| {
+                let mut v = base.to_vec();
+                v.extend(crate::hooks::hdf5::hooks());
+                v
+            });
+            HDF5_STATE.store(1, Ordering::Relaxed);
+            install(table);
+            drop(_busy);
+            warn(&pass(table, false));
+        }
+        Err(why) => {
+            HDF5_STATE.store(2, Ordering::Relaxed);
+            if HDF5_EXPLICIT.load(Ordering::Relaxed) {
+                dftracer_core::frontend::eprint_line(&format!(
+                    "[DFTRACER WARN] HDF5: {} cannot be traced ({why}); its calls are not recorded",
+                    lib.to_string_lossy()
+                ));
+            }
+        }
+    }
 }
 
 /// C entry point of [`bind_io_in_process`]: the number of slots written (0 when everything was

@@ -46,6 +46,7 @@ shim_modules!(
     copies,
     dirs,
     fdctl,
+    hdf5,
     links_attrs,
     maps,
     posix,
@@ -77,6 +78,10 @@ pub use crate::PATH_MAX;
 pub struct HookEntry {
     pub name: &'static CStr,
     pub addr: *const (),
+    /// 0: any slot naming `name` is bound. Otherwise the one definition the hook forwards
+    /// to (an HDF5 hook's, from the libhdf5 it was resolved from): only a slot holding it,
+    /// or a lazy slot still pointing into its own object, is bound.
+    pub real: usize,
 }
 
 // SAFETY: `addr` is the address of a function (immutable code), never dereferenced as data.
@@ -96,6 +101,7 @@ macro_rules! hook_list {
                     Err(_) => panic!("hook name"),
                 },
                 addr: $m::$f as *const (),
+                real: 0,
             },
         )*)*]
     };
