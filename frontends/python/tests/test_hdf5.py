@@ -8,6 +8,7 @@ the tracer started."""
 
 import json
 import os
+import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -78,6 +79,37 @@ def work(d, traced):
         k = f["g"].attrs["k"]
         rec("H5Aread", k.nbytes)
         assert list(k) == list(range(6))
+    # Low level, one id reused with what changes its size (the cached sizes must follow):
+    # a selection re-selected, a type resized, a dataset extended.
+    with h5py.File(p, "r+") as f:
+        rec("H5Fopen")
+        ds = f["y"].id
+        fs = ds.get_space()
+        ms = h5py.h5s.create_simple((64,))
+        buf = np.empty(64)
+        for n in (8, 16, 3):
+            fs.select_hyperslab((100,), (n,))
+            ms.select_hyperslab((0,), (n,))
+            ds.read(ms, fs, buf)
+            rec("H5Dread", n * 8)
+        s = f.create_dataset("s", data=np.array([b"abcdefgh"] * 5, dtype="S8"))
+        rec("H5Dcreate2"); rec("H5Dwrite", 40)
+        t = h5py.h5t.C_S1.copy()
+        t.set_size(8)
+        out = np.empty(5, dtype="S8")
+        s.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out, t)
+        rec("H5Dread", 40)
+        t.set_size(4)
+        out = np.empty(5, dtype="S4")
+        s.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out, t)
+        rec("H5Dread", 20)
+        r = f.create_dataset("r", shape=(10,), maxshape=(None,), dtype=np.float64)
+        rec("H5Dcreate2")
+        r.id.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(10.0))
+        rec("H5Dwrite", 80)
+        r.resize((20,))
+        r.id.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(20.0))
+        rec("H5Dwrite", 160)
 
 work(data, True)
 work(other, False)
@@ -112,7 +144,8 @@ def check(r, data, other):
         assert sorted(e["args"]["size"] for e in hdf5 if e["name"] == call) == sizes, call
         assert all(e["args"]["ret"] == 0 for e in hdf5 if e["name"] == call)
     # The calls that open objects name them.
-    assert sorted(e["args"]["name"] for e in hdf5 if e["name"] == "H5Dcreate2") == ["x", "y"]
+    assert sorted(e["args"]["name"] for e in hdf5 if e["name"] == "H5Dcreate2") == ["r", "s", "x", "y"]
+    assert [e["args"]["ret"] for e in hdf5 if e["name"] == "H5Dset_extent"] == [0]
     # POSIX underneath, on the same file: libhdf5's writes and reads, the 1 MiB dataset's
     # read inside its H5Dread.
     a = next(h for h, p in fh.items() if p == str(data / "a.h5"))
@@ -188,3 +221,43 @@ def test_hdf5_disabled(run, tmp_path):
     assert [e for e in r.events() if e["cat"] == "POSIX"], "POSIX events stay"
     (end,) = [x for x in r.records() if x.get("name") == "end"]
     assert end["args"]["cfg"]["hdf5"] == 0
+
+
+def test_hdf5_linked_c_program_under_preload(tmp_path):
+    """libhdf5 as a program's DT_NEEDED: loaded before the preloaded tracer's constructor,
+    which binds the program's (lazy) slots; output and HDF5's own error report unchanged."""
+    assert PRELOAD.exists(), f"build it first: cargo build --release -p dftracer-preload ({PRELOAD})"
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    libs = Path(h5py.__file__).resolve().parent.parent / "h5py.libs"
+    (lib,) = libs.glob("libhdf5-*.so*")
+    exe = tmp_path / "h5c"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(Path(__file__).with_name("hdf5_linked.c")),
+                    str(lib), f"-Wl,-rpath,{libs}"], check=True)
+    data = tmp_path / "data"
+    data.mkdir()
+    n = 5
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    plain = subprocess.run([str(exe), str(data), str(n)], capture_output=True, text=True, env=env, timeout=60)
+    out = tmp_path / "out"
+    traced = subprocess.run(
+        [str(exe), str(data), str(n)], capture_output=True, text=True, timeout=60,
+        env={**env, "LD_PRELOAD": str(PRELOAD), "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
+             "DFTRACER_DATA_DIR": str(data), "DFTRACER_LOG_FILE": str(out / "trace")},
+    )
+    assert plain.returncode == traced.returncode == 0, traced.stderr
+    # The program's own bad call (H5Dread on id -5) prints HDF5's error stack: the same text.
+    assert "H5Dread" in plain.stderr
+    assert (traced.stdout, traced.stderr) == (plain.stdout, plain.stderr)
+    import gzip
+
+    (trace,) = out.glob("*.pfw.gz")
+    recs = [json.loads(l) for l in gzip.open(trace, "rt")]
+    hdf5 = [r for r in recs if r.get("ph") == 1 and r["cat"] == "HDF5"]
+    assert Counter(e["name"] for e in hdf5) == Counter(
+        {"H5Fcreate": 1, "H5Dcreate2": 1, "H5Dwrite": 1, "H5Dclose": 2, "H5Fclose": 2, "H5Fopen": 1,
+         "H5Dopen2": 1, "H5Dread": n})
+    # H5S_ALL both ways: the dataset's whole extent, 4,096 doubles.
+    assert [e["args"]["size"] for e in hdf5 if e["name"] in ("H5Dread", "H5Dwrite")] == [32768] * (n + 1)
+    fh = {r["args"]["value"]: r["args"]["name"] for r in recs if r.get("name") == "FH"}
+    assert {fh[e["args"]["fhash"]] for e in hdf5} == {str(data / "c.h5")}

@@ -63,12 +63,19 @@ reals!(
     H5Gcreate2, H5Gopen2, H5Gclose,
     H5Acreate2, H5Acreate_by_name, H5Aopen, H5Aopen_by_name, H5Aread, H5Awrite, H5Aclose,
     H5Oopen, H5Oclose,
+    H5Tset_size, H5Tset_precision, H5Tset_offset, H5Tpack, H5Dextend, H5Drefresh,
+    H5Sselect_hyperslab, H5Sselect_elements, H5Sselect_all, H5Sselect_none, H5Sselect_copy,
+    H5Smodify_select, H5Sset_extent_simple, H5Sset_extent_none, H5Sextent_copy, H5close,
     H5get_libversion, H5Iis_valid, H5Fget_name, H5Dget_space, H5Aget_space,
     H5Sget_select_npoints, H5Sclose, H5Tget_size,
 );
 
+/// Hooks a libhdf5 may lack (built without the deprecated API; before 1.12): when missing,
+/// nothing imports them, and they are not bound.
+const OPTIONAL: &[R] = &[R::H5Dextend, R::H5Sselect_copy, R::H5Smodify_select];
+
 /// How many of [`NAMES`] are hooked (the rest are queries).
-const HOOKED: usize = R::H5Oclose as usize + 1;
+const HOOKED: usize = R::H5close as usize + 1;
 
 static REAL: [AtomicUsize; NAMES.len()] = [const { AtomicUsize::new(0) }; NAMES.len()];
 
@@ -99,7 +106,8 @@ pub fn resolve(name: &CStr) -> Result<(), String> {
     for (i, n) in NAMES.iter().enumerate() {
         // SAFETY: a live handle and a C string.
         got[i] = unsafe { libc::dlsym(h, n.as_ptr()) } as usize;
-        if got[i] == 0 {
+        // A library built without the deprecated API has no H5Dextend: nothing imports it.
+        if got[i] == 0 && !OPTIONAL.iter().any(|&o| o as usize == i) {
             missing.push(n.to_string_lossy().into_owned());
         }
     }
@@ -155,6 +163,22 @@ pub fn hooks() -> Vec<HookEntry> {
         H5Aclose as *const (),
         H5Oopen as *const (),
         H5Oclose as *const (),
+        H5Tset_size as *const (),
+        H5Tset_precision as *const (),
+        H5Tset_offset as *const (),
+        H5Tpack as *const (),
+        H5Dextend as *const (),
+        H5Drefresh as *const (),
+        H5Sselect_hyperslab as *const (),
+        H5Sselect_elements as *const (),
+        H5Sselect_all as *const (),
+        H5Sselect_none as *const (),
+        H5Sselect_copy as *const (),
+        H5Smodify_select as *const (),
+        H5Sset_extent_simple as *const (),
+        H5Sset_extent_none as *const (),
+        H5Sextent_copy as *const (),
+        H5close as *const (),
     ];
     addrs
         .iter()
@@ -164,96 +188,142 @@ pub fn hooks() -> Vec<HookEntry> {
             addr,
             real: REAL[i].load(Ordering::Relaxed),
         })
+        .filter(|h| h.real != 0)
         .collect()
 }
 
-// ---- the id -> file cache ----
+// ---- per-id caches ----
 
-const CACHE_SLOTS: usize = 4096;
-/// A cached "this id's file is not traced".
-const UNTRACED: u64 = u64::MAX;
+/// A direct-mapped, lock-free table of one word per HDF5 id. Each entry: a sequence (odd
+/// while written), the id, the word (0: none). Readers never wait; a writer that finds an
+/// entry being written gives up (the value is simply not cached).
+struct IdCache<const N: usize> {
+    entries: [Entry; N],
+}
 
-/// One entry: a sequence (odd while written), the id, and the file's pin word
-/// ([`table::park`]) or [`UNTRACED`].
 struct Entry {
     seq: AtomicU64,
     key: AtomicI64,
     val: AtomicU64,
 }
 
-static CACHE: [Entry; CACHE_SLOTS] = [const {
-    Entry {
-        seq: AtomicU64::new(0),
-        key: AtomicI64::new(0),
-        val: AtomicU64::new(0),
+impl<const N: usize> IdCache<N> {
+    const fn new() -> Self {
+        IdCache {
+            entries: [const {
+                Entry {
+                    seq: AtomicU64::new(0),
+                    key: AtomicI64::new(0),
+                    val: AtomicU64::new(0),
+                }
+            }; N],
+        }
     }
-}; CACHE_SLOTS];
 
-#[inline(always)]
-fn entry(id: Hid) -> &'static Entry {
-    // ids are a type tag in the high bits and a counter below: the counter's bits spread.
-    let h = (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
-    &CACHE[h as usize & (CACHE_SLOTS - 1)]
+    #[inline(always)]
+    fn entry(&self, id: Hid) -> &Entry {
+        // ids are a type tag in the high bits and a counter below: spread the counter's bits.
+        let h = (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        &self.entries[h as usize % N]
+    }
+
+    /// The word cached for `id`; `None` on a miss or while the entry is being written.
+    #[inline(always)]
+    fn get(&self, id: Hid) -> Option<u64> {
+        let e = self.entry(id);
+        let s = e.seq.load(Ordering::Acquire);
+        if s & 1 != 0 {
+            return None;
+        }
+        let k = e.key.load(Ordering::Relaxed);
+        let v = e.val.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        (e.seq.load(Ordering::Relaxed) == s && k == id && v != 0).then_some(v)
+    }
+
+    /// Replaces the entry's word with `val` for `id` (`only_if` Some(id): only when the entry
+    /// holds that id, to forget it). Returns the word to give back: the one replaced, or
+    /// `val` itself when the entry was busy.
+    fn put(&self, id: Hid, val: u64, only_if_same: bool) -> u64 {
+        let e = self.entry(id);
+        let s = e.seq.load(Ordering::Relaxed);
+        if s & 1 != 0
+            || only_if_same && e.key.load(Ordering::Relaxed) != id
+            || e
+                .seq
+                .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return val;
+        }
+        fence(Ordering::Release);
+        let old = if only_if_same && e.key.load(Ordering::Relaxed) != id {
+            val
+        } else {
+            e.key.store(id, Ordering::Relaxed);
+            e.val.swap(val, Ordering::Relaxed)
+        };
+        e.seq.store(s + 2, Ordering::Release);
+        old
+    }
 }
 
-/// The cached word of `id` (a pin word or [`UNTRACED`]); `None` on a miss or while the entry
-/// is being written.
-#[inline(always)]
-fn cached(id: Hid) -> Option<u64> {
-    let e = entry(id);
-    let s = e.seq.load(Ordering::Acquire);
-    if s & 1 != 0 {
-        return None;
-    }
-    let k = e.key.load(Ordering::Relaxed);
-    let v = e.val.load(Ordering::Relaxed);
-    fence(Ordering::Acquire);
-    (e.seq.load(Ordering::Relaxed) == s && k == id && v != 0).then_some(v)
-}
+/// id -> its file: a pin word ([`table::park`]) or [`UNTRACED`].
+static FILES: IdCache<4096> = IdCache::new();
+/// A cached "this id's file is not traced".
+const UNTRACED: u64 = u64::MAX;
 
 /// Caches `id` with `val` (a pin word, given to the entry, or [`UNTRACED`]); the word it
-/// replaces gives its pin back. Never waits: an entry being written by another thread keeps
-/// what it gets (the pin of `val` is given back instead).
+/// replaces gives its pin back.
 fn store(id: Hid, val: u64) {
-    let e = entry(id);
-    let s = e.seq.load(Ordering::Relaxed);
-    if s & 1 != 0
-        || e
-            .seq
-            .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-    {
-        release(val);
-        return;
-    }
-    fence(Ordering::Release);
-    e.key.store(id, Ordering::Relaxed);
-    let old = e.val.swap(val, Ordering::Relaxed);
-    e.seq.store(s + 2, Ordering::Release);
-    release(old);
+    release(FILES.put(id, val, false));
 }
 
 /// Forgets `id` (closed), giving its pin back.
 fn forget(id: Hid) {
-    let e = entry(id);
-    let s = e.seq.load(Ordering::Relaxed);
-    if s & 1 != 0
-        || e.key.load(Ordering::Relaxed) != id
-        || e
-            .seq
-            .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-    {
-        return;
+    release(FILES.put(id, 0, true));
+}
+
+#[inline(always)]
+fn cached(id: Hid) -> Option<u64> {
+    FILES.get(id)
+}
+
+/// Datatype id -> `H5Tget_size`, dataset/attribute id -> points of its whole extent, and
+/// dataspace id -> points selected, each word tagged with the generation it was read in
+/// (read before the query). A datatype's size changes only through `H5Tset_size`,
+/// `H5Tset_precision`, `H5Tset_offset` and `H5Tpack`, a dataset's extent through
+/// `H5Dset_extent`, `H5Dextend` and `H5Drefresh` (an attribute's never), a dataspace's
+/// selection through `H5Sselect_hyperslab`, `_elements`, `_all`, `_none`, `_copy`,
+/// `H5Smodify_select`, `H5Sset_extent_simple`, `_none` and `H5Sextent_copy`: those calls
+/// are hooked (files traced or not) and move the generation before and after the real call,
+/// so a value is used only while nothing could have changed it. `H5close` moves all three
+/// and forgets every file (ids may start over after it).
+static SIZES: IdCache<256> = IdCache::new();
+static EXTENTS: IdCache<1024> = IdCache::new();
+static SELECTED: IdCache<1024> = IdCache::new();
+static TYPE_GEN: AtomicU64 = AtomicU64::new(1);
+static SPACE_GEN: AtomicU64 = AtomicU64::new(1);
+static SELECT_GEN: AtomicU64 = AtomicU64::new(1);
+
+/// A generation-tagged value: 24 bits of generation, 40 of value (larger values are not
+/// cached).
+#[inline(always)]
+fn tagged(gen: &AtomicU64, v: u64) -> Option<u64> {
+    (v < 1 << 40).then(|| (gen.load(Ordering::Relaxed) & 0xff_ffff) << 40 | v)
+}
+
+#[inline(always)]
+fn untag(gen: &AtomicU64, w: u64) -> Option<u64> {
+    (w >> 40 == gen.load(Ordering::Relaxed) & 0xff_ffff).then_some(w & ((1 << 40) - 1))
+}
+
+fn bump(gen: &AtomicU64) {
+    // Never 0 in the low 24 bits: a tagged 0 would read as "no entry".
+    let g = gen.fetch_add(1, Ordering::Relaxed) + 1;
+    if g & 0xff_ffff == 0 {
+        gen.fetch_add(1, Ordering::Relaxed);
     }
-    fence(Ordering::Release);
-    let old = if e.key.load(Ordering::Relaxed) == id {
-        e.val.swap(0, Ordering::Relaxed)
-    } else {
-        0
-    };
-    e.seq.store(s + 2, Ordering::Release);
-    release(old);
 }
 
 fn release(word: u64) {
@@ -337,16 +407,33 @@ fn npoints(space: Hid) -> u64 {
     let Some(f) = real::<NpointsFn>(R::H5Sget_select_npoints) else {
         return 0;
     };
-    // SAFETY: a dataspace id the program's successful call accepted.
+    // SAFETY: a dataspace id the program's successful call accepted (or our own copy).
     unsafe { f(space) }.max(0) as u64
+}
+
+/// [`npoints`] of a dataspace of the program's, through [`SELECTED`].
+fn selected(space: Hid) -> u64 {
+    if let Some(n) = SELECTED.get(space).and_then(|w| untag(&SELECT_GEN, w)) {
+        return n;
+    }
+    let tag = tagged(&SELECT_GEN, 0);
+    let n = npoints(space);
+    if let Some(t) = tag.filter(|_| n < 1 << 40) {
+        SELECTED.put(space, t | n, false);
+    }
+    n
 }
 
 /// Points of the whole extent of `obj`'s dataspace (`H5Dget_space` / `H5Aget_space`).
 fn extent(obj: Hid, space_of: R) -> u64 {
+    if let Some(n) = EXTENTS.get(obj).and_then(|w| untag(&SPACE_GEN, w)) {
+        return n;
+    }
     let (Some(get), Some(close)) = (real::<SpaceOfFn>(space_of), real::<CloseFn>(R::H5Sclose))
     else {
         return 0;
     };
+    let tag = tagged(&SPACE_GEN, 0);
     // SAFETY: a dataset/attribute id the program's successful call accepted; the copy of its
     // dataspace we get is ours to close.
     let s = unsafe { get(obj) };
@@ -356,22 +443,36 @@ fn extent(obj: Hid, space_of: R) -> u64 {
     let n = npoints(s);
     // SAFETY: our own dataspace id.
     unsafe { close(s) };
+    // Tagged with the generation read before the query: a change meanwhile is not missed.
+    if let Some(t) = tag.filter(|_| n < 1 << 40) {
+        EXTENTS.put(obj, t | n, false);
+    }
     n
 }
 
 fn type_size(t: Hid) -> u64 {
-    real::<SizeFn>(R::H5Tget_size)
-        // SAFETY: a datatype id the program's successful call accepted.
-        .map_or(0, |f| unsafe { f(t) } as u64)
+    if let Some(n) = SIZES.get(t).and_then(|w| untag(&TYPE_GEN, w)) {
+        return n;
+    }
+    let tag = tagged(&TYPE_GEN, 0);
+    let Some(f) = real::<SizeFn>(R::H5Tget_size) else {
+        return 0;
+    };
+    // SAFETY: a datatype id the program's successful call accepted.
+    let n = unsafe { f(t) } as u64;
+    if let Some(tag) = tag.filter(|_| n != 0 && n < 1 << 40) {
+        SIZES.put(t, tag | n, false);
+    }
+    n
 }
 
 /// Bytes a successful `H5Dread`/`H5Dwrite` moved: the selected points (the memory space's,
 /// else the file space's, else the dataset's whole extent) times the memory type's size.
 fn dataset_bytes(dset: Hid, mem_type: Hid, mem_space: Hid, file_space: Hid) -> u64 {
     let points = if mem_space > SPECIAL_SPACES {
-        npoints(mem_space)
+        selected(mem_space)
     } else if file_space > SPECIAL_SPACES {
-        npoints(file_space)
+        selected(file_space)
     } else if file_space == 0 {
         extent(dset, R::H5Dget_space)
     } else {
@@ -383,9 +484,16 @@ fn dataset_bytes(dset: Hid, mem_type: Hid, mem_space: Hid, file_space: Hid) -> u
 // ---- recording ----
 
 /// A static event: `vals` under `schema`'s keys, the file as `fhash`.
-#[inline]
-fn record_static(schema: &'static Schema, t0: u64, t1: u64, vals: &[u64], file: &FileHandle) {
-    crate::record_static(schema, t0, t1, vals, file);
+#[inline(always)]
+fn record_static(
+    busy: &crate::Busy,
+    schema: &'static Schema,
+    t0: u64,
+    t1: u64,
+    vals: &[u64],
+    file: &FileHandle,
+) {
+    busy.record_static(schema, t0, t1, vals, file);
 }
 
 /// A generic event (open/create: with the object's name).
@@ -428,10 +536,10 @@ macro_rules! schema {
 /// else times `$call` (outside any recording section: libhdf5's own POSIX calls are
 /// traced), keeps `errno`, and runs `$record(ret, t0, t1, file)` inside a recording section.
 macro_rules! on_id {
-    ($id:expr, $call:expr, |$ret:ident, $t0:ident, $t1:ident, $file:ident| $record:expr) => {
-        on_id!($id, $call, |$ret, $t0, $t1, $file| $record, untraced: |r| r)
+    ($id:expr, $call:expr, |$ret:ident, $t0:ident, $t1:ident, $file:ident, $busy:ident| $record:expr) => {
+        on_id!($id, $call, |$ret, $t0, $t1, $file, $busy| $record, untraced: |r| r)
     };
-    ($id:expr, $call:expr, |$ret:ident, $t0:ident, $t1:ident, $file:ident| $record:expr,
+    ($id:expr, $call:expr, |$ret:ident, $t0:ident, $t1:ident, $file:ident, $busy:ident| $record:expr,
      untraced: |$u:ident| $untraced:expr) => {{
         if !hdf5_on() {
             return $call;
@@ -446,9 +554,9 @@ macro_rules! on_id {
                 let $ret = $call;
                 let _errno = SavedErrno::new();
                 let $t1 = now();
-                if let Some(busy) = enter() {
+                if let Some($busy) = enter() {
                     guarded(|| $record);
-                    drop(busy);
+                    drop($busy);
                 }
                 $ret
             }),
@@ -544,11 +652,14 @@ pub unsafe extern "C" fn H5Fopen(name: *const c_char, flags: c_uint, fapl: Hid) 
 /// A call on `id` returning a status, recorded with `ret`; `close` forgets the id after it.
 macro_rules! status_hook {
     ($sym:ident, $name:literal, ($id:ident: Hid $(, $a:ident: $t:ty)*), close: $close:expr) => {
+        status_hook!($sym => $sym, $name, ($id: Hid $(, $a: $t)*), close: $close);
+    };
+    ($sym:ident => $real:ident, $name:literal, ($id:ident: Hid $(, $a:ident: $t:ty)*), close: $close:expr) => {
         pub unsafe extern "C" fn $sym($id: Hid $(, $a: $t)*) -> Herr {
             type F = unsafe extern "C" fn(Hid $(, $t)*) -> Herr;
-            let f = real_or!($sym: F, -1);
-            let ret = on_id!($id, f($id $(, $a)*), |ret, t0, t1, file| {
-                record_static(schema!($name, ["ret": Int]), t0, t1, &[ret as i64 as u64], &file.file)
+            let f = real_or!($real: F, -1);
+            let ret = on_id!($id, f($id $(, $a)*), |ret, t0, t1, file, busy| {
+                record_static(&busy, schema!($name, ["ret": Int]), t0, t1, &[ret as i64 as u64], &file.file)
             });
             if $close && ret >= 0 {
                 forget($id);
@@ -558,9 +669,64 @@ macro_rules! status_hook {
     };
 }
 
+/// A call that may change what [`SIZES`] or [`EXTENTS`] hold: moves `$gen` first (whatever
+/// the file), then forwards; no event.
+macro_rules! invalidating_hook {
+    ($sym:ident, ($($a:ident: $t:ty),*) -> $ret:ty, $gen:expr, $fail:expr) => {
+        pub unsafe extern "C" fn $sym($($a: $t),*) -> $ret {
+            type F = unsafe extern "C" fn($($t),*) -> $ret;
+            let f = real_or!($sym: F, $fail);
+            bump($gen);
+            let r = f($($a),*);
+            bump($gen);
+            r
+        }
+    };
+}
+
+invalidating_hook!(H5Tset_size, (t: Hid, size: size_t) -> Herr, &TYPE_GEN, -1);
+invalidating_hook!(H5Tset_precision, (t: Hid, prec: size_t) -> Herr, &TYPE_GEN, -1);
+invalidating_hook!(H5Tset_offset, (t: Hid, offset: size_t) -> Herr, &TYPE_GEN, -1);
+invalidating_hook!(H5Tpack, (t: Hid) -> Herr, &TYPE_GEN, -1);
+invalidating_hook!(H5Dextend, (d: Hid, size: *const u64) -> Herr, &SPACE_GEN, -1);
+invalidating_hook!(H5Drefresh, (d: Hid) -> Herr, &SPACE_GEN, -1);
+invalidating_hook!(H5Sselect_hyperslab, (s: Hid, op: c_int, start: *const u64, stride: *const u64, count: *const u64, block: *const u64) -> Herr, &SELECT_GEN, -1);
+invalidating_hook!(H5Sselect_elements, (s: Hid, op: c_int, n: size_t, coord: *const u64) -> Herr, &SELECT_GEN, -1);
+invalidating_hook!(H5Sselect_all, (s: Hid) -> Herr, &SELECT_GEN, -1);
+invalidating_hook!(H5Sselect_none, (s: Hid) -> Herr, &SELECT_GEN, -1);
+invalidating_hook!(H5Sselect_copy, (dst: Hid, src: Hid) -> Herr, &SELECT_GEN, -1);
+invalidating_hook!(H5Smodify_select, (s1: Hid, op: c_int, s2: Hid) -> Herr, &SELECT_GEN, -1);
+invalidating_hook!(H5Sset_extent_simple, (s: Hid, rank: c_int, dims: *const u64, max: *const u64) -> Herr, &SELECT_GEN, -1);
+invalidating_hook!(H5Sset_extent_none, (s: Hid) -> Herr, &SELECT_GEN, -1);
+invalidating_hook!(H5Sextent_copy, (dst: Hid, src: Hid) -> Herr, &SELECT_GEN, -1);
+
+/// `H5close`: every id may be handed out again after it (the library starts over when next
+/// used), so every cache is emptied first.
+pub unsafe extern "C" fn H5close() -> Herr {
+    let f = real_or!(H5close: unsafe extern "C" fn() -> Herr, -1);
+    for g in [&TYPE_GEN, &SPACE_GEN, &SELECT_GEN] {
+        bump(g);
+    }
+    for e in &FILES.entries {
+        let id = e.key.load(Ordering::Relaxed);
+        if id != 0 {
+            forget(id);
+        }
+    }
+    f()
+}
+
 status_hook!(H5Fclose, "H5Fclose", (id: Hid), close: true);
 status_hook!(H5Fflush, "H5Fflush", (id: Hid, scope: c_int), close: false);
-status_hook!(H5Dset_extent, "H5Dset_extent", (id: Hid, size: *const u64), close: false);
+/// `H5Dset_extent` changes the dataset's extent: [`EXTENTS`] moves on, traced or not.
+pub unsafe extern "C" fn H5Dset_extent(id: Hid, size: *const u64) -> Herr {
+    bump(&SPACE_GEN);
+    let r = H5Dset_extent_traced(id, size);
+    bump(&SPACE_GEN);
+    r
+}
+
+status_hook!(H5Dset_extent_traced => H5Dset_extent, "H5Dset_extent", (id: Hid, size: *const u64), close: false);
 status_hook!(H5Dclose, "H5Dclose", (id: Hid), close: true);
 status_hook!(H5Gclose, "H5Gclose", (id: Hid), close: true);
 status_hook!(H5Aclose, "H5Aclose", (id: Hid), close: true);
@@ -573,7 +739,7 @@ macro_rules! open_hook {
         pub unsafe extern "C" fn $sym($loc: Hid $(, $a: $t)*) -> Hid {
             type F = unsafe extern "C" fn(Hid $(, $t)*) -> Hid;
             let f = real_or!($sym: F, -1);
-            on_id!($loc, f($loc $(, $a)*), |ret, t0, t1, file| {
+            on_id!($loc, f($loc $(, $a)*), |ret, t0, t1, file, _busy| {
                 // SAFETY: the program passed a C string (or NULL) as the object's name.
                 let nm = unsafe { super::c_bytes($nm) }.unwrap_or(b"");
                 record_named(
@@ -619,9 +785,9 @@ pub unsafe extern "C" fn H5Dread(
     buf: *mut c_void,
 ) -> Herr {
     let f = real_or!(H5Dread: DxferFn, -1);
-    on_id!(dset, f(dset, mem_type, mem_space, file_space, dxpl, buf), |ret, t0, t1, file| {
+    on_id!(dset, f(dset, mem_type, mem_space, file_space, dxpl, buf), |ret, t0, t1, file, busy| {
         let size = if ret >= 0 { dataset_bytes(dset, mem_type, mem_space, file_space) } else { 0 };
-        record_static(schema!("H5Dread", ["size": UInt, "ret": Int]), t0, t1, &[size, ret as i64 as u64], &file.file)
+        record_static(&busy, schema!("H5Dread", ["size": UInt, "ret": Int]), t0, t1, &[size, ret as i64 as u64], &file.file)
     })
 }
 
@@ -634,24 +800,24 @@ pub unsafe extern "C" fn H5Dwrite(
     buf: *const c_void,
 ) -> Herr {
     let f = real_or!(H5Dwrite: DxferFn, -1);
-    on_id!(dset, f(dset, mem_type, mem_space, file_space, dxpl, buf as *mut c_void), |ret, t0, t1, file| {
+    on_id!(dset, f(dset, mem_type, mem_space, file_space, dxpl, buf as *mut c_void), |ret, t0, t1, file, busy| {
         let size = if ret >= 0 { dataset_bytes(dset, mem_type, mem_space, file_space) } else { 0 };
-        record_static(schema!("H5Dwrite", ["size": UInt, "ret": Int]), t0, t1, &[size, ret as i64 as u64], &file.file)
+        record_static(&busy, schema!("H5Dwrite", ["size": UInt, "ret": Int]), t0, t1, &[size, ret as i64 as u64], &file.file)
     })
 }
 
 pub unsafe extern "C" fn H5Aread(attr: Hid, mem_type: Hid, buf: *mut c_void) -> Herr {
     let f = real_or!(H5Aread: AxferFn, -1);
-    on_id!(attr, f(attr, mem_type, buf), |ret, t0, t1, file| {
+    on_id!(attr, f(attr, mem_type, buf), |ret, t0, t1, file, busy| {
         let size = if ret >= 0 { extent(attr, R::H5Aget_space).saturating_mul(type_size(mem_type)) } else { 0 };
-        record_static(schema!("H5Aread", ["size": UInt, "ret": Int]), t0, t1, &[size, ret as i64 as u64], &file.file)
+        record_static(&busy, schema!("H5Aread", ["size": UInt, "ret": Int]), t0, t1, &[size, ret as i64 as u64], &file.file)
     })
 }
 
 pub unsafe extern "C" fn H5Awrite(attr: Hid, mem_type: Hid, buf: *const c_void) -> Herr {
     let f = real_or!(H5Awrite: AxferFn, -1);
-    on_id!(attr, f(attr, mem_type, buf as *mut c_void), |ret, t0, t1, file| {
+    on_id!(attr, f(attr, mem_type, buf as *mut c_void), |ret, t0, t1, file, busy| {
         let size = if ret >= 0 { extent(attr, R::H5Aget_space).saturating_mul(type_size(mem_type)) } else { 0 };
-        record_static(schema!("H5Awrite", ["size": UInt, "ret": Int]), t0, t1, &[size, ret as i64 as u64], &file.file)
+        record_static(&busy, schema!("H5Awrite", ["size": UInt, "ret": Int]), t0, t1, &[size, ret as i64 as u64], &file.file)
     })
 }
