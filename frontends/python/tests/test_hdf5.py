@@ -261,3 +261,36 @@ def test_hdf5_linked_c_program_under_preload(tmp_path):
     assert [e["args"]["size"] for e in hdf5 if e["name"] in ("H5Dread", "H5Dwrite")] == [32768] * (n + 1)
     fh = {r["args"]["value"]: r["args"]["name"] for r in recs if r.get("name") == "FH"}
     assert {fh[e["args"]["fhash"]] for e in hdf5} == {str(data / "c.h5")}
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_incomplete_libhdf5_is_left_alone(run, tmp_path, explicit):
+    """An object that looks like a libhdf5 (defines H5Dread and H5Fget_name) but lacks the
+    rest: nothing is bound for it, the program runs as untraced, and one stderr line says so
+    only when DFTRACER_DISABLE_HDF5 was set explicitly."""
+    assert PRELOAD.exists(), f"build it first: cargo build --release -p dftracer-preload ({PRELOAD})"
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp_path / "fake.c"
+    src.write_text("int H5Dread(void) { return 7; }\nlong H5Fget_name(void) { return 0; }\n")
+    lib = tmp_path / "libfakehdf5.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    data = tmp_path / "data"
+    data.mkdir()
+    env = {"LIB": str(lib), "LD_PRELOAD": str(PRELOAD), "DFTRACER_INIT": "PRELOAD", "DFTRACER_DATA_DIR": str(data)}
+    if explicit:
+        env["DFTRACER_DISABLE_HDF5"] = "0"
+    r = run(
+        """
+        import ctypes, os
+        lib = ctypes.CDLL(os.environ["LIB"])
+        assert lib.H5Dread() == 7
+        """,
+        env=env,
+    )
+    lines = [l for l in r.stderr.splitlines() if "HDF5" in l]
+    if explicit:
+        assert len(lines) == 1 and "cannot be traced" in lines[0] and "missing" in lines[0], r.stderr
+    else:
+        assert lines == [], r.stderr
+    assert not [e for e in r.events() if e["cat"] == "HDF5"]
