@@ -93,7 +93,7 @@ pub(super) fn rebind_new() {
     let r = pass(installed, true);
     warn(&r);
     #[cfg(not(test))]
-    super::after_pass(&r, installed);
+    super::after_pass(&r);
 }
 
 /// `dlopen` as the object containing `ret` would have done it. `None` only if this code

@@ -150,6 +150,8 @@ pub struct Report {
     pub failed: Vec<(String, String)>,
     /// A scanned object that defines the HDF5 API (`H5Dread`, `H5Fget_name`): a libhdf5.
     pub hdf5: Option<CString>,
+    /// A scanned object that defines MPI-IO (`MPI_File_open`, `MPI_Type_size`): an MPI.
+    pub mpi: Option<CString>,
 }
 
 impl Report {
@@ -266,6 +268,9 @@ fn pass(hooks: &'static [HookEntry], incremental: bool) -> Report {
         if report.hdf5.is_none() && d.defines(b"H5Dread") && d.defines(b"H5Fget_name") {
             report.hdf5 = Some(obj.name.clone());
         }
+        if report.mpi.is_none() && d.defines(b"MPI_File_open") && d.defines(b"MPI_Type_size") {
+            report.mpi = Some(obj.name.clone());
+        }
         let slots = plan_slots(&d, &table);
         pins.push(pin);
         plans.push(Plan {
@@ -354,10 +359,12 @@ fn io_hooks() -> &'static [HookEntry] {
 /// repairs slots lost to the lazy-binding race). Does not start tracing.
 #[cfg(not(test))]
 pub fn bind_io_in_process() -> Report {
-    let hooks = with_hdf5(io_hooks());
+    let base = io_hooks();
+    let _ = BASE.set(base);
+    let hooks = with_layers(base);
     install(hooks);
     let r = bind_all(hooks);
-    after_pass(&r, hooks);
+    after_pass(&r);
     r
 }
 
@@ -367,72 +374,139 @@ fn install(hooks: &'static [HookEntry]) {
     g.record().installed = Some(hooks);
 }
 
-/// Preloaded (or linked), this library's exported hooks need no binding, but the HDF5 hooks
-/// are exported by no one: bind the `dlopen` wrapper (so that a libhdf5 loaded later, by an
-/// `import h5py`, is seen) and, once a libhdf5 is loaded, the HDF5 hooks, in every object.
+/// Preloaded (or linked), this library's exported hooks need no binding, but the HDF5 and
+/// MPI-IO hooks are exported by no one: bind the `dlopen` wrapper (so that a library loaded
+/// later, by an `import h5py`, is seen) and, once a libhdf5 or an MPI library is loaded,
+/// their hooks, in every object.
 #[cfg(not(test))]
-pub fn bind_hdf5_preloaded() {
-    static BASE: std::sync::OnceLock<Vec<HookEntry>> = std::sync::OnceLock::new();
-    let base: &'static [HookEntry] = BASE.get_or_init(|| dlopen_hook().into_iter().collect());
-    let hooks = with_hdf5(base);
+pub fn bind_layers_preloaded() {
+    static PRELOADED: std::sync::OnceLock<Vec<HookEntry>> = std::sync::OnceLock::new();
+    let base: &'static [HookEntry] = PRELOADED.get_or_init(|| dlopen_hook().into_iter().collect());
+    let _ = BASE.set(base);
+    let hooks = with_layers(base);
     install(hooks);
     let r = bind_all(hooks);
-    after_pass(&r, hooks);
+    after_pass(&r);
 }
 
-/// HDF5 binding: 0 no libhdf5 seen yet, 1 its hooks are in the table, 2 it cannot be used.
-static HDF5_STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-/// The table with the HDF5 hooks (built once, from the first table that met a libhdf5).
-static WITH_HDF5: std::sync::OnceLock<Vec<HookEntry>> = std::sync::OnceLock::new();
-/// Whether `DFTRACER_DISABLE_HDF5` was set: a libhdf5 that cannot be bound is said on
-/// stderr then (otherwise silently left alone).
+/// The table of this process's mode, without the layers: the I/O hooks and the `dlopen`
+/// wrapper (in process), or the wrapper alone (preloaded).
+static BASE: std::sync::OnceLock<&'static [HookEntry]> = std::sync::OnceLock::new();
+/// The base table plus the hooks of every layer found so far (null: none yet). Each new
+/// layer leaks one table (at most two per process).
+static TABLE: std::sync::atomic::AtomicPtr<Vec<HookEntry>> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+/// Per layer (HDF5, MPI-IO): 0 no library seen yet, 1 its hooks are in the table, 2 it
+/// cannot be used. Changed only under `LAYERS`.
+static LAYERS: std::sync::Mutex<[u8; 2]> = std::sync::Mutex::new([0; 2]);
+/// Whether `DFTRACER_DISABLE_HDF5` / `_MPIIO` was set: a library that cannot be bound is
+/// said on stderr then (otherwise silently left alone).
 pub(crate) static HDF5_EXPLICIT: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
+pub(crate) static MPIIO_EXPLICIT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
-/// `base` plus the HDF5 hooks once they are resolved, else `base`.
+/// `base` plus the layers' hooks found so far.
 #[cfg(not(test))]
-fn with_hdf5(base: &'static [HookEntry]) -> &'static [HookEntry] {
-    match WITH_HDF5.get() {
-        Some(v) => v,
-        None => base,
+fn with_layers(base: &'static [HookEntry]) -> &'static [HookEntry] {
+    let p = TABLE.load(std::sync::atomic::Ordering::Acquire);
+    if p.is_null() {
+        base
+    } else {
+        // SAFETY: a leaked, never-freed Vec published with Release.
+        unsafe { &*p }
     }
 }
 
-/// After a pass that met a libhdf5 (`r.hdf5`) while HDF5 tracing is wanted: resolve its
-/// functions from it and, when all are there (1.10 or later), bind the HDF5 hooks everywhere
-/// (a full pass: the objects importing them came with the library). Once per process; a
-/// libhdf5 that cannot be used leaves the HDF5 calls unbound.
+/// After a pass that met a libhdf5 (`r.hdf5`) or an MPI library (`r.mpi`) whose layer is
+/// wanted and not bound yet: resolve the layer's functions from that object and, when all
+/// are there, bind its hooks everywhere (a full pass: the objects importing them came with
+/// the library). Once per layer and process; a library that cannot be used leaves the
+/// layer unbound.
 #[cfg(not(test))]
-fn after_pass(r: &Report, base: &'static [HookEntry]) {
+fn after_pass(r: &Report) {
     use std::sync::atomic::Ordering;
-    let Some(lib) = &r.hdf5 else { return };
-    if !crate::hdf5_wanted() || HDF5_STATE.load(Ordering::Relaxed) != 0 || WITH_HDF5.get().is_some()
-    {
+    /// One layer as this pass found it.
+    struct Found<'a> {
+        lib: Option<&'a CString>,
+        wanted: bool,
+        resolve: fn(&CStr) -> Result<(), String>,
+        hooks: fn() -> Vec<HookEntry>,
+        what: &'static str,
+        explicit: bool,
+    }
+    let found = [
+        Found {
+            lib: r.hdf5.as_ref(),
+            wanted: crate::hdf5_wanted(),
+            resolve: crate::hooks::hdf5::resolve,
+            hooks: crate::hooks::hdf5::hooks,
+            what: "HDF5",
+            explicit: HDF5_EXPLICIT.load(Ordering::Relaxed),
+        },
+        Found {
+            lib: r.mpi.as_ref(),
+            wanted: crate::mpiio_wanted(),
+            resolve: crate::hooks::mpiio::resolve,
+            hooks: crate::hooks::mpiio::hooks,
+            what: "MPI-IO",
+            explicit: MPIIO_EXPLICIT.load(Ordering::Relaxed),
+        },
+    ];
+    if !found.iter().any(|f| f.lib.is_some() && f.wanted) {
         return;
     }
-    let _busy = crate::enter();
-    match crate::hooks::hdf5::resolve(lib) {
-        Ok(()) => {
-            let table = WITH_HDF5.get_or_init(|| {
-                let mut v = base.to_vec();
-                v.extend(crate::hooks::hdf5::hooks());
-                v
-            });
-            HDF5_STATE.store(1, Ordering::Relaxed);
-            install(table);
-            drop(_busy);
-            warn(&pass(table, false));
+    let Some(&base) = BASE.get() else { return };
+    // Never wait long (a fork child of a thread that held it): another thread doing this
+    // work is the only one that takes it.
+    let mut state = None;
+    for _ in 0..10_000 {
+        if let Ok(g) = LAYERS.try_lock() {
+            state = Some(g);
+            break;
         }
-        Err(why) => {
-            HDF5_STATE.store(2, Ordering::Relaxed);
-            if HDF5_EXPLICIT.load(Ordering::Relaxed) {
-                dftracer_core::frontend::eprint_line(&format!(
-                    "[DFTRACER WARN] HDF5: {} cannot be traced ({why}); its calls are not recorded",
-                    lib.to_string_lossy()
-                ));
+        std::thread::yield_now();
+    }
+    let Some(mut state) = state else { return };
+    let busy = crate::enter();
+    let mut added = false;
+    for (i, f) in found.iter().enumerate() {
+        let Some(lib) = f.lib else { continue };
+        if !f.wanted || state[i] != 0 {
+            continue;
+        }
+        match (f.resolve)(lib) {
+            Ok(()) => {
+                state[i] = 1;
+                added = true;
+            }
+            Err(why) => {
+                state[i] = 2;
+                if f.explicit {
+                    dftracer_core::frontend::eprint_line(&format!(
+                        "[DFTRACER WARN] {}: {} cannot be traced ({why}); its calls are not recorded",
+                        f.what,
+                        lib.to_string_lossy()
+                    ));
+                }
             }
         }
     }
+    if !added {
+        return;
+    }
+    let mut v = base.to_vec();
+    for (i, f) in found.iter().enumerate() {
+        if state[i] == 1 {
+            v.extend((f.hooks)());
+        }
+    }
+    let table: &'static Vec<HookEntry> = Box::leak(Box::new(v));
+    TABLE.store(table as *const _ as *mut _, Ordering::Release);
+    drop(state);
+    install(table);
+    drop(busy);
+    warn(&pass(table, false));
 }
 
 /// C entry point of [`bind_io_in_process`]: the number of slots written (0 when everything was

@@ -197,18 +197,18 @@ pub fn hooks() -> Vec<HookEntry> {
 /// A direct-mapped, lock-free table of one word per HDF5 id. Each entry: a sequence (odd
 /// while written), the id, the word (0: none). Readers never wait; a writer that finds an
 /// entry being written gives up (the value is simply not cached).
-struct IdCache<const N: usize> {
+pub(super) struct IdCache<const N: usize> {
     entries: [Entry; N],
 }
 
-struct Entry {
+pub(super) struct Entry {
     seq: AtomicU64,
     key: AtomicI64,
     val: AtomicU64,
 }
 
 impl<const N: usize> IdCache<N> {
-    const fn new() -> Self {
+    pub(super) const fn new() -> Self {
         IdCache {
             entries: [const {
                 Entry {
@@ -229,7 +229,7 @@ impl<const N: usize> IdCache<N> {
 
     /// The word cached for `id`; `None` on a miss or while the entry is being written.
     #[inline(always)]
-    fn get(&self, id: Hid) -> Option<u64> {
+    pub(super) fn get(&self, id: Hid) -> Option<u64> {
         let e = self.entry(id);
         let s = e.seq.load(Ordering::Acquire);
         if s & 1 != 0 {
@@ -244,7 +244,7 @@ impl<const N: usize> IdCache<N> {
     /// Replaces the entry's word with `val` for `id` (`only_if` Some(id): only when the entry
     /// holds that id, to forget it). Returns the word to give back: the one replaced, or
     /// `val` itself when the entry was busy.
-    fn put(&self, id: Hid, val: u64, only_if_same: bool) -> u64 {
+    pub(super) fn put(&self, id: Hid, val: u64, only_if_same: bool) -> u64 {
         let e = self.entry(id);
         let s = e.seq.load(Ordering::Relaxed);
         if s & 1 != 0

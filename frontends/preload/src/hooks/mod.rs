@@ -49,6 +49,7 @@ shim_modules!(
     hdf5,
     links_attrs,
     maps,
+    mpiio,
     posix,
     process,
     signals,
