@@ -135,3 +135,22 @@ def test_mpiio_in_process(tmp_path, when):
     env = {"DFTRACER_ENABLE": "1", "N": str(N)}
     mpirun(tmp_path, [sys.executable, str(script), str(data), str(other), str(out), str(lib), when], env)
     check(out, data, other, "-app.pfw.gz")
+
+
+def test_mpiio_disabled(tmp_path):
+    """DFTRACER_DISABLE_MPIIO=1: no MPI-IO hook bound, the POSIX calls beneath still traced."""
+    assert PRELOAD.exists(), f"build it first: cargo build --release -p dftracer-preload ({PRELOAD})"
+    data, other, out = dirs(tmp_path)
+    exe = tmp_path / "app"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(SRC), str(LIBMPI)], check=True)
+    env = {"LD_PRELOAD": str(PRELOAD), "DFTRACER_ENABLE": "1", "DFTRACER_INIT": "PRELOAD",
+           "DFTRACER_DATA_DIR": str(data), "DFTRACER_LOG_FILE": str(out / "trace"), "DFTRACER_DISABLE_MPIIO": "1"}
+    mpirun(tmp_path, [str(exe), str(data), str(other), str(N)], env)
+    files = sorted(out.glob("*.pfw.gz"))
+    assert len(files) == 2
+    for f in files:
+        recs = [json.loads(l) for l in gzip.open(f, "rt")]
+        assert not [r for r in recs if r.get("cat") == "MPIIO"]
+        assert [r for r in recs if r.get("cat") == "POSIX" and r["name"].startswith("pwrite")]
+        (end,) = [r for r in recs if r.get("name") == "end"]
+        assert end["args"]["cfg"]["mpiio"] == 0
