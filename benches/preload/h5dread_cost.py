@@ -74,7 +74,9 @@ def main() -> int:
         # wake-ups every second (a member flushed each time) would make the all-thread
         # figure depend on how long the run took, not on the events (it moved from 900 to
         # 3,300 between runs). The writer still drains at half a ring and at finalize.
-        quiet = dict(DFTRACER_FLUSH_INTERVAL_MS="3600000")
+        # And numpy's OpenBLAS without its worker threads, whose spinning callgrind counts in
+        # "all threads" (the untraced baseline moved as much as the traced run).
+        quiet = dict(DFTRACER_FLUSH_INTERVAL_MS="3600000", OPENBLAS_NUM_THREADS="1")
         pre = dict(LD_PRELOAD=str(so), DFTRACER_ENABLE="1", DFTRACER_INIT="PRELOAD",
                    DFTRACER_DATA_DIR=str(data), DFTRACER_LOG_FILE=str(d / "p"), **quiet)
         bound = dict(DFTRACER_ENABLE="1", DFTRACER_LOG_FILE=str(d / "b"), **quiet)
@@ -83,7 +85,7 @@ def main() -> int:
             script = d / f"{name}.py"
             script.write_text(code)
             run = lambda mode: lambda n: [a.python, str(script), mode, str(data), str(n)]
-            base = per_call(run("off"), clean_env())
+            base = per_call(run("off"), clean_env(OPENBLAS_NUM_THREADS="1"))
             res[f"{name}_preload"] = per_call(run("preload"), clean_env(**pre)) - base
             res[f"{name}_bound"] = per_call(run("bound"), clean_env(**bound)) - base
     for k, v in res.items():
