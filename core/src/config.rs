@@ -99,6 +99,10 @@ pub struct Config {
     pub io: bool,
     pub posix: bool,
     pub stdio: bool,
+    /// HDF5 interception (`DFTRACER_DISABLE_HDF5`).
+    pub hdf5: bool,
+    /// MPI-IO interception (`DFTRACER_DISABLE_MPIIO`).
+    pub mpiio: bool,
     pub compression: bool,
     pub tids: bool,
     pub bind_signals: bool,
@@ -139,6 +143,8 @@ impl Default for Config {
             io: true,
             posix: true,
             stdio: true,
+            hdf5: true,
+            mpiio: true,
             compression: true,
             tids: true,
             bind_signals: true,
@@ -392,6 +398,8 @@ pub static KNOBS: &[Knob] = &[
     bool_knob!("DFTRACER_DISABLE_IO", "features.io.enable", "0", "1 disables all I/O interception (YAML: enable: false)", io, true),
     bool_knob!("DFTRACER_DISABLE_POSIX", "features.io.posix", "0", "1 disables POSIX interception", posix, true),
     bool_knob!("DFTRACER_DISABLE_STDIO", "features.io.stdio", "0", "1 disables stdio interception", stdio, true),
+    bool_knob!("DFTRACER_DISABLE_HDF5", "features.io.hdf5", "0", "1 disables HDF5 interception (the file, dataset, group and attribute calls of a libhdf5 1.10 or later loaded in the process, bound at run time: category HDF5, FORMAT.md)", hdf5, true),
+    bool_knob!("DFTRACER_DISABLE_MPIIO", "features.io.mpiio", "0", "1 disables MPI-IO interception (MPI_File_open, _close, the blocking reads and writes, _sync, _set_size, _seek of the MPI library loaded in the process, bound at run time: category MPIIO, FORMAT.md)", mpiio, true),
     bool_knob!("DFTRACER_TRACE_COMPRESSION", "tracer.compression", "1", "gzip members (.pfw.gz); 0 writes plain .pfw", compression, false),
     bool_knob!("DFTRACER_DISABLE_TIDS", "features.tid", "0", "1 writes tid 0 (not inverted, unlike the reference)", tids, true),
     bool_knob!("DFTRACER_BIND_SIGNALS", "internal.bind_signals", "1", "finish the trace when a catchable signal whose default action ends the process arrives while it has that action (TERM INT HUP QUIT ABRT PIPE ALRM USR1 USR2 VTALRM PROF XCPU XFSZ, and the faults), then die by it exactly as SIG_DFL would; the program still reads SIG_DFL. 0 installs nothing", bind_signals, false),

@@ -239,7 +239,7 @@ pub(super) fn end(out: &mut Vec<u8>, ctx: &Ctx, e: &End) {
         out.extend_from_slice(b"},\"cfg\":{");
         let c = e.cfg;
         let b = |v: bool| if v { "1" } else { "0" };
-        let fields: [(&str, String); 22] = [
+        let fields: [(&str, String); 24] = [
             ("enable", b(c.enable).into()),
             ("metadata", b(c.metadata).into()),
             ("core_affinity", b(c.core_affinity).into()),
@@ -247,6 +247,8 @@ pub(super) fn end(out: &mut Vec<u8>, ctx: &Ctx, e: &End) {
             ("io", b(c.io).into()),
             ("posix", b(c.posix).into()),
             ("stdio", b(c.stdio).into()),
+            ("hdf5", b(c.hdf5).into()),
+            ("mpiio", b(c.mpiio).into()),
             ("compression", b(c.compression).into()),
             (
                 "trace_all_files",

@@ -58,6 +58,8 @@ use dftracer_core::{Arg, Layer};
 const POSIX: u8 = 1;
 const STDIO: u8 = 2;
 const METADATA: u8 = 4;
+const HDF5: u8 = 8;
+const MPIIO: u8 = 16;
 static MODE: AtomicU8 = AtomicU8::new(0);
 /// Which paths are traced; set before `MODE`. Replaced (never freed: shims may hold the old
 /// one) when a late `initialize(data_dirs=...)` names other directories.
@@ -74,6 +76,32 @@ pub(crate) static FILES: table::FileTable = table::FileTable::new();
 #[inline(always)]
 pub(crate) fn posix_on() -> bool {
     MODE.load(Ordering::Relaxed) & POSIX != 0 && dftracer_core::is_enabled()
+}
+
+/// HDF5 calls are traced now (mode set and the core still running). The HDF5 hooks are bound
+/// only once a libhdf5 is loaded ([`bind`]), so a process without one never reads this.
+#[inline(always)]
+pub(crate) fn hdf5_on() -> bool {
+    MODE.load(Ordering::Relaxed) & HDF5 != 0 && dftracer_core::is_enabled()
+}
+
+/// HDF5 calls are to be traced (`DFTRACER_DISABLE_HDF5` and `_IO` not set): bind their hooks
+/// when a libhdf5 turns up.
+#[inline]
+pub(crate) fn hdf5_wanted() -> bool {
+    MODE.load(Ordering::Relaxed) & HDF5 != 0
+}
+
+/// MPI-IO calls are traced now (bound only once an MPI library is loaded, as HDF5's).
+#[inline(always)]
+pub(crate) fn mpiio_on() -> bool {
+    MODE.load(Ordering::Relaxed) & MPIIO != 0 && dftracer_core::is_enabled()
+}
+
+/// MPI-IO calls are to be traced (`DFTRACER_DISABLE_MPIIO` and `_IO` not set).
+#[inline]
+pub(crate) fn mpiio_wanted() -> bool {
+    MODE.load(Ordering::Relaxed) & MPIIO != 0
 }
 
 /// Event args are written (`DFTRACER_INC_METADATA`).
@@ -395,10 +423,24 @@ pub(crate) fn bind_io(cfg: &dftracer_core::Config) -> bool {
     if cfg.io && cfg.stdio {
         mode |= STDIO;
     }
+    if cfg.io && cfg.hdf5 {
+        mode |= HDF5;
+    }
+    if cfg.io && cfg.mpiio {
+        mode |= MPIIO;
+    }
     if cfg.metadata {
         mode |= METADATA;
     }
     if fresh {
+        bind::HDF5_EXPLICIT.store(
+            std::env::var_os("DFTRACER_DISABLE_HDF5").is_some(),
+            Ordering::Relaxed,
+        );
+        bind::MPIIO_EXPLICIT.store(
+            std::env::var_os("DFTRACER_DISABLE_MPIIO").is_some(),
+            Ordering::Relaxed,
+        );
         MODE.store(mode, Ordering::Release);
         // fds already open at start (a shell's `> data/out`) on traced files.
         #[cfg(not(test))]
@@ -406,13 +448,17 @@ pub(crate) fn bind_io(cfg: &dftracer_core::Config) -> bool {
             guarded(hooks::inherit::adopt_inherited);
         }
     }
-    let bound = MODE.load(Ordering::Relaxed) & (POSIX | STDIO) != 0;
+    let bound = MODE.load(Ordering::Relaxed) & (POSIX | STDIO | HDF5 | MPIIO) != 0;
     dftracer_core::frontend::set_bind(bound);
     // Preloaded or linked, this library's exported hooks already come before libc's in every
     // lookup. Loaded by dlopen (the Python module, ctypes), they must be bound in process.
+    // The HDF5 hooks are exported by no one: they are bound in process in both cases, in the
+    // objects that import them from a libhdf5 (loaded now or later: the `dlopen` wrapper).
     #[cfg(not(test))]
     if bound && !real::loaded_before_libc() {
         bind::bind_io_in_process();
+    } else if fresh && mode & (HDF5 | MPIIO) != 0 {
+        bind::bind_layers_preloaded();
     }
     fresh
 }

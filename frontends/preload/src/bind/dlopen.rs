@@ -31,6 +31,7 @@ pub(super) fn dlopen_hook() -> Option<HookEntry> {
     Some(HookEntry {
         name: c"dlopen",
         addr: dlopen_entry as *const (),
+        real: 0,
     })
 }
 
@@ -89,7 +90,10 @@ pub(super) fn rebind_new() {
             _ => return,
         }
     };
-    warn(&pass(installed, true));
+    let r = pass(installed, true);
+    warn(&r);
+    #[cfg(not(test))]
+    super::after_pass(&r);
 }
 
 /// `dlopen` as the object containing `ret` would have done it. `None` only if this code

@@ -129,6 +129,11 @@ pub(super) struct Image {
 }
 
 impl Image {
+    /// True when `addr` lies in one of the object's mapped segments.
+    pub(super) fn contains(&self, addr: usize) -> bool {
+        self.loads.iter().any(|&(s, e, _)| addr >= s && addr < e)
+    }
+
     pub(super) fn readable(&self, addr: usize, len: usize) -> bool {
         let Some(end) = addr.checked_add(len) else {
             return false;

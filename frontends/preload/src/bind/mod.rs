@@ -106,7 +106,7 @@ mod plan;
 mod slots;
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 
 #[cfg(not(test))]
 use libc::{c_char, c_int};
@@ -148,6 +148,10 @@ pub struct Report {
     pub already: usize,
     /// Objects (name, or `<main>`) that could not be bound, and why.
     pub failed: Vec<(String, String)>,
+    /// A scanned object that defines the HDF5 API (`H5Dread`, `H5Fget_name`): a libhdf5.
+    pub hdf5: Option<CString>,
+    /// A scanned object that defines MPI-IO (`MPI_File_open`, `MPI_Type_size`): an MPI.
+    pub mpi: Option<CString>,
 }
 
 impl Report {
@@ -213,9 +217,16 @@ fn pass(hooks: &'static [HookEntry], incremental: bool) -> Report {
         };
         (skip, installed)
     };
-    let table: HashMap<&[u8], (usize, usize)> = hooks
+    let table: HashMap<&[u8], (usize, usize, bool)> = hooks
         .iter()
-        .map(|h| (h.name.to_bytes(), (h.addr as usize, loader_value(h.name))))
+        .map(|h| {
+            let loader = if h.real != 0 {
+                h.real
+            } else {
+                loader_value(h.name)
+            };
+            (h.name.to_bytes(), (h.addr as usize, loader, h.real != 0))
+        })
         .collect();
     let self_addr = &SELF_ANCHOR as *const u8 as usize;
     let mut plans = Vec::new();
@@ -254,6 +265,12 @@ fn pass(hooks: &'static [HookEntry], incremental: bool) -> Report {
             continue;
         }
         report.scanned += 1;
+        if report.hdf5.is_none() && d.defines(b"H5Dread") && d.defines(b"H5Fget_name") {
+            report.hdf5 = Some(obj.name.clone());
+        }
+        if report.mpi.is_none() && d.defines(b"MPI_File_open") && d.defines(b"MPI_Type_size") {
+            report.mpi = Some(obj.name.clone());
+        }
         let slots = plan_slots(&d, &table);
         pins.push(pin);
         plans.push(Plan {
@@ -326,6 +343,7 @@ fn io_hooks() -> &'static [HookEntry] {
                 (a != 0 && crate::real::in_self(a)).then_some(HookEntry {
                     name: h.name,
                     addr: a as *const (),
+                    real: 0,
                 })
             })
             .collect();
@@ -341,12 +359,154 @@ fn io_hooks() -> &'static [HookEntry] {
 /// repairs slots lost to the lazy-binding race). Does not start tracing.
 #[cfg(not(test))]
 pub fn bind_io_in_process() -> Report {
-    let hooks = io_hooks();
-    {
-        let mut g = Guard::lock();
-        g.record().installed = Some(hooks);
+    let base = io_hooks();
+    let _ = BASE.set(base);
+    let hooks = with_layers(base);
+    install(hooks);
+    let r = bind_all(hooks);
+    after_pass(&r);
+    r
+}
+
+#[cfg(not(test))]
+fn install(hooks: &'static [HookEntry]) {
+    let mut g = Guard::lock();
+    g.record().installed = Some(hooks);
+}
+
+/// Preloaded (or linked), this library's exported hooks need no binding, but the HDF5 and
+/// MPI-IO hooks are exported by no one: bind the `dlopen` wrapper (so that a library loaded
+/// later, by an `import h5py`, is seen) and, once a libhdf5 or an MPI library is loaded,
+/// their hooks, in every object.
+#[cfg(not(test))]
+pub fn bind_layers_preloaded() {
+    static PRELOADED: std::sync::OnceLock<Vec<HookEntry>> = std::sync::OnceLock::new();
+    let base: &'static [HookEntry] = PRELOADED.get_or_init(|| dlopen_hook().into_iter().collect());
+    let _ = BASE.set(base);
+    let hooks = with_layers(base);
+    install(hooks);
+    let r = bind_all(hooks);
+    after_pass(&r);
+}
+
+/// The table of this process's mode, without the layers: the I/O hooks and the `dlopen`
+/// wrapper (in process), or the wrapper alone (preloaded).
+static BASE: std::sync::OnceLock<&'static [HookEntry]> = std::sync::OnceLock::new();
+/// The base table plus the hooks of every layer found so far (null: none yet). Each new
+/// layer leaks one table (at most two per process).
+static TABLE: std::sync::atomic::AtomicPtr<Vec<HookEntry>> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+/// Per layer (HDF5, MPI-IO): 0 no library seen yet, 1 its hooks are in the table, 2 it
+/// cannot be used. Changed only under `LAYERS`.
+static LAYERS: std::sync::Mutex<[u8; 2]> = std::sync::Mutex::new([0; 2]);
+/// Whether `DFTRACER_DISABLE_HDF5` / `_MPIIO` was set: a library that cannot be bound is
+/// said on stderr then (otherwise silently left alone).
+pub(crate) static HDF5_EXPLICIT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+pub(crate) static MPIIO_EXPLICIT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// `base` plus the layers' hooks found so far.
+#[cfg(not(test))]
+fn with_layers(base: &'static [HookEntry]) -> &'static [HookEntry] {
+    let p = TABLE.load(std::sync::atomic::Ordering::Acquire);
+    if p.is_null() {
+        base
+    } else {
+        // SAFETY: a leaked, never-freed Vec published with Release.
+        unsafe { &*p }
     }
-    bind_all(hooks)
+}
+
+/// After a pass that met a libhdf5 (`r.hdf5`) or an MPI library (`r.mpi`) whose layer is
+/// wanted and not bound yet: resolve the layer's functions from that object and, when all
+/// are there, bind its hooks everywhere (a full pass: the objects importing them came with
+/// the library). Once per layer and process; a library that cannot be used leaves the
+/// layer unbound.
+#[cfg(not(test))]
+fn after_pass(r: &Report) {
+    use std::sync::atomic::Ordering;
+    /// One layer as this pass found it.
+    struct Found<'a> {
+        lib: Option<&'a CString>,
+        wanted: bool,
+        resolve: fn(&CStr) -> Result<(), String>,
+        hooks: fn() -> Vec<HookEntry>,
+        what: &'static str,
+        explicit: bool,
+    }
+    let found = [
+        Found {
+            lib: r.hdf5.as_ref(),
+            wanted: crate::hdf5_wanted(),
+            resolve: crate::hooks::hdf5::resolve,
+            hooks: crate::hooks::hdf5::hooks,
+            what: "HDF5",
+            explicit: HDF5_EXPLICIT.load(Ordering::Relaxed),
+        },
+        Found {
+            lib: r.mpi.as_ref(),
+            wanted: crate::mpiio_wanted(),
+            resolve: crate::hooks::mpiio::resolve,
+            hooks: crate::hooks::mpiio::hooks,
+            what: "MPI-IO",
+            explicit: MPIIO_EXPLICIT.load(Ordering::Relaxed),
+        },
+    ];
+    if !found.iter().any(|f| f.lib.is_some() && f.wanted) {
+        return;
+    }
+    let Some(&base) = BASE.get() else { return };
+    // Never wait long (a fork child of a thread that held it): another thread doing this
+    // work is the only one that takes it.
+    let mut state = None;
+    for _ in 0..10_000 {
+        if let Ok(g) = LAYERS.try_lock() {
+            state = Some(g);
+            break;
+        }
+        std::thread::yield_now();
+    }
+    let Some(mut state) = state else { return };
+    let busy = crate::enter();
+    let mut added = false;
+    for (i, f) in found.iter().enumerate() {
+        let Some(lib) = f.lib else { continue };
+        if !f.wanted || state[i] != 0 {
+            continue;
+        }
+        match (f.resolve)(lib) {
+            Ok(()) => {
+                state[i] = 1;
+                added = true;
+            }
+            Err(why) => {
+                state[i] = 2;
+                if f.explicit {
+                    dftracer_core::frontend::eprint_line(&format!(
+                        "[DFTRACER WARN] {}: {} cannot be traced ({why}); its calls are not recorded",
+                        f.what,
+                        lib.to_string_lossy()
+                    ));
+                }
+            }
+        }
+    }
+    if !added {
+        return;
+    }
+    let mut v = base.to_vec();
+    for (i, f) in found.iter().enumerate() {
+        if state[i] == 1 {
+            v.extend((f.hooks)());
+        }
+    }
+    let table: &'static Vec<HookEntry> = Box::leak(Box::new(v));
+    TABLE.store(table as *const _ as *mut _, Ordering::Release);
+    drop(state);
+    install(table);
+    drop(busy);
+    warn(&pass(table, false));
 }
 
 /// C entry point of [`bind_io_in_process`]: the number of slots written (0 when everything was

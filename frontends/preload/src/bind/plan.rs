@@ -22,6 +22,9 @@ pub(super) struct GotSlot {
     /// What the loader stores for this name (`dlsym(RTLD_DEFAULT)`), 0 if unknown.
     pub(super) loader: usize,
     pub(super) kind: Kind,
+    /// Bound only over `loader` itself, or over a lazy stub of the slot's own object (a
+    /// hook tied to one definition: [`HookEntry::real`](crate::hooks::HookEntry)).
+    pub(super) strict: bool,
 }
 
 /// One object ready to be written.
@@ -77,8 +80,11 @@ pub(super) fn is_glibc(soname: &[u8]) -> bool {
     EXACT.contains(&soname) || soname.starts_with(b"ld-linux") || soname.starts_with(b"libnss_")
 }
 
-/// The slots of `d` to write for `hooks` (name -> (hook address, loader's address)).
-pub(super) fn plan_slots(d: &Dynamic, hooks: &HashMap<&[u8], (usize, usize)>) -> Vec<GotSlot> {
+/// The slots of `d` to write for `hooks` (name -> (hook address, loader's address, strict)).
+pub(super) fn plan_slots(
+    d: &Dynamic,
+    hooks: &HashMap<&[u8], (usize, usize, bool)>,
+) -> Vec<GotSlot> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for &(table, size) in &d.relas {
@@ -107,7 +113,7 @@ pub(super) fn plan_slots(d: &Dynamic, hooks: &HashMap<&[u8], (usize, usize)>) ->
             let Some(name) = d.str_at(sym.name as usize) else {
                 continue;
             };
-            let Some(&(hook, loader)) = hooks.get(name) else {
+            let Some(&(hook, loader, strict)) = hooks.get(name) else {
                 continue;
             };
             let addr = d.img.base.wrapping_add(r.offset as usize);
@@ -119,6 +125,7 @@ pub(super) fn plan_slots(d: &Dynamic, hooks: &HashMap<&[u8], (usize, usize)>) ->
                 hook,
                 loader,
                 kind,
+                strict,
             });
         }
     }

@@ -33,6 +33,10 @@ pub(super) fn write_slots(
             if cur == s.hook || cur == 0 {
                 return false;
             }
+            if s.strict {
+                // Another library's definition stays; a lazy stub resolves to `loader`.
+                return cur == s.loader || !recheck && s.kind == Kind::Got && img.contains(cur);
+            }
             if recheck || s.kind == Kind::Abs {
                 // Only where the loader's value is back (lazy resolution) / still there.
                 return s.loader != 0 && cur == s.loader;

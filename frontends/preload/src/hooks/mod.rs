@@ -46,8 +46,10 @@ shim_modules!(
     copies,
     dirs,
     fdctl,
+    hdf5,
     links_attrs,
     maps,
+    mpiio,
     posix,
     process,
     signals,
@@ -77,6 +79,10 @@ pub use crate::PATH_MAX;
 pub struct HookEntry {
     pub name: &'static CStr,
     pub addr: *const (),
+    /// 0: any slot naming `name` is bound. Otherwise the one definition the hook forwards
+    /// to (an HDF5 hook's, from the libhdf5 it was resolved from): only a slot holding it,
+    /// or a lazy slot still pointing into its own object, is bound.
+    pub real: usize,
 }
 
 // SAFETY: `addr` is the address of a function (immutable code), never dereferenced as data.
@@ -96,6 +102,7 @@ macro_rules! hook_list {
                     Err(_) => panic!("hook name"),
                 },
                 addr: $m::$f as *const (),
+                real: 0,
             },
         )*)*]
     };

@@ -1,0 +1,380 @@
+//! MPI-IO: `MPI_File_open`, `_close`, the blocking reads and writes (individual and
+//! collective, explicit offset or file pointer), `_sync`, `_set_size`, `_seek`, recorded with
+//! `cat` `MPIIO` and type 10 (`TRACE_TYPE_MPI`), the reference develop branch's, when the
+//! file is traced. Bound like the HDF5 hooks ([`super::hdf5`]): exported by no one, written
+//! into the GOT slots of the objects importing them once a pass meets an object defining
+//! `MPI_File_open` and `MPI_Type_size` (the MPI library), with every function resolved from
+//! that object. The real call runs outside the recording section: the POSIX calls of the
+//! MPI-IO implementation (ROMIO, OMPIO) are recorded beneath.
+//!
+//! Handles: `MPI_File`, `MPI_Comm`, `MPI_Info` and `MPI_Datatype` are pointers in Open MPI
+//! and `int`s (or pointers) in MPICH; every one is passed on in a full register here, so both
+//! ABIs are forwarded unchanged. A file handle is mapped to its file at `MPI_File_open` and
+//! forgotten at `MPI_File_close` (handles are reused after a close); a file opened before the
+//! hooks were bound is not traced. Bytes: `count` x `MPI_Type_size(datatype)` of a call that
+//! returned `MPI_SUCCESS` (0).
+#![allow(non_snake_case, non_camel_case_types)]
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use libc::{c_char, c_int, c_void};
+
+use dftracer_core::{Arg, Layer, Schema, Slot, Value};
+
+use super::hdf5::IdCache;
+use super::{out_of_line, HookEntry};
+use crate::table::{self, Interned};
+use crate::{enter, guarded, metadata_on, mpiio_on, now, SavedErrno};
+
+pub const MPIIO: &[u8] = b"MPIIO";
+
+/// An MPI handle, forwarded in a full register (a pointer, or an `int` in MPICH).
+type H = usize;
+
+macro_rules! reals {
+    ($($name:ident),* $(,)?) => {
+        #[derive(Clone, Copy)]
+        #[repr(usize)]
+        enum R { $($name),* }
+        const NAMES: &[&CStr] = &[$(
+            match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                Ok(c) => c,
+                Err(_) => panic!("name"),
+            }
+        ),*];
+    };
+}
+
+reals!(
+    MPI_File_open, MPI_File_close,
+    MPI_File_read, MPI_File_read_at, MPI_File_read_all, MPI_File_read_at_all,
+    MPI_File_write, MPI_File_write_at, MPI_File_write_all, MPI_File_write_at_all,
+    MPI_File_sync, MPI_File_set_size, MPI_File_seek,
+    MPI_Type_size,
+);
+
+const HOOKED: usize = R::MPI_File_seek as usize + 1;
+
+static REAL: [AtomicUsize; NAMES.len()] = [const { AtomicUsize::new(0) }; NAMES.len()];
+
+#[inline(always)]
+fn real<F: Copy>(r: R) -> Option<F> {
+    let p = REAL[r as usize].load(Ordering::Relaxed);
+    if p == 0 {
+        return None;
+    }
+    // SAFETY: `p` is the address of the MPI function named `NAMES[r]`, whose C signature is
+    // `F` at every call site of this module.
+    Some(unsafe { std::mem::transmute_copy::<usize, F>(&p) })
+}
+
+/// Resolves every function of [`NAMES`] from the object `name` (pinned for good). `Err`
+/// says what is missing; nothing is stored then.
+pub fn resolve(name: &CStr) -> Result<(), String> {
+    // SAFETY: a C string; NOLOAD never loads. The handle is kept (never closed).
+    let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+    if h.is_null() {
+        return Err("not found by name".into());
+    }
+    let mut got = [0usize; NAMES.len()];
+    let mut missing = Vec::new();
+    for (i, n) in NAMES.iter().enumerate() {
+        // SAFETY: a live handle and a C string.
+        got[i] = unsafe { libc::dlsym(h, n.as_ptr()) } as usize;
+        if got[i] == 0 {
+            missing.push(n.to_string_lossy().into_owned());
+        }
+    }
+    if !missing.is_empty() {
+        // SAFETY: our own reference from above.
+        unsafe { libc::dlclose(h) };
+        return Err(format!("missing {}", missing.join(", ")));
+    }
+    for (slot, p) in REAL.iter().zip(got) {
+        slot.store(p, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// The hooks with the definitions they forward to, after a successful [`resolve`].
+pub fn hooks() -> Vec<HookEntry> {
+    let addrs: [*const (); HOOKED] = [
+        MPI_File_open as *const (),
+        MPI_File_close as *const (),
+        MPI_File_read as *const (),
+        MPI_File_read_at as *const (),
+        MPI_File_read_all as *const (),
+        MPI_File_read_at_all as *const (),
+        MPI_File_write as *const (),
+        MPI_File_write_at as *const (),
+        MPI_File_write_all as *const (),
+        MPI_File_write_at_all as *const (),
+        MPI_File_sync as *const (),
+        MPI_File_set_size as *const (),
+        MPI_File_seek as *const (),
+    ];
+    addrs
+        .iter()
+        .enumerate()
+        .map(|(i, &addr)| HookEntry {
+            name: NAMES[i],
+            addr,
+            real: REAL[i].load(Ordering::Relaxed),
+        })
+        .collect()
+}
+
+/// File handle -> its traced file (a pin word); untraced handles are not kept.
+static FILES: IdCache<1024> = IdCache::new();
+
+#[inline(always)]
+fn file_of(fh: H) -> Option<Interned> {
+    FILES.get(fh as i64).and_then(table::peek)
+}
+
+fn release(word: u64) {
+    if word != 0 {
+        drop(table::unpark(word));
+    }
+}
+
+macro_rules! schema {
+    ($name:literal, [$($key:literal : $slot:ident),*]) => {{
+        static S: Schema = Schema::new(
+            Layer::Mpi,
+            $name,
+            "MPIIO",
+            &[$(($key, Slot::$slot)),*],
+            "fhash",
+        );
+        &S
+    }};
+}
+
+macro_rules! real_or {
+    ($r:ident : $ty:ty) => {
+        match real::<$ty>(R::$r) {
+            Some(f) => f,
+            // MPI_ERR_INTERN: the call cannot be made.
+            None => return 16,
+        }
+    };
+}
+
+/// Bytes of `count` elements of `datatype`.
+fn bytes(count: c_int, datatype: H) -> u64 {
+    type SizeFn = unsafe extern "C" fn(H, *mut c_int) -> c_int;
+    let Some(f) = real::<SizeFn>(R::MPI_Type_size) else {
+        return 0;
+    };
+    let mut size: c_int = 0;
+    // SAFETY: a datatype the program's successful call accepted; `size` is ours.
+    if unsafe { f(datatype, &mut size) } != 0 {
+        return 0;
+    }
+    (count.max(0) as u64).saturating_mul(size.max(0) as u64)
+}
+
+/// The tail of every handle-based hook: forwards at once when `fh`'s file is not traced,
+/// else times `$call` outside any recording section and records `$record` inside one.
+macro_rules! on_fh {
+    ($fh:expr, $call:expr, |$ret:ident, $t0:ident, $t1:ident, $file:ident, $busy:ident| $record:expr) => {{
+        if !mpiio_on() {
+            return $call;
+        }
+        match file_of($fh) {
+            None => $call,
+            Some($file) => out_of_line(move || {
+                let $t0 = now();
+                let $ret = $call;
+                let _errno = SavedErrno::new();
+                let $t1 = now();
+                if let Some($busy) = enter() {
+                    guarded(|| $record);
+                    drop($busy);
+                }
+                $ret
+            }),
+        }
+    }};
+}
+
+type OpenFn = unsafe extern "C" fn(H, *const c_char, c_int, H, *mut H) -> c_int;
+
+pub unsafe extern "C" fn MPI_File_open(
+    comm: H,
+    filename: *const c_char,
+    amode: c_int,
+    info: H,
+    fh: *mut H,
+) -> c_int {
+    let f = real_or!(MPI_File_open: OpenFn);
+    if !mpiio_on() {
+        return f(comm, filename, amode, info, fh);
+    }
+    let pinned = {
+        let _errno = SavedErrno::new();
+        let Some(mut busy) = enter() else {
+            return f(comm, filename, amode, info, fh);
+        };
+        let Some(bufs) = busy.scratch() else {
+            return f(comm, filename, amode, info, fh);
+        };
+        // MPI file names may carry a file-system prefix ("ufs:/path"): the path is after it.
+        let mut p = filename;
+        if let Some(b) = super::c_bytes(filename) {
+            if let Some(i) = b.iter().position(|&c| c == b':') {
+                if i > 1 && b[..i].iter().all(|c| c.is_ascii_alphanumeric()) {
+                    p = filename.add(i + 1);
+                }
+            }
+        }
+        match super::traced_path(libc::AT_FDCWD, p, &mut bufs[0]) {
+            Some(path) => table::intern(path),
+            None => None,
+        }
+    };
+    let Some(pinned) = pinned else {
+        return f(comm, filename, amode, info, fh);
+    };
+    let t0 = now();
+    let ret = f(comm, filename, amode, info, fh);
+    let _errno = SavedErrno::new();
+    let t1 = now();
+    let file = Interned {
+        file: pinned.handle(),
+    };
+    if let Some(_busy) = enter() {
+        guarded(|| {
+            let Some(pin) = file.file.pin() else { return };
+            let args = [
+                Arg::int("amode", amode as i64),
+                Arg::int("ret", ret as i64),
+                Arg::new("fhash", Value::Path(pin.path())),
+            ];
+            let args = if metadata_on() { &args[..] } else { &[][..] };
+            dftracer_core::complete(
+                Layer::Mpi,
+                b"MPI_File_open",
+                MPIIO,
+                t0,
+                t1.saturating_sub(t0),
+                args,
+            );
+        });
+    }
+    if ret == 0 && !fh.is_null() {
+        release(FILES.put(*fh as i64, table::park(pinned), false));
+    }
+    ret
+}
+
+pub unsafe extern "C" fn MPI_File_close(fh: *mut H) -> c_int {
+    let f = real_or!(MPI_File_close: unsafe extern "C" fn(*mut H) -> c_int);
+    if fh.is_null() {
+        return f(fh);
+    }
+    let h = *fh;
+    let ret = on_fh!(h, f(fh), |ret, t0, t1, file, busy| {
+        busy.record_static(schema!("MPI_File_close", ["ret": Int]), t0, t1, &[ret as i64 as u64], &file.file)
+    });
+    if ret == 0 {
+        release(FILES.put(h as i64, 0, true));
+    }
+    ret
+}
+
+type XferFn = unsafe extern "C" fn(H, *mut c_void, c_int, H, *mut c_void) -> c_int;
+type XferAtFn = unsafe extern "C" fn(H, i64, *mut c_void, c_int, H, *mut c_void) -> c_int;
+
+macro_rules! xfer {
+    ($sym:ident, $name:literal) => {
+        pub unsafe extern "C" fn $sym(
+            fh: H,
+            buf: *mut c_void,
+            count: c_int,
+            datatype: H,
+            status: *mut c_void,
+        ) -> c_int {
+            let f = real_or!($sym: XferFn);
+            on_fh!(fh, f(fh, buf, count, datatype, status), |ret, t0, t1, file, busy| {
+                let size = if ret == 0 { bytes(count, datatype) } else { 0 };
+                busy.record_static(
+                    schema!($name, ["count": Int, "size": UInt, "ret": Int]),
+                    t0,
+                    t1,
+                    &[count as i64 as u64, size, ret as i64 as u64],
+                    &file.file,
+                )
+            })
+        }
+    };
+}
+
+macro_rules! xfer_at {
+    ($sym:ident, $name:literal) => {
+        pub unsafe extern "C" fn $sym(
+            fh: H,
+            offset: i64,
+            buf: *mut c_void,
+            count: c_int,
+            datatype: H,
+            status: *mut c_void,
+        ) -> c_int {
+            let f = real_or!($sym: XferAtFn);
+            on_fh!(fh, f(fh, offset, buf, count, datatype, status), |ret, t0, t1, file, busy| {
+                let size = if ret == 0 { bytes(count, datatype) } else { 0 };
+                busy.record_static(
+                    schema!($name, ["offset": Int, "count": Int, "size": UInt, "ret": Int]),
+                    t0,
+                    t1,
+                    &[offset as u64, count as i64 as u64, size, ret as i64 as u64],
+                    &file.file,
+                )
+            })
+        }
+    };
+}
+
+xfer!(MPI_File_read, "MPI_File_read");
+xfer!(MPI_File_read_all, "MPI_File_read_all");
+xfer!(MPI_File_write, "MPI_File_write");
+xfer!(MPI_File_write_all, "MPI_File_write_all");
+xfer_at!(MPI_File_read_at, "MPI_File_read_at");
+xfer_at!(MPI_File_read_at_all, "MPI_File_read_at_all");
+xfer_at!(MPI_File_write_at, "MPI_File_write_at");
+xfer_at!(MPI_File_write_at_all, "MPI_File_write_at_all");
+
+pub unsafe extern "C" fn MPI_File_sync(fh: H) -> c_int {
+    let f = real_or!(MPI_File_sync: unsafe extern "C" fn(H) -> c_int);
+    on_fh!(fh, f(fh), |ret, t0, t1, file, busy| {
+        busy.record_static(schema!("MPI_File_sync", ["ret": Int]), t0, t1, &[ret as i64 as u64], &file.file)
+    })
+}
+
+pub unsafe extern "C" fn MPI_File_set_size(fh: H, size: i64) -> c_int {
+    let f = real_or!(MPI_File_set_size: unsafe extern "C" fn(H, i64) -> c_int);
+    on_fh!(fh, f(fh, size), |ret, t0, t1, file, busy| {
+        busy.record_static(
+            schema!("MPI_File_set_size", ["size": Int, "ret": Int]),
+            t0,
+            t1,
+            &[size as u64, ret as i64 as u64],
+            &file.file,
+        )
+    })
+}
+
+pub unsafe extern "C" fn MPI_File_seek(fh: H, offset: i64, whence: c_int) -> c_int {
+    let f = real_or!(MPI_File_seek: unsafe extern "C" fn(H, i64, c_int) -> c_int);
+    on_fh!(fh, f(fh, offset, whence), |ret, t0, t1, file, busy| {
+        busy.record_static(
+            schema!("MPI_File_seek", ["offset": Int, "whence": Int, "ret": Int]),
+            t0,
+            t1,
+            &[offset as u64, whence as i64 as u64, ret as i64 as u64],
+            &file.file,
+        )
+    })
+}
