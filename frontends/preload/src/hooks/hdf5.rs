@@ -24,12 +24,13 @@
 #![allow(clippy::too_many_arguments)]
 
 use std::ffi::CStr;
-use std::sync::atomic::{fence, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_uint, c_void, size_t, ssize_t};
 
 use dftracer_core::{Arg, FileHandle, Layer, Schema, Slot, Value};
 
+use super::id_cache::IdCache;
 use super::{out_of_line, HookEntry};
 use crate::table::{self, Interned};
 use crate::{enter, guarded, hdf5_on, metadata_on, now, SavedErrno};
@@ -193,80 +194,6 @@ pub fn hooks() -> Vec<HookEntry> {
 }
 
 // ---- per-id caches ----
-
-/// A direct-mapped, lock-free table of one word per HDF5 id. Each entry: a sequence (odd
-/// while written), the id, the word (0: none). Readers never wait; a writer that finds an
-/// entry being written gives up (the value is simply not cached).
-pub(super) struct IdCache<const N: usize> {
-    entries: [Entry; N],
-}
-
-pub(super) struct Entry {
-    seq: AtomicU64,
-    key: AtomicI64,
-    val: AtomicU64,
-}
-
-impl<const N: usize> IdCache<N> {
-    pub(super) const fn new() -> Self {
-        IdCache {
-            entries: [const {
-                Entry {
-                    seq: AtomicU64::new(0),
-                    key: AtomicI64::new(0),
-                    val: AtomicU64::new(0),
-                }
-            }; N],
-        }
-    }
-
-    #[inline(always)]
-    fn entry(&self, id: Hid) -> &Entry {
-        // ids are a type tag in the high bits and a counter below: spread the counter's bits.
-        let h = (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-        &self.entries[h as usize % N]
-    }
-
-    /// The word cached for `id`; `None` on a miss or while the entry is being written.
-    #[inline(always)]
-    pub(super) fn get(&self, id: Hid) -> Option<u64> {
-        let e = self.entry(id);
-        let s = e.seq.load(Ordering::Acquire);
-        if s & 1 != 0 {
-            return None;
-        }
-        let k = e.key.load(Ordering::Relaxed);
-        let v = e.val.load(Ordering::Relaxed);
-        fence(Ordering::Acquire);
-        (e.seq.load(Ordering::Relaxed) == s && k == id && v != 0).then_some(v)
-    }
-
-    /// Replaces the entry's word with `val` for `id` (`only_if` Some(id): only when the entry
-    /// holds that id, to forget it). Returns the word to give back: the one replaced, or
-    /// `val` itself when the entry was busy.
-    pub(super) fn put(&self, id: Hid, val: u64, only_if_same: bool) -> u64 {
-        let e = self.entry(id);
-        let s = e.seq.load(Ordering::Relaxed);
-        if s & 1 != 0
-            || only_if_same && e.key.load(Ordering::Relaxed) != id
-            || e
-                .seq
-                .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-        {
-            return val;
-        }
-        fence(Ordering::Release);
-        let old = if only_if_same && e.key.load(Ordering::Relaxed) != id {
-            val
-        } else {
-            e.key.store(id, Ordering::Relaxed);
-            e.val.swap(val, Ordering::Relaxed)
-        };
-        e.seq.store(s + 2, Ordering::Release);
-        old
-    }
-}
 
 /// id -> its file: a pin word ([`table::park`]) or [`UNTRACED`].
 static FILES: IdCache<4096> = IdCache::new();
@@ -707,11 +634,8 @@ pub unsafe extern "C" fn H5close() -> Herr {
     for g in [&TYPE_GEN, &SPACE_GEN, &SELECT_GEN] {
         bump(g);
     }
-    for e in &FILES.entries {
-        let id = e.key.load(Ordering::Relaxed);
-        if id != 0 {
-            forget(id);
-        }
+    for id in FILES.keys() {
+        forget(id);
     }
     f()
 }

@@ -47,6 +47,7 @@ shim_modules!(
     dirs,
     fdctl,
     hdf5,
+    id_cache,
     links_attrs,
     maps,
     mpiio,

@@ -22,7 +22,7 @@ use libc::{c_char, c_int, c_void};
 
 use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 
-use super::hdf5::IdCache;
+use super::id_cache::IdCache;
 use super::{out_of_line, HookEntry};
 use crate::table::{self, Interned};
 use crate::{enter, guarded, metadata_on, mpiio_on, now, SavedErrno};
