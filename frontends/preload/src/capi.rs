@@ -239,7 +239,7 @@ pub(crate) fn region_begin_at(
     if !meta {
         // A call site seen before: its schema without reading the strings' lengths, hashing
         // or copying them. Nothing here touches errno.
-        if let Some(schema) = region::site_schema(name, cat, layer) {
+        if let Some(schema) = crate::sites::site_schema(name, cat, layer) {
             return guarded_or((std::ptr::null_mut(), 0), || {
                 let ts = dftracer_core::now();
                 let p = if scoped {
@@ -267,7 +267,7 @@ pub(crate) fn region_begin_at(
             dftracer_core::intern(layer, name_s, cat_s)
         };
         if let Some(schema) = schema {
-            region::remember_site(name, cat, layer, schema);
+            crate::sites::remember_site(name, cat, layer, schema);
         }
         let p = if scoped && !meta {
             region::begin_scoped(layer, name_s, cat_s, ts, schema)

@@ -47,6 +47,7 @@ mod cxx;
 mod hooks;
 pub mod real;
 pub mod region;
+pub mod sites;
 pub mod table;
 
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, Ordering};

@@ -22,11 +22,11 @@
 #![allow(unsafe_code)]
 
 use std::cell::{Cell, UnsafeCell};
+
+use crate::sites::MAX_KEYED;
 use std::sync::atomic::{
     compiler_fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
-
-use libc::c_char;
 
 use dftracer_core::frontend::{MAX_KEY, MAX_STR};
 use dftracer_core::{Arg, Layer, Schema, Value};
@@ -96,7 +96,7 @@ pub struct Region {
     cat: (u32, u32),
     args: Vec<RegionArg>,
     /// The interned schema of this name and category when the call site's strings were known
-    /// ([`site_schema`]): then `name` and `cat` are not copied into `text`.
+    /// ([`crate::sites::site_schema`]): then `name` and `cat` are not copied into `text`.
     pub schema: Option<&'static Schema>,
 }
 
@@ -178,7 +178,7 @@ impl Region {
 
     /// When the region has a schema and its args are all integers (two `_UPDATE_INT`s, as in
     /// most annotated loops): the schema of those keys (the core's keyed schema, found through
-    /// [`keyed_schema`]) and the values to record with it.
+    /// [`crate::sites::keyed_schema`]) and the values to record with it.
     pub fn keyed(&self) -> Option<(&'static Schema, [u64; MAX_KEYED], usize)> {
         let base = self.schema?;
         let n = self.args.len();
@@ -196,7 +196,7 @@ impl Region {
         for (k, a) in keys.iter_mut().zip(&self.args) {
             *k = self.text(a.key);
         }
-        keyed_schema(base, &keys[..n]).map(|s| (s, vals, n))
+        crate::sites::keyed_schema(base, &keys[..n]).map(|s| (s, vals, n))
     }
 
     /// Calls `f` with the region's args as the core takes them (on the stack up to
@@ -226,75 +226,6 @@ impl Region {
 
 /// Args handed to the core from the stack (a 64-entry array cost ~400 instructions to fill).
 const INLINE_ARGS: usize = 8;
-/// Integer args a region may have and still be recorded through a keyed schema.
-const MAX_KEYED: usize = 4;
-
-/// A region schema with integer args under fixed keys: the core's keyed schema of `base`'s
-/// name and category and these keys (made once per distinct key set, at most [`MAX_SITES`]
-/// such key sets remembered).
-struct KeyedSite {
-    base: usize,
-    keyed: &'static Schema,
-}
-
-static KEYED: [AtomicPtr<KeyedSite>; SITE_SLOTS] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; SITE_SLOTS];
-
-fn keyed_slot(base: &'static Schema, keys: &[&[u8]]) -> &'static AtomicPtr<KeyedSite> {
-    let mut h = base as *const Schema as usize ^ keys.len();
-    for k in keys {
-        let mut w = [0u8; 8];
-        let n = k.len().min(8);
-        w[..n].copy_from_slice(&k[..n]);
-        h = h.rotate_left(13) ^ usize::from_le_bytes(w) ^ k.len();
-    }
-    let h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    &KEYED[h >> (usize::BITS - SITE_SLOTS.trailing_zeros())]
-}
-
-/// The keyed schema of `base` with integer args under `keys` (in this order), or `None`
-/// (keys that need escaping, `hhash`, the core's table full: the region takes the general
-/// path).
-fn keyed_schema(base: &'static Schema, keys: &[&[u8]]) -> Option<&'static Schema> {
-    let slot = keyed_slot(base, keys);
-    let e = slot.load(Ordering::Acquire);
-    if !e.is_null() {
-        // SAFETY: published entries are never freed.
-        let e = unsafe { &*e };
-        if e.base == base as *const Schema as usize
-            && e.keyed.keys.len() == keys.len()
-            && e.keyed
-                .keys
-                .iter()
-                .zip(keys)
-                .all(|(a, b)| a.0.as_bytes() == *b)
-        {
-            return Some(e.keyed);
-        }
-    }
-    if SITES_MADE.fetch_add(1, Ordering::Relaxed) >= MAX_SITES {
-        return None;
-    }
-    let mut owned: Vec<(&'static str, dftracer_core::Slot)> = Vec::with_capacity(keys.len());
-    for k in keys {
-        let k = std::str::from_utf8(k).ok()?;
-        owned.push((
-            Box::leak(k.to_owned().into_boxed_str()),
-            dftracer_core::Slot::Int,
-        ));
-    }
-    let owned: &'static [(&'static str, dftracer_core::Slot)] = Box::leak(owned.into_boxed_slice());
-    let keyed =
-        dftracer_core::intern_keyed(base.layer, base.name.as_bytes(), base.cat.as_bytes(), owned)?;
-    let e = Box::into_raw(Box::new(KeyedSite {
-        base: base as *const Schema as usize,
-        keyed,
-    }));
-    // The entry it replaces stays allocated (a reader may hold it).
-    slot.store(e, Ordering::Release);
-    Some(keyed)
-}
-
 fn chunk_len(k: usize) -> usize {
     BASE << k
 }
@@ -564,88 +495,6 @@ fn fill(
     s.owner.store(owner, Ordering::Relaxed);
     s.state.store(LIVE, Ordering::Release);
     &s.data as *const DFTracerData as *mut DFTracerData
-}
-
-/// A call site's strings and the schema they intern to. Entries are never freed (at most
-/// [`MAX_SITES`] are ever made), so a reader may hold one while a writer replaces it.
-struct Site {
-    name: usize,
-    cat: usize,
-    layer: Layer,
-    schema: &'static Schema,
-}
-
-const SITE_SLOTS: usize = 1024;
-const MAX_SITES: usize = 1 << 16;
-static SITES: [AtomicPtr<Site>; SITE_SLOTS] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; SITE_SLOTS];
-static SITES_MADE: AtomicUsize = AtomicUsize::new(0);
-
-fn site_slot(name: usize, cat: usize, layer: Layer) -> &'static AtomicPtr<Site> {
-    let h = (name ^ cat.rotate_left(17) ^ layer as usize).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    &SITES[h >> (usize::BITS - SITE_SLOTS.trailing_zeros())]
-}
-
-/// Whether the C string at `p` is exactly `s` (`s` holds no NUL: interned strings are plain).
-/// Reads `p` no further than its first byte that differs from `s`, or its NUL.
-#[inline]
-fn same_c_str(p: *const c_char, s: &[u8]) -> bool {
-    for (i, &b) in s.iter().enumerate() {
-        // SAFETY: bytes 0..i of `p` equal `s`'s, none of them NUL, so `p`'s string goes on at
-        // least to byte i.
-        if unsafe { *p.add(i) } as u8 != b {
-            return false;
-        }
-    }
-    // SAFETY: as above, for byte `s.len()`.
-    unsafe { *p.add(s.len()) == 0 }
-}
-
-/// The schema a region begun at this call site records, when an earlier region of the same
-/// `name` and `cat` pointers (string literals, as the macros pass them) found one. The strings
-/// are compared with the schema's every time, so a buffer reused for another name, or a library
-/// unloaded and another mapped in its place, never gets a stale name: it misses.
-#[inline]
-pub fn site_schema(
-    name: *const c_char,
-    cat: *const c_char,
-    layer: Layer,
-) -> Option<&'static Schema> {
-    if name.is_null() || cat.is_null() {
-        return None;
-    }
-    let e = site_slot(name as usize, cat as usize, layer).load(Ordering::Acquire);
-    if e.is_null() {
-        return None;
-    }
-    // SAFETY: published entries are never freed.
-    let e = unsafe { &*e };
-    (e.name == name as usize
-        && e.cat == cat as usize
-        && e.layer == layer
-        && same_c_str(name, e.schema.name.as_bytes())
-        && same_c_str(cat, e.schema.cat.as_bytes()))
-    .then_some(e.schema)
-}
-
-/// Remembers that this call site's strings intern to `schema` (see [`site_schema`]).
-pub fn remember_site(
-    name: *const c_char,
-    cat: *const c_char,
-    layer: Layer,
-    schema: &'static Schema,
-) {
-    if name.is_null() || cat.is_null() || SITES_MADE.fetch_add(1, Ordering::Relaxed) >= MAX_SITES {
-        return;
-    }
-    let e = Box::into_raw(Box::new(Site {
-        name: name as usize,
-        cat: cat as usize,
-        layer,
-        schema,
-    }));
-    // The entry it replaces stays allocated (a reader may hold it): bounded by MAX_SITES.
-    site_slot(name as usize, cat as usize, layer).store(e, Ordering::Release);
 }
 
 /// Runs `f` on a live region (ignored when `p` is not one, or is a scoped region of another

@@ -30,7 +30,7 @@ use libc::{c_char, c_int, c_uint, c_void, size_t, ssize_t};
 
 use dftracer_core::{Arg, FileHandle, Layer, Schema, Slot, Value};
 
-use super::id_cache::IdCache;
+use super::libs::{self, reals, IdCache};
 use super::{out_of_line, HookEntry};
 use crate::table::{self, Interned};
 use crate::{enter, guarded, hdf5_on, metadata_on, now, SavedErrno};
@@ -42,20 +42,6 @@ pub type Herr = c_int;
 const SPECIAL_SPACES: Hid = 2;
 
 pub const HDF5: &[u8] = b"HDF5";
-
-macro_rules! reals {
-    ($($name:ident),* $(,)?) => {
-        #[derive(Clone, Copy)]
-        #[repr(usize)]
-        enum R { $($name),* }
-        const NAMES: &[&CStr] = &[$(
-            match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-                Ok(c) => c,
-                Err(_) => panic!("name"),
-            }
-        ),*];
-    };
-}
 
 // Every function this module calls in libhdf5: the hooked ones first, then the queries.
 reals!(
@@ -78,45 +64,13 @@ const OPTIONAL: &[R] = &[R::H5Dextend, R::H5Sselect_copy, R::H5Smodify_select];
 /// How many of [`NAMES`] are hooked (the rest are queries).
 const HOOKED: usize = R::H5close as usize + 1;
 
-static REAL: [AtomicUsize; NAMES.len()] = [const { AtomicUsize::new(0) }; NAMES.len()];
-
-/// The resolved address of `r` as function type `F` (`None` before [`resolve`]).
-#[inline(always)]
-fn real<F: Copy>(r: R) -> Option<F> {
-    let p = REAL[r as usize].load(Ordering::Relaxed);
-    if p == 0 {
-        return None;
-    }
-    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<usize>());
-    // SAFETY: `p` is the address of the libhdf5 function named `NAMES[r]`, whose C signature
-    // is `F` at every call site of this module (HDF5 1.10+: `hid_t` is 64 bits).
-    Some(unsafe { std::mem::transmute_copy::<usize, F>(&p) })
-}
-
 /// Resolves every function of [`NAMES`] from the object `name` (already loaded; pinned for
 /// good, so it is never unloaded under a bound slot). `Err` says what is missing; nothing is
 /// stored then, and nothing must be bound.
 pub fn resolve(name: &CStr) -> Result<(), String> {
-    // SAFETY: a C string; NOLOAD never loads. The handle is kept (never closed).
-    let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-    if h.is_null() {
-        return Err("not found by name".into());
-    }
-    let mut got = [0usize; NAMES.len()];
-    let mut missing = Vec::new();
-    for (i, n) in NAMES.iter().enumerate() {
-        // SAFETY: a live handle and a C string.
-        got[i] = unsafe { libc::dlsym(h, n.as_ptr()) } as usize;
-        // A library built without the deprecated API has no H5Dextend: nothing imports it.
-        if got[i] == 0 && !OPTIONAL.iter().any(|&o| o as usize == i) {
-            missing.push(n.to_string_lossy().into_owned());
-        }
-    }
-    if !missing.is_empty() {
-        // SAFETY: our own reference from above.
-        unsafe { libc::dlclose(h) };
-        return Err(format!("missing {}", missing.join(", ")));
-    }
+    // A library built without the deprecated API has no H5Dextend: nothing imports it.
+    let (h, got) =
+        libs::resolve_in(name, NAMES, |i| OPTIONAL.iter().any(|&o| o as usize == i))?;
     type VersionFn = unsafe extern "C" fn(*mut c_uint, *mut c_uint, *mut c_uint) -> Herr;
     let (mut maj, mut min, mut rel) = (0, 0, 0);
     // SAFETY: H5get_libversion's signature; it writes three unsigned ints.
@@ -126,7 +80,7 @@ pub fn resolve(name: &CStr) -> Result<(), String> {
         )
     };
     if r < 0 || (maj, min) < (1, 10) {
-        // SAFETY: as above.
+        // SAFETY: the reference `resolve_in` took on a loaded object (it stays loaded).
         unsafe { libc::dlclose(h) };
         return Err(format!(
             "HDF5 {maj}.{min}.{rel} (1.10 or later is needed: 64-bit hid_t)"
@@ -181,16 +135,7 @@ pub fn hooks() -> Vec<HookEntry> {
         H5Sextent_copy as *const (),
         H5close as *const (),
     ];
-    addrs
-        .iter()
-        .enumerate()
-        .map(|(i, &addr)| HookEntry {
-            name: NAMES[i],
-            addr,
-            real: REAL[i].load(Ordering::Relaxed),
-        })
-        .filter(|h| h.real != 0)
-        .collect()
+    libs::entries(NAMES, &addrs, &REAL)
 }
 
 // ---- per-id caches ----

@@ -47,7 +47,7 @@ shim_modules!(
     dirs,
     fdctl,
     hdf5,
-    id_cache,
+    libs,
     links_attrs,
     maps,
     mpiio,

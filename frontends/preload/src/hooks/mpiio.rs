@@ -22,7 +22,7 @@ use libc::{c_char, c_int, c_void};
 
 use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 
-use super::id_cache::IdCache;
+use super::libs::{self, reals, IdCache};
 use super::{out_of_line, HookEntry};
 use crate::table::{self, Interned};
 use crate::{enter, guarded, metadata_on, mpiio_on, now, SavedErrno};
@@ -31,20 +31,6 @@ pub const MPIIO: &[u8] = b"MPIIO";
 
 /// An MPI handle, forwarded in a full register (a pointer, or an `int` in MPICH).
 type H = usize;
-
-macro_rules! reals {
-    ($($name:ident),* $(,)?) => {
-        #[derive(Clone, Copy)]
-        #[repr(usize)]
-        enum R { $($name),* }
-        const NAMES: &[&CStr] = &[$(
-            match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-                Ok(c) => c,
-                Err(_) => panic!("name"),
-            }
-        ),*];
-    };
-}
 
 reals!(
     MPI_File_open, MPI_File_close,
@@ -56,41 +42,10 @@ reals!(
 
 const HOOKED: usize = R::MPI_File_seek as usize + 1;
 
-static REAL: [AtomicUsize; NAMES.len()] = [const { AtomicUsize::new(0) }; NAMES.len()];
-
-#[inline(always)]
-fn real<F: Copy>(r: R) -> Option<F> {
-    let p = REAL[r as usize].load(Ordering::Relaxed);
-    if p == 0 {
-        return None;
-    }
-    // SAFETY: `p` is the address of the MPI function named `NAMES[r]`, whose C signature is
-    // `F` at every call site of this module.
-    Some(unsafe { std::mem::transmute_copy::<usize, F>(&p) })
-}
-
 /// Resolves every function of [`NAMES`] from the object `name` (pinned for good). `Err`
 /// says what is missing; nothing is stored then.
 pub fn resolve(name: &CStr) -> Result<(), String> {
-    // SAFETY: a C string; NOLOAD never loads. The handle is kept (never closed).
-    let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-    if h.is_null() {
-        return Err("not found by name".into());
-    }
-    let mut got = [0usize; NAMES.len()];
-    let mut missing = Vec::new();
-    for (i, n) in NAMES.iter().enumerate() {
-        // SAFETY: a live handle and a C string.
-        got[i] = unsafe { libc::dlsym(h, n.as_ptr()) } as usize;
-        if got[i] == 0 {
-            missing.push(n.to_string_lossy().into_owned());
-        }
-    }
-    if !missing.is_empty() {
-        // SAFETY: our own reference from above.
-        unsafe { libc::dlclose(h) };
-        return Err(format!("missing {}", missing.join(", ")));
-    }
+    let (_, got) = libs::resolve_in(name, NAMES, |_| false)?;
     for (slot, p) in REAL.iter().zip(got) {
         slot.store(p, Ordering::Relaxed);
     }
@@ -114,15 +69,7 @@ pub fn hooks() -> Vec<HookEntry> {
         MPI_File_set_size as *const (),
         MPI_File_seek as *const (),
     ];
-    addrs
-        .iter()
-        .enumerate()
-        .map(|(i, &addr)| HookEntry {
-            name: NAMES[i],
-            addr,
-            real: REAL[i].load(Ordering::Relaxed),
-        })
-        .collect()
+    libs::entries(NAMES, &addrs, &REAL)
 }
 
 /// File handle -> its traced file (a pin word); untraced handles are not kept.
