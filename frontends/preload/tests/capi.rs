@@ -976,3 +976,47 @@ fn macro_regions_per_call_site_and_per_thread() {
     assert_eq!(handed["args"]["own"], 2, "{handed}");
     assert!(handed["args"].get("foreign").is_none(), "{handed}");
 }
+
+const OFF_ARGS: &str = r#"
+#include <dftracer/dftracer.h>
+#include <stdio.h>
+static int n;
+static int next(void) { return n++; }
+static void f(void) {
+  DFTRACER_C_FUNCTION_START();
+  DFTRACER_C_FUNCTION_UPDATE_INT("a", next());
+  DFTRACER_C_FUNCTION_UPDATE_INT_TYPE("b", next(), next());
+  DFTRACER_C_REGION_START(r);
+  DFTRACER_C_REGION_UPDATE_STR(r, "c", next() ? "x" : "y");
+  DFTRACER_C_REGION_END(r);
+  DFTRACER_C_FUNCTION_END();
+}
+int main(void) {
+  for (int i = 0; i < 10; i++) f();
+  printf("%d\n", n);
+  return 0;
+}
+"#;
+
+/// With tracing off the macros call nothing, yet their arguments are evaluated once each,
+/// as the reference's calls evaluate them (side effects in an UPDATE argument stay).
+#[test]
+fn update_arguments_are_evaluated_once_with_tracing_on_and_off() {
+    let s = Scratch::new("capi-offargs");
+    let src = s.path("offargs.c");
+    std::fs::write(&src, OFF_ARGS).unwrap();
+    let exe = build(&s, "gcc", "c99", &src, "offargs");
+    for enable in ["0", "1"] {
+        let out = Command::new(&exe)
+            .current_dir(&s.dir)
+            .env("DFTRACER_ENABLE", enable)
+            .env("DFTRACER_LOG_FILE", s.path("o/trace"))
+            .env_remove("LD_PRELOAD")
+            .env_remove("DFTRACER_INIT")
+            .env_remove("DFTRACER_CONFIGURATION")
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .unwrap();
+        assert_eq!(ok(out), "40\n", "DFTRACER_ENABLE={enable}");
+    }
+}

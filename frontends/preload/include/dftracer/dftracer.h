@@ -143,7 +143,8 @@ static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
 #define DFTRACER_C_MARK_USED(name) mark_used(name);
 
 /* Regions declared by the macros end when their variable goes out of scope (GCC, Clang), so
- * an early return still records the event. */
+ * an early return still records the event. The UPDATE macros skip the call for a NULL region
+ * (tracing off) but still evaluate their arguments once, as a call would. */
 #if defined(__GNUC__) || defined(__clang__)
 #define DFTRACER_C_REGION_CLEANUP __attribute__((cleanup(dftracer_cleanup_)))
 #else
@@ -171,21 +172,25 @@ static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
     finalize_region(data_##name);                               \
   }
 #define DFTRACER_C_FUNCTION_UPDATE_INT(key, val) \
-  (data_fn ? update_metadata_int(data_fn, key, val) : (void)0);
+  (data_fn ? update_metadata_int(data_fn, key, val) : ((void)(key), (void)(val)));
 #define DFTRACER_C_FUNCTION_UPDATE_STR(key, val) \
-  (data_fn ? update_metadata_string(data_fn, key, val) : (void)0);
+  (data_fn ? update_metadata_string(data_fn, key, val) : ((void)(key), (void)(val)));
 #define DFTRACER_C_REGION_UPDATE_INT(name, key, val) \
-  (data_##name ? update_metadata_int(data_##name, key, val) : (void)0);
+  (data_##name ? update_metadata_int(data_##name, key, val) : ((void)(key), (void)(val)));
 #define DFTRACER_C_REGION_UPDATE_STR(name, key, val) \
-  (data_##name ? update_metadata_string(data_##name, key, val) : (void)0);
+  (data_##name ? update_metadata_string(data_##name, key, val) : ((void)(key), (void)(val)));
 #define DFTRACER_C_FUNCTION_UPDATE_INT_TYPE(key, val, type) \
-  (data_fn ? update_metadata_int_type(data_fn, key, val, type) : (void)0);
+  (data_fn ? update_metadata_int_type(data_fn, key, val, type) \
+      : ((void)(key), (void)(val), (void)(type)));
 #define DFTRACER_C_FUNCTION_UPDATE_STR_TYPE(key, val, type) \
-  (data_fn ? update_metadata_string_type(data_fn, key, val, type) : (void)0);
+  (data_fn ? update_metadata_string_type(data_fn, key, val, type) \
+      : ((void)(key), (void)(val), (void)(type)));
 #define DFTRACER_C_REGION_UPDATE_INT_TYPE(name, key, val, type) \
-  (data_##name ? update_metadata_int_type(data_##name, key, val, type) : (void)0);
+  (data_##name ? update_metadata_int_type(data_##name, key, val, type) \
+      : ((void)(key), (void)(val), (void)(type)));
 #define DFTRACER_C_REGION_UPDATE_STR_TYPE(name, key, val, type) \
-  (data_##name ? update_metadata_string_type(data_##name, key, val, type) : (void)0);
+  (data_##name ? update_metadata_string_type(data_##name, key, val, type) \
+      : ((void)(key), (void)(val), (void)(type)));
 
 /* ---------------------------------------------------------------------------------- C++ */
 
