@@ -6,16 +6,17 @@
 //! - [`keyed_schema`]: a region schema with integer args under fixed keys (two
 //!   `_UPDATE_INT`s), recorded as the core's keyed static record.
 //!
-//! Entries are never freed; at most [`MAX_SITES`] are ever made (both kinds together).
+//! Each table slot is filled once and never replaced or freed: a call site that hashes to a
+//! slot another site holds takes the general path, with no allocation per call.
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use dftracer_core::{Layer, Schema};
 use libc::c_char;
 
 /// A call site's strings and the schema they intern to. Entries are never freed (at most
-/// [`MAX_SITES`] are ever made), so a reader may hold one while a writer replaces it.
+/// one per slot), so a reader may hold one without a lock.
 struct Site {
     name: usize,
     cat: usize,
@@ -24,10 +25,8 @@ struct Site {
 }
 
 const SITE_SLOTS: usize = 1024;
-const MAX_SITES: usize = 1 << 16;
 static SITES: [AtomicPtr<Site>; SITE_SLOTS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; SITE_SLOTS];
-static SITES_MADE: AtomicUsize = AtomicUsize::new(0);
 
 fn site_slot(name: usize, cat: usize, layer: Layer) -> &'static AtomicPtr<Site> {
     let h = (name ^ cat.rotate_left(17) ^ layer as usize).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -83,7 +82,8 @@ pub fn remember_site(
     layer: Layer,
     schema: &'static Schema,
 ) {
-    if name.is_null() || cat.is_null() || SITES_MADE.fetch_add(1, Ordering::Relaxed) >= MAX_SITES {
+    let slot = site_slot(name as usize, cat as usize, layer);
+    if name.is_null() || cat.is_null() || !slot.load(Ordering::Relaxed).is_null() {
         return;
     }
     let e = Box::into_raw(Box::new(Site {
@@ -92,19 +92,29 @@ pub fn remember_site(
         layer,
         schema,
     }));
-    // The entry it replaces stays allocated (a reader may hold it): bounded by MAX_SITES.
-    site_slot(name as usize, cat as usize, layer).store(e, Ordering::Release);
+    let won = slot.compare_exchange(
+        std::ptr::null_mut(),
+        e,
+        Ordering::Release,
+        Ordering::Relaxed,
+    );
+    if won.is_err() {
+        // SAFETY: `e` came from Box::into_raw above and was never published.
+        drop(unsafe { Box::from_raw(e) });
+    }
 }
 
 /// Integer args a region may have and still be recorded through a keyed schema.
 pub const MAX_KEYED: usize = 4;
 
-/// A region schema with integer args under fixed keys: the core's keyed schema of `base`'s
-/// name and category and these keys (made once per distinct key set, at most [`MAX_SITES`]
-/// such key sets remembered).
+/// A region schema with integer args under fixed keys, `base`'s name and category and these
+/// `keys`: the core's keyed schema, or `None` when the core refused them (keys that need
+/// escaping, `hhash`, its table full), remembered too so that a refused key set costs no
+/// allocation per call.
 struct KeyedSite {
     base: usize,
-    keyed: &'static Schema,
+    keys: &'static [(&'static str, dftracer_core::Slot)],
+    keyed: Option<&'static Schema>,
 }
 
 static KEYED: [AtomicPtr<KeyedSite>; SITE_SLOTS] =
@@ -131,19 +141,11 @@ pub fn keyed_schema(base: &'static Schema, keys: &[&[u8]]) -> Option<&'static Sc
     if !e.is_null() {
         // SAFETY: published entries are never freed.
         let e = unsafe { &*e };
-        if e.base == base as *const Schema as usize
-            && e.keyed.keys.len() == keys.len()
-            && e.keyed
-                .keys
-                .iter()
-                .zip(keys)
-                .all(|(a, b)| a.0.as_bytes() == *b)
-        {
-            return Some(e.keyed);
-        }
-    }
-    if SITES_MADE.fetch_add(1, Ordering::Relaxed) >= MAX_SITES {
-        return None;
+        let same = e.base == base as *const Schema as usize
+            && e.keys.len() == keys.len()
+            && e.keys.iter().zip(keys).all(|(a, b)| a.0.as_bytes() == *b);
+        // Another key set's slot: the general path.
+        return if same { e.keyed } else { None };
     }
     let mut owned: Vec<(&'static str, dftracer_core::Slot)> = Vec::with_capacity(keys.len());
     for k in keys {
@@ -155,12 +157,23 @@ pub fn keyed_schema(base: &'static Schema, keys: &[&[u8]]) -> Option<&'static Sc
     }
     let owned: &'static [(&'static str, dftracer_core::Slot)] = Box::leak(owned.into_boxed_slice());
     let keyed =
-        dftracer_core::intern_keyed(base.layer, base.name.as_bytes(), base.cat.as_bytes(), owned)?;
+        dftracer_core::intern_keyed(base.layer, base.name.as_bytes(), base.cat.as_bytes(), owned);
     let e = Box::into_raw(Box::new(KeyedSite {
         base: base as *const Schema as usize,
+        keys: owned,
         keyed,
     }));
-    // The entry it replaces stays allocated (a reader may hold it).
-    slot.store(e, Ordering::Release);
-    Some(keyed)
+    if slot
+        .compare_exchange(
+            std::ptr::null_mut(),
+            e,
+            Ordering::Release,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        // SAFETY: `e` came from Box::into_raw above and was never published.
+        drop(unsafe { Box::from_raw(e) });
+    }
+    keyed
 }
