@@ -79,6 +79,9 @@ static int run(const char *dir, int rank, int size, int n) {
   bad |= MPI_File_sync(fh);
   bad |= MPI_File_read_at(fh, mine, r, n, DOUBLE, STATUS);
   bad |= same(r, w, n);
+  /* A call the MPI refuses (a negative count: MPI_ERR_COUNT, returned: a file's default
+   * error handler is MPI_ERRORS_RETURN): recorded with its error and no bytes. */
+  bad |= MPI_File_read_at(fh, mine, r, -1, DOUBLE, STATUS) == 0;
   bad |= MPI_File_seek(fh, second, SEEK_SET_);
   bad |= MPI_File_read(fh, r, n / 2, DOUBLE, STATUS);
   bad |= MPI_File_seek(fh, mine, SEEK_SET_);
