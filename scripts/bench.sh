@@ -88,6 +88,17 @@ else
   sections=$((sections + 1))
 fi
 
+echo "== library layers: a traced H5Dread and MPI_File_read_at against a traced pread (callgrind)"
+if [ -n "$QUICK" ]; then
+  echo "skipped (BENCH_QUICK: callgrind)"
+else
+  # h5py and mpi4py (its wheel's Open MPI build: Debian's openmpi-bin) in .venv-bench.
+  command -v mpirun.openmpi >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null; }
+  venv "$ROOT/.venv-bench" h5py mpi4py
+  python3 benches/preload/layer_cost.py --python "$ROOT/.venv-bench/bin/python" --record "$RECORD/layer_cost.json"
+  sections=$((sections + 1))
+fi
+
 if [ -n "$QUICK" ]; then
   echo "== instruction counts: skipped (BENCH_QUICK; make test's callgrind step checks them)"
   echo "records in $RECORD"

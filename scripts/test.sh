@@ -12,10 +12,10 @@
 #
 # Installs what is missing: rustfmt/clippy (rustup), gcc, g++, make, pkg-config, cmake
 # (scripts/env.sh) and valgrind (apt-get); venvs .venv-utils (dftracer-utils 0.0.14) and
-# .venv-test (pytest, numpy, h5py, our wheel), .venv-dist (maturin, ziglang, auditwheel: the wheel
+# .venv-test (pytest, numpy, h5py, mpi4py, our wheel), .venv-dist (maturin, ziglang, auditwheel: the wheel
 # step's manylinux build), .venv-bench and .venv-ref (the bench step) from PyPI; for the torch
 # and dlio steps torch (.venv-torch-site), .venv-torch, .venv-dlio (DLIO 2.0.0) and
-# openmpi-bin (apt-get). `make clean` removes all of it.
+# openmpi-bin and mpich (apt-get). `make clean` removes all of it.
 source "$(dirname "$0")/env.sh"
 source "$ROOT/scripts/steps.sh"
 cd "$ROOT"
@@ -42,11 +42,17 @@ step() {
 export DFTRACER_VALIDATE="$ROOT/.venv-utils/bin/dftracer_validate"
 utils_venv() { venv "$ROOT/.venv-utils" dftracer-utils==0.0.14; }
 build_wheel() {
-  venv "$ROOT/.venv-test" pytest numpy h5py
-  # test_mpiio.py's MPI: Debian's Open MPI (installed once; the dlio and multinode steps use it too).
-  if ! command -v mpirun.openmpi >/dev/null 2>&1; then
-    echo "installing openmpi-bin with apt-get (the MPI-IO tests run two ranks under mpirun)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null
+  # mpi4py's wheel holds a build per MPI ABI (Open MPI's, MPICH's): test_mpiio.py runs it on both.
+  venv "$ROOT/.venv-test" pytest numpy h5py mpi4py
+  # test_mpiio.py's MPIs: Debian's Open MPI and MPICH (installed once; the dlio and multinode
+  # steps use them too).
+  local need=() p
+  for p in mpirun.openmpi:openmpi-bin mpirun.mpich:mpich; do
+    command -v "${p%%:*}" >/dev/null 2>&1 || need+=("${p#*:}")
+  done
+  if ((${#need[@]})); then
+    echo "installing ${need[*]} with apt-get (the MPI-IO tests run two ranks under mpirun)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
   rm -rf "$ROOT/target/wheels"
   # The wheel `make dist` ships (manylinux_2_28, maturin + zig), for this venv's Python: the
@@ -169,7 +175,7 @@ step build  rust,docs,callgrind,ecosystem,perfetto,multinode -             "rele
 step rust   rust                            cargo             "Rust unit and integration tests (release: the 8x1M-event test is real)" cargo test --workspace --release --no-fail-fast
 step loom   rust,loom                       cargo             "loom: the ring and the clock's seqlock under every interleaving (own target dir: --cfg loom)" env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" cargo test --release -p dftracer-core --test loom --target-dir "$ROOT/target/loom"
 step fuzz   fuzz                            cargo             "fuzz targets: replay seeds + bounded random inputs on stable" cargo test --release --no-fail-fast --manifest-path fuzz/Cargo.toml
-step wheel  python,docs,callgrind,ecosystem,torch,dlio,multinode,dist,bench - "Python wheel (make dist's manylinux_2_28 build) installed in .venv-test with pytest, numpy, h5py (and openmpi-bin)" build_wheel
+step wheel  python,docs,callgrind,ecosystem,torch,dlio,multinode,dist,bench - "Python wheel (make dist's manylinux_2_28 build) installed in .venv-test with pytest, numpy, h5py, mpi4py (and openmpi-bin, mpich)" build_wheel
 step dist   dist                            summary:dist      "make dist's checks: auditwheel show, fresh-venv smoke test of the wheel; the sdist" run_dist
 step install install                        cargo             "make install into target/install-test; C API tests (CMake, pkg-config, linked programs) on it" run_install
 step python python                          pytest            "Python frontend: pytest" run_pytest frontends/python/tests

@@ -136,6 +136,53 @@ else
   echo "FAIL: dfanalyzer's POSIX time is not the I/O calls' time"; fail=$((fail+1))
 fi
 
+# The library layers in dfanalyzer: a trace dir with HDF5 events (h5py under the preload) and
+# MPI-IO events (test_mpiio.py's C program, two Open MPI ranks under the preload).
+# dfanalyzer 0.0.9's generic preset makes one layer per `cat` (FORMAT.md "MPI-IO calls"):
+# its "hdf5 Count" and "MPI-IO Count" must be the number of HDF5 and MPIIO events the trace
+# files hold, and both layers must be in its layer breakdown.
+lay="$work/layers"; mkdir -p "$lay/data" "$lay/other" "$lay/t"
+lay_env=(DFTRACER_ENABLE=1 DFTRACER_INIT=PRELOAD DFTRACER_DATA_DIR="$lay/data")
+"$ROOT/.venv-test/bin/python" -c "import h5py" 2>/dev/null && command -v mpirun.openmpi >/dev/null 2>&1 && have_layers=1 || have_layers=0
+if ((have_layers)); then
+  env "${lay_env[@]}" DFTRACER_LOG_FILE="$lay/t/h5" LD_PRELOAD="$ROOT/target/release/libdftracer_preload.so" \
+    "$ROOT/.venv-test/bin/python" -c "
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1] + '/d.h5', 'w') as f:
+    f.create_dataset('x', data=np.arange(4096.0))
+with h5py.File(sys.argv[1] + '/d.h5', 'r') as f:
+    f['x'][100:116]" "$lay/data"
+  gcc -O1 -o "$lay/mpiio_app" frontends/python/tests/mpiio_app.c /usr/lib/x86_64-linux-gnu/libmpi.so.40
+  mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x LD_PRELOAD="$ROOT/target/release/libdftracer_preload.so" \
+    -x DFTRACER_ENABLE=1 -x DFTRACER_INIT=PRELOAD -x DFTRACER_DATA_DIR="$lay/data" -x DFTRACER_LOG_FILE="$lay/t/mpi" \
+    "$lay/mpiio_app" "$lay/data" "$lay/other" 1000 >/dev/null
+  want=$(python3 - "$lay/t" <<'PY'
+import collections, glob, gzip, json, sys
+n = collections.Counter()
+for f in glob.glob(sys.argv[1] + "/*.pfw.gz"):
+    for line in gzip.open(f, "rt"):
+        e = json.loads(line)
+        if e.get("ph") == 1:
+            n[e["cat"]] += 1
+print(n["HDF5"], n["MPIIO"])
+PY
+)
+  read -r want_h5 want_mpi <<<"$want"
+  USER="${USER:-root}" "$ROOT/.venv-dfa/bin/dfanalyzer" trace_path="$lay/t" analyzer/preset=generic \
+    cluster.n_workers=1 hydra.run.dir="$lay/dfa" >"$lay/dfa.log" 2>&1 || tail -n 20 "$lay/dfa.log" >&2
+  got_h5=$(sed -n 's/^│ hdf5 Count *│ *count *│ *\([0-9]*\) *│.*/\1/p' "$lay/dfa.log" | head -n 1)
+  got_mpi=$(sed -n 's/^│ MPI-IO Count *│ *count *│ *\([0-9]*\) *│.*/\1/p' "$lay/dfa.log" | head -n 1)
+  rows=$(grep -c -E '^│ (hdf5|MPI-IO) +│ +[0-9.]+ +│' "$lay/dfa.log" || true)
+  echo "dfanalyzer layers: hdf5 ${got_h5:-none} ops, MPI-IO ${got_mpi:-none} ops, $rows layer rows (the trace holds $want_h5 HDF5 and $want_mpi MPIIO events)"
+  if [ "$want_h5" -gt 0 ] && [ "$want_mpi" -gt 0 ] && [ "$got_h5" = "$want_h5" ] && [ "$got_mpi" = "$want_mpi" ] && [ "$rows" = 2 ]; then
+    pass=$((pass+1))
+  else
+    echo "FAIL: dfanalyzer's hdf5 and MPI-IO layers"; fail=$((fail+1))
+  fi
+else
+  echo "FAIL: the dfanalyzer layers check needs h5py in .venv-test and Open MPI (mpirun.openmpi): not run"; fail=$((fail+1))
+fi
+
 # dfanalyzer on a DLIO-like run, ours against the reference (tests/dfa_compare.py): the same
 # annotated Python workload (tests/dlio_like.py: fork and spawn data-loader workers reading
 # 1 MiB per call, an evaluation pass, checkpoints) traced by our wheel (.venv-test) and by

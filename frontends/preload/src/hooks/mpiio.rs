@@ -1,5 +1,6 @@
-//! MPI-IO: `MPI_File_open`, `_close`, the blocking reads and writes (individual and
-//! collective, explicit offset or file pointer), `_sync`, `_set_size`, `_seek`, recorded with
+//! MPI-IO: `MPI_File_open`, `_close`, the reads and writes (blocking and nonblocking,
+//! individual and collective, explicit offset, individual, shared or ordered file pointer),
+//! `_sync`, `_set_size`, `_seek`, `_seek_shared`, `_set_view`, recorded with
 //! `cat` `MPIIO` and type 10 (`TRACE_TYPE_MPI`), the reference develop branch's, when the
 //! file is traced. Bound like the HDF5 hooks ([`super::hdf5`]): exported by no one, written
 //! into the GOT slots of the objects importing them once a pass meets an object defining
@@ -12,7 +13,9 @@
 //! ABIs are forwarded unchanged. A file handle is mapped to its file at `MPI_File_open` and
 //! forgotten at `MPI_File_close` (handles are reused after a close); a file opened before the
 //! hooks were bound is not traced. Bytes: `count` x `MPI_Type_size(datatype)` of a call that
-//! returned `MPI_SUCCESS` (0).
+//! returned `MPI_SUCCESS` (0). A nonblocking call's event is its post: the request's
+//! completion (`MPI_Wait`, `MPI_Test` and their `*all`/`*any`/`*some` forms, shared with
+//! every other kind of request) is not hooked.
 #![allow(non_snake_case, non_camel_case_types)]
 
 use std::ffi::CStr;
@@ -32,20 +35,51 @@ pub const MPIIO: &[u8] = b"MPIIO";
 /// An MPI handle, forwarded in a full register (a pointer, or an `int` in MPICH).
 type H = usize;
 
-reals!(
-    MPI_File_open, MPI_File_close,
-    MPI_File_read, MPI_File_read_at, MPI_File_read_all, MPI_File_read_at_all,
-    MPI_File_write, MPI_File_write_at, MPI_File_write_all, MPI_File_write_at_all,
-    MPI_File_sync, MPI_File_set_size, MPI_File_seek,
-    MPI_Type_size,
-);
+/// The layer's table from one list: `reals!` of the hooked functions (the required ones,
+/// then those a library may lack) and the queries, and [`hooks`]' addresses in that order.
+macro_rules! layer {
+    (required: [$($h:ident),* $(,)?], optional: [$($o:ident),* $(,)?], queries: [$($q:ident),* $(,)?] $(,)?) => {
+        reals!($($h,)* $($o,)* $($q,)*);
+        /// Index of the first optional hook; [`HOOKED`]: of the first query.
+        const FIRST_OPTIONAL: usize = [$(R::$h),*].len();
+        const HOOKED: usize = FIRST_OPTIONAL + [$(R::$o),*].len();
+        fn addrs() -> [*const (); HOOKED] {
+            [$($h as *const (),)* $($o as *const (),)*]
+        }
+    };
+}
 
-const HOOKED: usize = R::MPI_File_seek as usize + 1;
+layer!(
+    required: [
+        MPI_File_open, MPI_File_close,
+        MPI_File_read, MPI_File_read_at, MPI_File_read_all, MPI_File_read_at_all,
+        MPI_File_write, MPI_File_write_at, MPI_File_write_all, MPI_File_write_at_all,
+        MPI_File_sync, MPI_File_set_size, MPI_File_seek,
+        MPI_File_iread, MPI_File_iread_at, MPI_File_iwrite, MPI_File_iwrite_at,
+        MPI_File_read_shared, MPI_File_write_shared, MPI_File_read_ordered,
+        MPI_File_write_ordered, MPI_File_iread_shared, MPI_File_iwrite_shared,
+        MPI_File_seek_shared, MPI_File_set_view,
+    ],
+    // The nonblocking collectives are MPI-3.1's, the large-count `_c` forms MPI-4.0's (Open
+    // MPI 4.1 has none; mpi4py 4 calls them where they exist): a library that lacks them
+    // has nothing importing them, and they are not bound.
+    optional: [
+        MPI_File_iread_all, MPI_File_iread_at_all, MPI_File_iwrite_all, MPI_File_iwrite_at_all,
+        MPI_File_read_c, MPI_File_read_at_c, MPI_File_read_all_c, MPI_File_read_at_all_c,
+        MPI_File_write_c, MPI_File_write_at_c, MPI_File_write_all_c, MPI_File_write_at_all_c,
+        MPI_File_iread_c, MPI_File_iread_at_c, MPI_File_iwrite_c, MPI_File_iwrite_at_c,
+        MPI_File_iread_all_c, MPI_File_iread_at_all_c, MPI_File_iwrite_all_c,
+        MPI_File_iwrite_at_all_c, MPI_File_read_shared_c, MPI_File_write_shared_c,
+        MPI_File_read_ordered_c, MPI_File_write_ordered_c, MPI_File_iread_shared_c,
+        MPI_File_iwrite_shared_c,
+    ],
+    queries: [MPI_Type_size],
+);
 
 /// Resolves every function of [`NAMES`] from the object `name` (pinned for good). `Err`
 /// says what is missing; nothing is stored then.
 pub fn resolve(name: &CStr) -> Result<(), String> {
-    let (_, got) = libs::resolve_in(name, NAMES, |_| false)?;
+    let (_, got) = libs::resolve_in(name, NAMES, |i| (FIRST_OPTIONAL..HOOKED).contains(&i))?;
     for (slot, p) in REAL.iter().zip(got) {
         slot.store(p, Ordering::Relaxed);
     }
@@ -54,22 +88,7 @@ pub fn resolve(name: &CStr) -> Result<(), String> {
 
 /// The hooks with the definitions they forward to, after a successful [`resolve`].
 pub fn hooks() -> Vec<HookEntry> {
-    let addrs: [*const (); HOOKED] = [
-        MPI_File_open as *const (),
-        MPI_File_close as *const (),
-        MPI_File_read as *const (),
-        MPI_File_read_at as *const (),
-        MPI_File_read_all as *const (),
-        MPI_File_read_at_all as *const (),
-        MPI_File_write as *const (),
-        MPI_File_write_at as *const (),
-        MPI_File_write_all as *const (),
-        MPI_File_write_at_all as *const (),
-        MPI_File_sync as *const (),
-        MPI_File_set_size as *const (),
-        MPI_File_seek as *const (),
-    ];
-    libs::entries(NAMES, &addrs, &REAL)
+    libs::entries(NAMES, &addrs(), &REAL)
 }
 
 /// File handle -> its traced file (a pin word); untraced handles are not kept.
@@ -110,7 +129,7 @@ macro_rules! real_or {
 }
 
 /// Bytes of `count` elements of `datatype`.
-fn bytes(count: c_int, datatype: H) -> u64 {
+fn bytes(count: i64, datatype: H) -> u64 {
     type SizeFn = unsafe extern "C" fn(H, *mut c_int) -> c_int;
     let Some(f) = real::<SizeFn>(R::MPI_Type_size) else {
         return 0;
@@ -232,21 +251,21 @@ pub unsafe extern "C" fn MPI_File_close(fh: *mut H) -> c_int {
     ret
 }
 
-type XferFn = unsafe extern "C" fn(H, *mut c_void, c_int, H, *mut c_void) -> c_int;
-type XferAtFn = unsafe extern "C" fn(H, i64, *mut c_void, c_int, H, *mut c_void) -> c_int;
-
+// The last pointer is an `MPI_Status *` (blocking) or an `MPI_Request *` (nonblocking);
+// `$count` is `int`, or `MPI_Count` (64 bits) in the large-count `_c` forms, which are
+// recorded under the name without `_c` (the same operation; FORMAT.md).
 macro_rules! xfer {
-    ($sym:ident, $name:literal) => {
+    ($sym:ident, $name:literal, $count:ty) => {
         pub unsafe extern "C" fn $sym(
             fh: H,
             buf: *mut c_void,
-            count: c_int,
+            count: $count,
             datatype: H,
             status: *mut c_void,
         ) -> c_int {
-            let f = real_or!($sym: XferFn);
+            let f = real_or!($sym: unsafe extern "C" fn(H, *mut c_void, $count, H, *mut c_void) -> c_int);
             on_fh!(fh, f(fh, buf, count, datatype, status), |ret, t0, t1, file, busy| {
-                let size = if ret == 0 { bytes(count, datatype) } else { 0 };
+                let size = if ret == 0 { bytes(count as i64, datatype) } else { 0 };
                 busy.record_static(
                     schema!($name, ["count": Int, "size": UInt, "ret": Int]),
                     t0,
@@ -257,21 +276,24 @@ macro_rules! xfer {
             })
         }
     };
+    ($sym:ident, $name:literal) => {
+        xfer!($sym, $name, c_int);
+    };
 }
 
 macro_rules! xfer_at {
-    ($sym:ident, $name:literal) => {
+    ($sym:ident, $name:literal, $count:ty) => {
         pub unsafe extern "C" fn $sym(
             fh: H,
             offset: i64,
             buf: *mut c_void,
-            count: c_int,
+            count: $count,
             datatype: H,
             status: *mut c_void,
         ) -> c_int {
-            let f = real_or!($sym: XferAtFn);
+            let f = real_or!($sym: unsafe extern "C" fn(H, i64, *mut c_void, $count, H, *mut c_void) -> c_int);
             on_fh!(fh, f(fh, offset, buf, count, datatype, status), |ret, t0, t1, file, busy| {
-                let size = if ret == 0 { bytes(count, datatype) } else { 0 };
+                let size = if ret == 0 { bytes(count as i64, datatype) } else { 0 };
                 busy.record_static(
                     schema!($name, ["offset": Int, "count": Int, "size": UInt, "ret": Int]),
                     t0,
@@ -281,6 +303,9 @@ macro_rules! xfer_at {
                 )
             })
         }
+    };
+    ($sym:ident, $name:literal) => {
+        xfer_at!($sym, $name, c_int);
     };
 }
 
@@ -292,6 +317,48 @@ xfer_at!(MPI_File_read_at, "MPI_File_read_at");
 xfer_at!(MPI_File_read_at_all, "MPI_File_read_at_all");
 xfer_at!(MPI_File_write_at, "MPI_File_write_at");
 xfer_at!(MPI_File_write_at_all, "MPI_File_write_at_all");
+// Shared and ordered file pointer: the individual calls' shape.
+xfer!(MPI_File_read_shared, "MPI_File_read_shared");
+xfer!(MPI_File_write_shared, "MPI_File_write_shared");
+xfer!(MPI_File_read_ordered, "MPI_File_read_ordered");
+xfer!(MPI_File_write_ordered, "MPI_File_write_ordered");
+// Nonblocking: the event is the post (its `ret` the post's, `size` what was asked); the
+// completion is in MPI_Wait/MPI_Test, not recorded (FORMAT.md says why).
+xfer!(MPI_File_iread, "MPI_File_iread");
+xfer!(MPI_File_iwrite, "MPI_File_iwrite");
+xfer!(MPI_File_iread_all, "MPI_File_iread_all");
+xfer!(MPI_File_iwrite_all, "MPI_File_iwrite_all");
+xfer!(MPI_File_iread_shared, "MPI_File_iread_shared");
+xfer!(MPI_File_iwrite_shared, "MPI_File_iwrite_shared");
+xfer_at!(MPI_File_iread_at, "MPI_File_iread_at");
+xfer_at!(MPI_File_iwrite_at, "MPI_File_iwrite_at");
+xfer_at!(MPI_File_iread_at_all, "MPI_File_iread_at_all");
+xfer_at!(MPI_File_iwrite_at_all, "MPI_File_iwrite_at_all");
+
+/// `MPI_Count`: 64 bits in every MPI (MPICH, Open MPI 5).
+type Count = i64;
+xfer!(MPI_File_read_c, "MPI_File_read", Count);
+xfer!(MPI_File_read_all_c, "MPI_File_read_all", Count);
+xfer!(MPI_File_write_c, "MPI_File_write", Count);
+xfer!(MPI_File_write_all_c, "MPI_File_write_all", Count);
+xfer_at!(MPI_File_read_at_c, "MPI_File_read_at", Count);
+xfer_at!(MPI_File_read_at_all_c, "MPI_File_read_at_all", Count);
+xfer_at!(MPI_File_write_at_c, "MPI_File_write_at", Count);
+xfer_at!(MPI_File_write_at_all_c, "MPI_File_write_at_all", Count);
+xfer!(MPI_File_read_shared_c, "MPI_File_read_shared", Count);
+xfer!(MPI_File_write_shared_c, "MPI_File_write_shared", Count);
+xfer!(MPI_File_read_ordered_c, "MPI_File_read_ordered", Count);
+xfer!(MPI_File_write_ordered_c, "MPI_File_write_ordered", Count);
+xfer!(MPI_File_iread_c, "MPI_File_iread", Count);
+xfer!(MPI_File_iwrite_c, "MPI_File_iwrite", Count);
+xfer!(MPI_File_iread_all_c, "MPI_File_iread_all", Count);
+xfer!(MPI_File_iwrite_all_c, "MPI_File_iwrite_all", Count);
+xfer!(MPI_File_iread_shared_c, "MPI_File_iread_shared", Count);
+xfer!(MPI_File_iwrite_shared_c, "MPI_File_iwrite_shared", Count);
+xfer_at!(MPI_File_iread_at_c, "MPI_File_iread_at", Count);
+xfer_at!(MPI_File_iwrite_at_c, "MPI_File_iwrite_at", Count);
+xfer_at!(MPI_File_iread_at_all_c, "MPI_File_iread_at_all", Count);
+xfer_at!(MPI_File_iwrite_at_all_c, "MPI_File_iwrite_at_all", Count);
 
 pub unsafe extern "C" fn MPI_File_sync(fh: H) -> c_int {
     let f = real_or!(MPI_File_sync: unsafe extern "C" fn(H) -> c_int);
@@ -313,14 +380,45 @@ pub unsafe extern "C" fn MPI_File_set_size(fh: H, size: i64) -> c_int {
     })
 }
 
-pub unsafe extern "C" fn MPI_File_seek(fh: H, offset: i64, whence: c_int) -> c_int {
-    let f = real_or!(MPI_File_seek: unsafe extern "C" fn(H, i64, c_int) -> c_int);
-    on_fh!(fh, f(fh, offset, whence), |ret, t0, t1, file, busy| {
+macro_rules! seek {
+    ($sym:ident, $name:literal) => {
+        pub unsafe extern "C" fn $sym(fh: H, offset: i64, whence: c_int) -> c_int {
+            let f = real_or!($sym: unsafe extern "C" fn(H, i64, c_int) -> c_int);
+            on_fh!(fh, f(fh, offset, whence), |ret, t0, t1, file, busy| {
+                busy.record_static(
+                    schema!($name, ["offset": Int, "whence": Int, "ret": Int]),
+                    t0,
+                    t1,
+                    &[offset as u64, whence as i64 as u64, ret as i64 as u64],
+                    &file.file,
+                )
+            })
+        }
+    };
+}
+
+seek!(MPI_File_seek, "MPI_File_seek");
+seek!(MPI_File_seek_shared, "MPI_File_seek_shared");
+
+type SetViewFn = unsafe extern "C" fn(H, i64, H, H, *const c_char, H) -> c_int;
+
+/// `disp` (bytes) and the etype's size: an `offset` of the calls after it is in etypes.
+pub unsafe extern "C" fn MPI_File_set_view(
+    fh: H,
+    disp: i64,
+    etype: H,
+    filetype: H,
+    datarep: *const c_char,
+    info: H,
+) -> c_int {
+    let f = real_or!(MPI_File_set_view: SetViewFn);
+    on_fh!(fh, f(fh, disp, etype, filetype, datarep, info), |ret, t0, t1, file, busy| {
+        let etype_size = if ret == 0 { bytes(1, etype) } else { 0 };
         busy.record_static(
-            schema!("MPI_File_seek", ["offset": Int, "whence": Int, "ret": Int]),
+            schema!("MPI_File_set_view", ["disp": Int, "etype_size": UInt, "ret": Int]),
             t0,
             t1,
-            &[offset as u64, whence as i64 as u64, ret as i64 as u64],
+            &[disp as u64, etype_size, ret as i64 as u64],
             &file.file,
         )
     })
