@@ -1,8 +1,12 @@
 """Training-like loop: 2,000 files of 64 KiB read inside annotated functions plus a small
 compute step; tracing off, ours, ours + I/O interception (our preload, and bound in process
 from initialize_log(data_dir=...)), the reference, and the reference with its I/O interception.
-Then the time of initialize_log with numpy imported (with and without binding I/O), and
-multiprocessing Pool(2) fork/spawn lost-event counts.
+Then the same loop split over 8 DataLoader-style worker processes (forked, as torch's
+DataLoader forks on Linux) on the machine's cores: CPU per sample over all processes and
+threads (the writers' included), tracing off, ours, the reference, with I/O traced in process,
+and every sample's events counted in the traces. Then the time of initialize_log with numpy
+imported (with and without binding I/O), and multiprocessing Pool(2) fork/spawn lost-event
+counts.
 
     python3 benches/python/train_loop.py --ours VENV --ref VENV --preload SO [--rounds 5] [--record F]
 """
@@ -67,6 +71,42 @@ if __name__ == "__main__": main()
 """
 
 
+# 8 forked workers, each reading its share of the files inside decorated functions.
+WORKERS = r"""
+import os, sys, multiprocessing as mp
+from dftracer.python import dftracer, dft_fn
+df = dft_fn("train")
+@df.log
+def read(path, step):
+    with open(path, "rb") as f:
+        return f.read()
+@df.log
+def compute(buf, step):
+    return sum(buf[::4096])
+def worker(paths):
+    for step, f in enumerate(paths):
+        compute(read(f, step), step)
+if __name__ == "__main__":
+    data = sys.argv[1]
+    log = dftracer.initialize_log(logfile=os.path.join(sys.argv[2], "t.pfw"),
+                                  data_dir=data if sys.argv[3] == "io" else None, process_id=-1)
+    files = sorted(os.path.join(data, f) for f in os.listdir(data))
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=worker, args=(files[i::8],)) for i in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    log.finalize()
+"""
+
+
+def children_cpu():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def env(enable, out, extra=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_") and k != "LD_PRELOAD"}
     if enable:
@@ -75,12 +115,13 @@ def env(enable, out, extra=None):
     return e
 
 
-def count(out, name):
+def count(out, name, cat=None):
     n = 0
+    want = f'"name":"{name}"' + (f',"cat":"{cat}"' if cat else "")
     for f in Path(out).glob("*.pfw*"):
         try:
             with gzip.open(f, "rt") as fh:
-                n += sum(1 for line in fh if f'"name":"{name}"' in line)
+                n += sum(1 for line in fh if want in line)
         except (OSError, EOFError):
             pass
     return n
@@ -123,6 +164,34 @@ def main():
     print(f"{'config':14} {'median s':>9} {'vs off':>7}")
     for k, v in med.items():
         print(f"{k:14} {v:9.4f} {v / med['off']:7.3f}")
+    # 8 DataLoader-style workers: CPU of every process and thread per sample (getrusage of the
+    # waited-for children: the workers are waited for by their parent, which is waited for here).
+    w_script = work / "workers.py"
+    w_script.write_text(WORKERS)
+    w_configs = {"off": (ours, False), "ours+io-inproc": (ours, True), "ref+io": (ref, True)}
+    w_cpu = {k: [] for k in w_configs}
+    w_events = {}
+    for _ in range(a.rounds):
+        for name, (py, en) in w_configs.items():
+            with tempfile.TemporaryDirectory() as out:
+                c0 = children_cpu()
+                subprocess.run([py, str(w_script), str(data), out, "io"], env=env(en, out),
+                               capture_output=True, text=True, check=True)
+                w_cpu[name].append((children_cpu() - c0) / 2000 * 1e6)
+                if en:
+                    # Every sample's two decorated calls and its read, in every worker's file.
+                    w_events[name] = {"read": count(out, "read", "train"),
+                                      "compute": count(out, "compute", "train")}
+    w_med = {k: statistics.median(v) for k, v in w_cpu.items()}
+    w_added = {k: v - w_med["off"] for k, v in w_med.items() if k != "off"}
+    print("8 workers, CPU us per sample (all processes and threads): "
+          + ", ".join(f"{k}={v:.1f}" for k, v in w_med.items())
+          + "; added: " + ", ".join(f"{k}=+{v:.1f}" for k, v in w_added.items())
+          + f"; events: {w_events}")
+    for name, ev in w_events.items():
+        if ev != {"read": 2000, "compute": 2000}:
+            print(f"train_loop: {name}: the workers' traces hold {ev} decorated events, not 2,000 each")
+            return 1
     # What initialize_log costs with numpy imported, with and without binding I/O in process.
     init_script = work / "init.py"
     init_script.write_text(INIT)
@@ -148,6 +217,8 @@ def main():
     print("Pool(2) lost task events (of 45): " + ", ".join(f"{k}={v}" for k, v in lost.items()))
     if a.record:
         Path(a.record).write_text(json.dumps({"median_seconds": med, "lost_pool_events": lost,
+                                              "workers8_cpu_us_per_sample": w_med,
+                                              "workers8_cpu_us_added_per_sample": w_added,
                                               "initialize_ms_numpy": init_ms,
                                               "command": " ".join(sys.argv)}, indent=2) + "\n")
     return 0

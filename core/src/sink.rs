@@ -499,12 +499,6 @@ impl Sink {
             }
         }
     }
-
-    pub fn sync(&mut self) {
-        if self.ensure_own_fd().is_ok() {
-            sys::sync_fd(self.fd);
-        }
-    }
 }
 
 impl Drop for Sink {

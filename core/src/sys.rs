@@ -321,11 +321,6 @@ pub fn truncate_fd(fd: i32, len: u64) -> std::io::Result<()> {
     Ok(())
 }
 
-pub fn sync_fd(fd: i32) {
-    // SAFETY: fdatasync on any int is safe.
-    unsafe { libc::fdatasync(fd) };
-}
-
 /// Renames `from` to `to` unless `to` exists (`AlreadyExists`): `renameat2(RENAME_NOREPLACE)`,
 /// or a hard link and an unlink where the file system does not support it.
 pub fn rename_noreplace(from: &str, to: &str) -> std::io::Result<()> {
@@ -457,6 +452,12 @@ pub unsafe fn spawn_thread(
 pub fn join_thread(t: libc::pthread_t) {
     // SAFETY: t came from spawn_thread in this process and is joined once.
     unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
+}
+
+/// Lets `t` end on its own (its resources are freed when it does): never joined after.
+pub fn detach_thread(t: libc::pthread_t) {
+    // SAFETY: t came from spawn_thread in this process and is neither joined nor detached yet.
+    unsafe { libc::pthread_detach(t) };
 }
 
 /// A POSIX semaphore used as the writer's wake-up: `post` is async-signal-safe, so a signal

@@ -189,8 +189,23 @@ pub fn finalize() {
     sh.stop.store(true, Ordering::Release);
     sh.wake.post();
     if let Some(t) = sh.writer_thread.lock().take() {
+        // A writer that has not run yet (a short process: started at its first event, the
+        // process ends before the scheduler ran it) is called off and detached instead of
+        // waited for: finalize does the drain itself either way, and the wait was the
+        // scheduler's latency (milliseconds on a loaded node, per process).
+        let called_off = sh
+            .writer_begun
+            .compare_exchange(
+                super::writer::NOT_BEGUN,
+                super::writer::CALLED_OFF,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
+        if called_off {
+            sys::detach_thread(t);
         // SAFETY: pthread_self is always valid.
-        if t != unsafe { libc::pthread_self() } {
+        } else if t != unsafe { libc::pthread_self() } {
             sys::join_thread(t);
         }
     }

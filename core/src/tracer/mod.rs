@@ -178,6 +178,9 @@ struct Shared {
     bind: AtomicBool,
     dropped: AtomicU64,
     writer_started: AtomicBool,
+    /// The writer thread's start, against a finalize that comes first: [`writer::NOT_BEGUN`],
+    /// [`writer::BEGUN`] or [`writer::CALLED_OFF`] (finalize had nothing to wait for).
+    writer_begun: std::sync::atomic::AtomicU8,
     writer_thread: Mutex<Option<libc::pthread_t>>,
     stop: AtomicBool,
     signal: AtomicI32,
@@ -314,6 +317,7 @@ impl Shared {
             bind: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             writer_started: AtomicBool::new(false),
+            writer_begun: std::sync::atomic::AtomicU8::new(writer::NOT_BEGUN),
             writer_thread: Mutex::new(None),
             stop: AtomicBool::new(false),
             signal: AtomicI32::new(0),

@@ -542,9 +542,22 @@ pub(super) fn ensure_thread(sh: &'static Shared) {
     }
 }
 
+/// [`Shared::writer_begun`]: the thread has not run yet; it runs its loop; a finalize that came
+/// first called it off (it returns at once, touching nothing else, and is detached).
+pub(super) const NOT_BEGUN: u8 = 0;
+pub(super) const BEGUN: u8 = 1;
+pub(super) const CALLED_OFF: u8 = 2;
+
 extern "C" fn writer_main(arg: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: arg is the &'static Shared passed by ensure_thread (never freed).
     let sh: &'static Shared = unsafe { &*(arg as *const Shared) };
+    if sh
+        .writer_begun
+        .compare_exchange(NOT_BEGUN, BEGUN, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return ptr::null_mut();
+    }
     let _ = INTERNAL.try_with(|c| c.set(true));
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_loop(sh))).is_err() {
         sh.broken("writer thread");
