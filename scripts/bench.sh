@@ -74,6 +74,13 @@ echo "== LD_PRELOAD: pread / open+close"
 DFT_REF_VENV="$ROOT/.venv-ref" bash benches/preload/run.sh "${ROUNDS:-5}"
 sections=$((sections + 1))
 
+echo "== LD_PRELOAD: short processes (a traced cat from start to exit), ours and the reference"
+if [ -n "$QUICK" ]; then sp=(--rounds 1 --procs 5 --no-callgrind); else sp=(--rounds "${ROUNDS:-5}" --procs 40); fi
+python3 benches/preload/short_procs.py --lib "$ROOT/target/release/libdftracer_preload.so" \
+  --ref-lib "$(ls "$ROOT"/.venv-ref/lib/python3*/site-packages/dftracer/lib64/libdftracer_preload.so)" \
+  "${sp[@]}" --record "$RECORD/short_procs.json"
+sections=$((sections + 1))
+
 echo "== C/C++ API: one annotated region (macros of dftracer.h), ours and the reference's C header"
 if [ -n "$QUICK" ]; then capi_calls=(--calls 100000); else capi_calls=(--calls 2000000); fi
 python3 benches/c_api/run.py --lib "$ROOT/target/release/libdftracer_preload.so" \

@@ -173,9 +173,75 @@ fn dl_info() -> libc::Dl_info {
     }
 }
 
-/// True when `addr` lies in this library.
+/// True when `addr` lies in this library: inside the span of its loaded segments, found once
+/// (`dl_iterate_phdr`). Two `dladdr` calls per resolved symbol had cost ~24,000 instructions
+/// each (a scan of this library's symbols): 2 million, 0.7 ms, in every traced process.
 pub fn in_self(addr: usize) -> bool {
-    static ANCHOR: u8 = 0;
+    let (mut lo, mut hi) = (
+        SELF_LO.load(Ordering::Relaxed),
+        SELF_HI.load(Ordering::Relaxed),
+    );
+    if hi == 0 {
+        match self_span() {
+            Some((l, h)) => {
+                (lo, hi) = (l, h);
+                SELF_LO.store(l, Ordering::Relaxed);
+                SELF_HI.store(h, Ordering::Relaxed);
+            }
+            None => return in_self_by_dladdr(addr),
+        }
+    }
+    (lo..hi).contains(&addr)
+}
+
+static SELF_LO: AtomicUsize = AtomicUsize::new(0);
+static SELF_HI: AtomicUsize = AtomicUsize::new(0);
+static ANCHOR: u8 = 0;
+
+/// `[lowest, highest)` address of this library's `PT_LOAD` segments (the loader reserves the
+/// whole span for the object: nothing else is mapped inside it).
+fn self_span() -> Option<(usize, usize)> {
+    struct Find {
+        anchor: usize,
+        span: Option<(usize, usize)>,
+    }
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: `data` is the `Find` passed below; `info` and its program headers are the
+        // loader's, valid during the callback.
+        let (f, info) = unsafe { (&mut *(data as *mut Find), &*info) };
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for i in 0..info.dlpi_phnum as usize {
+            // SAFETY: `dlpi_phdr` holds `dlpi_phnum` headers.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            if ph.p_type == libc::PT_LOAD {
+                let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+                lo = lo.min(start);
+                hi = hi.max(start.wrapping_add(ph.p_memsz as usize));
+            }
+        }
+        if (lo..hi).contains(&f.anchor) {
+            f.span = Some((lo, hi));
+            1
+        } else {
+            0
+        }
+    }
+    let mut f = Find {
+        anchor: &ANCHOR as *const u8 as usize,
+        span: None,
+    };
+    // SAFETY: `each` is a valid callback and `f` outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut f as *mut Find as *mut libc::c_void) };
+    f.span
+}
+
+/// [`in_self`] where the segments were not found: the object `dladdr` names for `addr` is
+/// this library's.
+fn in_self_by_dladdr(addr: usize) -> bool {
     let base = |a: usize| -> usize {
         let mut info = dl_info();
         // SAFETY: dladdr only reads its address argument and fills `info`.
