@@ -105,7 +105,7 @@ mod pin;
 mod plan;
 mod slots;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 
 #[cfg(not(test))]
@@ -116,7 +116,7 @@ use dlopen::{dlopen_hook, self_handle};
 use elf::{arch, Dynamic};
 use lock::{register_fork_handler, Guard};
 use pin::{collect, loader_value, pin};
-use plan::{excluded, plan_slots, Plan};
+use plan::{excluded, plan_slots, HookTable, Plan};
 use slots::write_slots;
 
 use crate::hooks::HookEntry;
@@ -217,7 +217,7 @@ fn pass(hooks: &'static [HookEntry], incremental: bool) -> Report {
         };
         (skip, installed)
     };
-    let table: HashMap<&[u8], (usize, usize, bool)> = hooks
+    let table: HookTable = hooks
         .iter()
         .map(|h| {
             let loader = if h.real != 0 {

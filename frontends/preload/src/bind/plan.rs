@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::elf::{arch, auxv, Dynamic, Image, Object, Rela, AT_BASE, AT_SYSINFO_EHDR};
 use super::MARKER;
@@ -80,11 +81,34 @@ pub(super) fn is_glibc(soname: &[u8]) -> bool {
     EXACT.contains(&soname) || soname.starts_with(b"ld-linux") || soname.starts_with(b"libnss_")
 }
 
-/// The slots of `d` to write for `hooks` (name -> (hook address, loader's address, strict)).
-pub(super) fn plan_slots(
-    d: &Dynamic,
-    hooks: &HashMap<&[u8], (usize, usize, bool)>,
-) -> Vec<GotSlot> {
+/// Hook name -> (hook address, loader's address, strict), looked up once per relocation of
+/// every loaded object (tens of thousands in libpython): hashed with FNV-1a, not SipHash
+/// (whose ~100 instructions per short name were most of a binding pass).
+pub(super) type HookTable<'a> = HashMap<&'a [u8], (usize, usize, bool), BuildHasherDefault<Fnv>>;
+
+/// FNV-1a, 64 bits: symbol names are short and not chosen by an adversary of this table.
+#[derive(Default)]
+pub(super) struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+/// The slots of `d` to write for `hooks`.
+pub(super) fn plan_slots(d: &Dynamic, hooks: &HookTable) -> Vec<GotSlot> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for &(table, size) in &d.relas {
