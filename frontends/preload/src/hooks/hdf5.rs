@@ -24,7 +24,7 @@
 #![allow(clippy::too_many_arguments)]
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_uint, c_void, size_t, ssize_t};
 
@@ -196,6 +196,59 @@ fn bump(gen: &AtomicU64) {
     if g & 0xff_ffff == 0 {
         gen.fetch_add(1, Ordering::Relaxed);
     }
+    ANY_GEN.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Moves with each of the three generations: what [`LAST`] was computed under.
+static ANY_GEN: AtomicU64 = AtomicU64::new(1);
+
+/// The last transfer's bytes, for the ids it was computed from (dataset, memory type,
+/// memory space, file space) under [`ANY_GEN`]: a loop that reads the same selection again
+/// finds its bytes in one look instead of two cache look-ups. A sequence word (odd while
+/// written) keeps readers from a torn entry; a writer that finds it busy does not store.
+struct Last {
+    seq: AtomicU64,
+    ids: [AtomicI64; 4],
+    gen: AtomicU64,
+    bytes: AtomicU64,
+}
+
+static LAST: Last = Last {
+    seq: AtomicU64::new(0),
+    ids: [const { AtomicI64::new(0) }; 4],
+    gen: AtomicU64::new(0),
+    bytes: AtomicU64::new(0),
+};
+
+impl Last {
+    #[inline(always)]
+    fn get(&self, ids: [Hid; 4], gen: u64) -> Option<u64> {
+        let s = self.seq.load(Ordering::Acquire);
+        let same = self.gen.load(Ordering::Relaxed) == gen
+            && ids.iter().zip(&self.ids).all(|(a, b)| *a == b.load(Ordering::Relaxed));
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        (same && s & 1 == 0 && self.seq.load(Ordering::Relaxed) == s).then_some(bytes)
+    }
+
+    fn put(&self, ids: [Hid; 4], gen: u64, bytes: u64) {
+        let s = self.seq.load(Ordering::Relaxed);
+        if s & 1 != 0
+            || self
+                .seq
+                .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        fence(Ordering::Release);
+        for (a, b) in ids.iter().zip(&self.ids) {
+            b.store(*a, Ordering::Relaxed);
+        }
+        self.gen.store(gen, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+        self.seq.store(s + 2, Ordering::Release);
+    }
 }
 
 fn release(word: u64) {
@@ -339,8 +392,26 @@ fn type_size(t: Hid) -> u64 {
 }
 
 /// Bytes a successful `H5Dread`/`H5Dwrite` moved: the selected points (the memory space's,
-/// else the file space's, else the dataset's whole extent) times the memory type's size.
+/// else the file space's, else the dataset's whole extent) times the memory type's size;
+/// [`LAST`] when it holds these ids under the current generation.
+#[inline(always)]
 fn dataset_bytes(dset: Hid, mem_type: Hid, mem_space: Hid, file_space: Hid) -> u64 {
+    let ids = [dset, mem_type, mem_space, file_space];
+    // Read before the queries: a change meanwhile leaves the stored value unused.
+    let gen = ANY_GEN.load(Ordering::Relaxed);
+    if let Some(b) = LAST.get(ids, gen) {
+        return b;
+    }
+    out_of_line(|| {
+        let b = transfer_bytes(dset, mem_type, mem_space, file_space);
+        if b != 0 {
+            LAST.put(ids, gen, b);
+        }
+        b
+    })
+}
+
+fn transfer_bytes(dset: Hid, mem_type: Hid, mem_space: Hid, file_space: Hid) -> u64 {
     let points = if mem_space > SPECIAL_SPACES {
         selected(mem_space)
     } else if file_space > SPECIAL_SPACES {
