@@ -43,6 +43,9 @@ pub use crate::tracer::{child_env, export_env_at_init};
 // Recording sections
 pub use crate::tracer::{enter_hook, hook_busy, is_internal, mark_used, set_bind, Hook};
 // Files named by events
+/// The tracer's own heap, for the library every frontend links to declare as its
+/// `#[global_allocator]` (see the module's docs).
+pub use crate::alloc::TracerHeap;
 pub use crate::files::{Pool as FilePool, PATHS_CAP, WAYS};
 pub use crate::hash::hash16;
 // Across shared objects

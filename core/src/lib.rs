@@ -34,6 +34,7 @@
 // `internals`, for the fuzz targets, benches and integration tests. Every other module is
 // private to the crate.
 mod aggregate;
+mod alloc;
 mod api;
 mod clock;
 pub mod config;

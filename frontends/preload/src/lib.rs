@@ -50,6 +50,12 @@ pub mod region;
 pub mod sites;
 pub mod table;
 
+/// Every allocation of this library's code (and of the Python module that links it) comes
+/// from the tracer's own pages, never from the program's `malloc` heap: see
+/// `dftracer_core::frontend::TracerHeap`.
+#[global_allocator]
+static HEAP: dftracer_core::frontend::TracerHeap = dftracer_core::frontend::TracerHeap;
+
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, Ordering};
 
 use dftracer_core::frontend::DataDirs;

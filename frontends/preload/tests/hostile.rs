@@ -406,3 +406,80 @@ fn io_in_an_atexit_handler_is_recorded() {
     );
     assert!(t.has_end());
 }
+
+/// A program that reads a traced file, `dlopen`s a library (the binding pass runs for it)
+/// that reads it too, and prints what its `malloc` heap holds (`mallinfo2`).
+const HEAP: &str = r#"
+#include <dlfcn.h>
+#include <malloc.h>
+int main(int argc, char **argv) {
+    char b[16];
+    int fd = open(argv[1], O_RDONLY);
+    CHECK(fd >= 0);
+    for (int i = 0; i < 50; i++) CHECK(pread(fd, b, 16, 0) == 16);
+    close(fd);
+    void *h = dlopen(argv[2], RTLD_NOW);
+    CHECK(h != NULL);
+    int (*f)(const char *) = (int (*)(const char *))dlsym(h, "lib_read");
+    CHECK(f != NULL && f(argv[1]) == 8);
+    struct mallinfo2 m = mallinfo2();
+    printf("%zu %zu\n", m.uordblks, m.ordblks);
+    return 0;
+}
+"#;
+
+const HEAP_LIB: &str = r#"
+#include <fcntl.h>
+#include <unistd.h>
+int lib_read(const char *p) {
+    char b[8];
+    int fd = open(p, O_RDONLY);
+    int n = pread(fd, b, 8, 0);
+    close(fd);
+    return n;
+}
+"#;
+
+/// The tracer's allocations (its tables, the binding pass's plans, the writer's buffers) are
+/// not on the program's heap: the bytes in use there are an untraced run's, within what
+/// glibc allocates for the calls the tracer makes (a thread, `dlopen`, `dlerror`). The tracer
+/// on glibc's heap put 140 KB there and left the pass's freed temporaries among the program's
+/// blocks (ninety free chunks that Open MPI's later mallocs searched).
+#[test]
+fn the_tracers_memory_is_not_on_the_programs_heap() {
+    let s = Scratch::new("heap");
+    std::fs::write(s.path("data/f"), [7u8; 64]).unwrap();
+    let lib = s.compile_with("libheap.so", HEAP_LIB, &["-shared", "-fPIC"]);
+    let exe = s.compile_with("heap", &prog(HEAP), &["-ldl"]);
+    let heap = |out: String| -> (usize, usize) {
+        let v: Vec<usize> = out.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        (v[0], v[1])
+    };
+    let (plain_used, plain_free) = heap(ok(Command::new(&exe)
+        .arg(s.path("data/f"))
+        .arg(&lib)
+        .current_dir(s.path(""))
+        .output()
+        .unwrap()));
+    let (used, free) = heap(ok(s
+        .cmd(&exe, Some(&s.s("data")))
+        .arg(s.path("data/f"))
+        .arg(&lib)
+        .output()
+        .unwrap()));
+    assert!(
+        used < plain_used + 8192,
+        "the traced run has {used} bytes in use on the program's heap, the untraced {plain_used}"
+    );
+    assert!(
+        free <= plain_free + 2,
+        "the traced run leaves {free} free chunks in the program's heap, the untraced {plain_free}"
+    );
+    // The pass ran: the library's pread is traced.
+    let names = s.only_trace().names();
+    assert_eq!(
+        names.iter().filter(|n| *n == "pread").count(),
+        51,
+        "{names:?}"
+    );
+}

@@ -35,6 +35,14 @@ mod tracer;
 mod updates;
 mod wrapped;
 
+/// The native library's allocator, here too: Rust values (the child environment's strings,
+/// reports) cross between it and this module through the `Api` table, each side freeing what
+/// the other allocated. Two copies of `TracerHeap` may exchange blocks (a block carries no
+/// header; each copy's lists take any block of their class), and neither touches the
+/// program's `malloc` heap.
+#[global_allocator]
+static HEAP: dftracer_core::frontend::TracerHeap = dftracer_core::frontend::TracerHeap;
+
 use pyo3::prelude::*;
 use pyo3::PyTypeInfo;
 
