@@ -201,6 +201,12 @@ static ANCHOR: u8 = 0;
 /// `[lowest, highest)` address of this library's `PT_LOAD` segments (the loader reserves the
 /// whole span for the object: nothing else is mapped inside it).
 fn self_span() -> Option<(usize, usize)> {
+    span_of(&ANCHOR as *const u8 as usize)
+}
+
+/// `[lowest, highest)` address of the `PT_LOAD` segments of the loaded object holding
+/// `anchor`, if one does.
+pub fn span_of(anchor: usize) -> Option<(usize, usize)> {
     struct Find {
         anchor: usize,
         span: Option<(usize, usize)>,
@@ -230,10 +236,7 @@ fn self_span() -> Option<(usize, usize)> {
             0
         }
     }
-    let mut f = Find {
-        anchor: &ANCHOR as *const u8 as usize,
-        span: None,
-    };
+    let mut f = Find { anchor, span: None };
     // SAFETY: `each` is a valid callback and `f` outlives the call.
     unsafe { libc::dl_iterate_phdr(Some(each), &mut f as *mut Find as *mut libc::c_void) };
     f.span

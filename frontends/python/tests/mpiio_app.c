@@ -32,6 +32,9 @@ int MPI_Barrier(MPI_Comm);
 int MPI_Comm_rank(MPI_Comm, int *);
 int MPI_Comm_size(MPI_Comm, int *);
 int MPI_Wait(MPI_Request *, void *);
+int MPI_Type_contiguous(int, MPI_Datatype, MPI_Datatype *);
+int MPI_Type_commit(MPI_Datatype *);
+int MPI_Type_free(MPI_Datatype *);
 int MPI_File_open(MPI_Comm, const char *, int, MPI_Info, MPI_File *);
 int MPI_File_close(MPI_File *);
 int MPI_File_write_at_all(MPI_File, MPI_Offset, const void *, int, MPI_Datatype, void *);
@@ -82,6 +85,15 @@ static int run(const char *dir, int rank, int size, int n) {
   /* A call the MPI refuses (a negative count: MPI_ERR_COUNT, returned: a file's default
    * error handler is MPI_ERRORS_RETURN): recorded with its error and no bytes. */
   bad |= MPI_File_read_at(fh, mine, r, -1, DOUBLE, STATUS) == 0;
+  /* Derived types, each freed after use (its handle may come back as the next one, with
+   * another size): 2 doubles, then 4, n / 4 of each. */
+  for (int k = 2; k <= 4; k += 2) {
+    MPI_Datatype t;
+    bad |= MPI_Type_contiguous(k, DOUBLE, &t);
+    bad |= MPI_Type_commit(&t);
+    bad |= MPI_File_read_at(fh, mine, r, n / 4, t, STATUS);
+    bad |= MPI_Type_free(&t);
+  }
   bad |= MPI_File_seek(fh, second, SEEK_SET_);
   bad |= MPI_File_read(fh, r, n / 2, DOUBLE, STATUS);
   bad |= MPI_File_seek(fh, mine, SEEK_SET_);

@@ -41,7 +41,9 @@ LEDGER = {
     "MPI_File_seek": [None] * 5,
     "MPI_File_write": [N * 8],
     "MPI_File_sync": [None] * 2,
-    "MPI_File_read_at": [N * 8, 0],  # the second is refused (count -1): no bytes
+    # The second is refused (count -1): no bytes; then N / 4 of a 2-double and of a 4-double
+    # derived type.
+    "MPI_File_read_at": [N * 8, 0, N * 4, N * 8],
     "MPI_File_read": [N * 4],
     "MPI_File_read_all": [N * 8],
     "MPI_File_read_at_all": [N * 8],

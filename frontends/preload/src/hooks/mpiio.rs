@@ -13,13 +13,15 @@
 //! ABIs are forwarded unchanged. A file handle is mapped to its file at `MPI_File_open` and
 //! forgotten at `MPI_File_close` (handles are reused after a close); a file opened before the
 //! hooks were bound is not traced. Bytes: `count` x `MPI_Type_size(datatype)` of a call that
-//! returned `MPI_SUCCESS` (0). A nonblocking call's event is its post: the request's
+//! returned `MPI_SUCCESS` (0), asked once per predefined datatype (never freed: Open MPI's
+//! are objects inside libmpi, MPICH's handles of kind "builtin") and at every call for a
+//! derived one. A nonblocking call's event is its post: the request's
 //! completion (`MPI_Wait`, `MPI_Test` and their `*all`/`*any`/`*some` forms, shared with
 //! every other kind of request) is not hooked.
 #![allow(non_snake_case, non_camel_case_types)]
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_void};
 
@@ -79,11 +81,89 @@ layer!(
 /// Resolves every function of [`NAMES`] from the object `name` (pinned for good). `Err`
 /// says what is missing; nothing is stored then.
 pub fn resolve(name: &CStr) -> Result<(), String> {
-    let (_, got) = libs::resolve_in(name, NAMES, |i| (FIRST_OPTIONAL..HOOKED).contains(&i))?;
+    let (h, got) = libs::resolve_in(name, NAMES, |i| (FIRST_OPTIONAL..HOOKED).contains(&i))?;
     for (slot, p) in REAL.iter().zip(got) {
         slot.store(p, Ordering::Relaxed);
     }
+    // SAFETY: a live handle (kept for good) and C strings.
+    let (ompi, mpich) = unsafe {
+        (
+            libc::dlsym(h, c"ompi_mpi_byte".as_ptr()) as usize,
+            libc::dlsym(h, c"MPIR_Process".as_ptr()) as usize,
+        )
+    };
+    let span = (ompi != 0).then(|| crate::real::span_of(ompi)).flatten();
+    if let Some((lo, hi)) = span.filter(|(lo, hi)| hi - lo < u32::MAX as usize) {
+        PREDEFINED_LO.store(lo, Ordering::Relaxed);
+        PREDEFINED_SPAN.store(hi - lo, Ordering::Relaxed);
+    } else if mpich != 0 {
+        MPICH.store(true, Ordering::Relaxed);
+    }
     Ok(())
+}
+
+// ---- datatype sizes ----
+
+/// Open MPI's predefined datatypes are objects of libmpi itself (`MPI_BYTE` is
+/// `&ompi_mpi_byte`): a handle inside its loaded image (`[LO, LO + SPAN)`) is one (a derived
+/// type is allocated).
+static PREDEFINED_LO: AtomicUsize = AtomicUsize::new(0);
+static PREDEFINED_SPAN: AtomicUsize = AtomicUsize::new(0);
+/// MPICH (and its derivatives): a predefined datatype is an `int` of handle kind "builtin"
+/// (bits 30-31: 01).
+static MPICH: AtomicBool = AtomicBool::new(false);
+/// The last predefined datatype asked: its key ([`predefined`]) in the high half, its
+/// `MPI_Type_size` in the low half (one word: never torn). Predefined types are never freed,
+/// so a size asked once holds for the process; a derived type is asked at every call (its
+/// handle may be freed and reused).
+static LAST_TYPE: AtomicU64 = AtomicU64::new(0);
+
+/// A nonzero 32-bit key for a predefined datatype, `None` for any other.
+#[inline(always)]
+fn predefined(t: H) -> Option<u32> {
+    let off = t.wrapping_sub(PREDEFINED_LO.load(Ordering::Relaxed));
+    if off < PREDEFINED_SPAN.load(Ordering::Relaxed) {
+        return Some(off as u32 + 1);
+    }
+    // An `int` handle: the register's upper half is not the caller's.
+    let i = t as u32;
+    (MPICH.load(Ordering::Relaxed) && i & 0xc000_0000 == 0x4000_0000).then_some(i)
+}
+
+/// Bytes of `count` elements of `datatype`.
+#[inline(always)]
+fn bytes(count: i64, datatype: H) -> u64 {
+    (count.max(0) as u64).saturating_mul(type_size(datatype))
+}
+
+/// `MPI_Type_size(t)` (0 when it fails): [`LAST_TYPE`]'s when `t` is that predefined type.
+#[inline(always)]
+fn type_size(t: H) -> u64 {
+    let key = predefined(t);
+    if let Some(k) = key {
+        let w = LAST_TYPE.load(Ordering::Relaxed);
+        if w >> 32 == k as u64 {
+            return w & 0xffff_ffff;
+        }
+    }
+    out_of_line(|| ask_type_size(t, key))
+}
+
+fn ask_type_size(t: H, key: Option<u32>) -> u64 {
+    type SizeFn = unsafe extern "C" fn(H, *mut c_int) -> c_int;
+    let Some(f) = real::<SizeFn>(R::MPI_Type_size) else {
+        return 0;
+    };
+    let mut size: c_int = 0;
+    // SAFETY: a datatype the program's successful call accepted; `size` is ours.
+    if unsafe { f(t, &mut size) } != 0 {
+        return 0;
+    }
+    let n = size.max(0) as u32;
+    if let Some(k) = key {
+        LAST_TYPE.store((k as u64) << 32 | n as u64, Ordering::Relaxed);
+    }
+    n as u64
 }
 
 /// The hooks with the definitions they forward to, after a successful [`resolve`].
@@ -126,20 +206,6 @@ macro_rules! real_or {
             None => return 16,
         }
     };
-}
-
-/// Bytes of `count` elements of `datatype`.
-fn bytes(count: i64, datatype: H) -> u64 {
-    type SizeFn = unsafe extern "C" fn(H, *mut c_int) -> c_int;
-    let Some(f) = real::<SizeFn>(R::MPI_Type_size) else {
-        return 0;
-    };
-    let mut size: c_int = 0;
-    // SAFETY: a datatype the program's successful call accepted; `size` is ours.
-    if unsafe { f(datatype, &mut size) } != 0 {
-        return 0;
-    }
-    (count.max(0) as u64).saturating_mul(size.max(0) as u64)
 }
 
 /// The tail of every handle-based hook: forwards at once when `fh`'s file is not traced,
