@@ -57,6 +57,14 @@ int MPI_File_read_ordered(MPI_File, void *, int, MPI_Datatype, void *);
 int MPI_File_seek_shared(MPI_File, MPI_Offset, int);
 int MPI_File_write_shared(MPI_File, const void *, int, MPI_Datatype, void *);
 int MPI_File_read_shared(MPI_File, void *, int, MPI_Datatype, void *);
+int MPI_File_read_at_all_begin(MPI_File, MPI_Offset, void *, int, MPI_Datatype);
+int MPI_File_read_at_all_end(MPI_File, void *, void *);
+int MPI_File_write_at_all_begin(MPI_File, MPI_Offset, const void *, int, MPI_Datatype);
+int MPI_File_write_at_all_end(MPI_File, const void *, void *);
+int MPI_File_read_all_begin(MPI_File, void *, int, MPI_Datatype);
+int MPI_File_read_all_end(MPI_File, void *, void *);
+int MPI_File_write_ordered_begin(MPI_File, const void *, int, MPI_Datatype);
+int MPI_File_write_ordered_end(MPI_File, const void *, void *);
 
 static int same(const double *r, const double *w, int n) {
   int bad = 0;
@@ -115,6 +123,16 @@ static int run(const char *dir, int rank, int size, int n) {
   bad |= MPI_File_seek(fh, third, SEEK_SET_);
   bad |= MPI_File_iwrite_all(fh, w, n / 2, DOUBLE, &q);
   bad |= MPI_Wait(&q, STATUS);
+  /* Split collectives: a begin and an end each. */
+  bad |= MPI_File_read_at_all_begin(fh, mine, r, n, DOUBLE);
+  bad |= MPI_File_read_at_all_end(fh, r, STATUS);
+  bad |= same(r, w, n);
+  bad |= MPI_File_write_at_all_begin(fh, third, w, n, DOUBLE);
+  bad |= MPI_File_write_at_all_end(fh, w, STATUS);
+  bad |= MPI_File_seek(fh, mine, SEEK_SET_);
+  bad |= MPI_File_read_all_begin(fh, r, n / 2, DOUBLE);
+  bad |= MPI_File_read_all_end(fh, r, STATUS);
+  bad |= same(r, w, n / 2);
   /* A view in doubles (the file pointers start over at 0), then the shared file pointer:
    * ordered calls put rank k's n doubles k-th, where write_at_all put the same values. */
   bad |= MPI_File_set_view(fh, 0, DOUBLE, DOUBLE, "native", INFO);
@@ -125,6 +143,8 @@ static int run(const char *dir, int rank, int size, int n) {
   bad |= MPI_File_write_shared(fh, w, n / 4, DOUBLE, STATUS);
   bad |= MPI_Barrier(COMM);
   bad |= MPI_File_read_shared(fh, r, n / 4, DOUBLE, STATUS);
+  bad |= MPI_File_write_ordered_begin(fh, w, n / 4, DOUBLE);
+  bad |= MPI_File_write_ordered_end(fh, w, STATUS);
   bad |= MPI_File_set_size(fh, (MPI_Offset)size * n * 16);
   bad |= MPI_File_close(&fh);
   free(w);

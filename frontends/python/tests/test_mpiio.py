@@ -38,7 +38,7 @@ FLAVOURS = pytest.mark.parametrize("flavour", list(MPIS))
 LEDGER = {
     "MPI_File_open": [None],
     "MPI_File_write_at_all": [N * 8],
-    "MPI_File_seek": [None] * 5,
+    "MPI_File_seek": [None] * 6,
     "MPI_File_write": [N * 8],
     "MPI_File_sync": [None] * 2,
     # The second is refused (count -1): no bytes; then N / 4 of a 2-double and of a 4-double
@@ -58,6 +58,14 @@ LEDGER = {
     "MPI_File_read_ordered": [N * 8],
     "MPI_File_write_shared": [N * 2],
     "MPI_File_read_shared": [N * 2],
+    "MPI_File_read_at_all_begin": [N * 8],
+    "MPI_File_read_at_all_end": [None],
+    "MPI_File_write_at_all_begin": [N * 8],
+    "MPI_File_write_at_all_end": [None],
+    "MPI_File_read_all_begin": [N * 4],
+    "MPI_File_read_all_end": [None],
+    "MPI_File_write_ordered_begin": [N * 2],
+    "MPI_File_write_ordered_end": [None],
     "MPI_File_set_size": [None],
     "MPI_File_close": [None],
 }

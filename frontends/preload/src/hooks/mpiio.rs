@@ -1,5 +1,6 @@
 //! MPI-IO: `MPI_File_open`, `_close`, the reads and writes (blocking and nonblocking,
-//! individual and collective, explicit offset, individual, shared or ordered file pointer),
+//! individual and collective, split collective, explicit offset, individual, shared or
+//! ordered file pointer),
 //! `_sync`, `_set_size`, `_seek`, `_seek_shared`, `_set_view`, recorded with
 //! `cat` `MPIIO` and type 10 (`TRACE_TYPE_MPI`), the reference develop branch's, when the
 //! file is traced. Bound like the HDF5 hooks ([`super::hdf5`]): exported by no one, written
@@ -74,6 +75,13 @@ layer!(
         MPI_File_iwrite_at_all_c, MPI_File_read_shared_c, MPI_File_write_shared_c,
         MPI_File_read_ordered_c, MPI_File_write_ordered_c, MPI_File_iread_shared_c,
         MPI_File_iwrite_shared_c,
+        MPI_File_read_all_begin, MPI_File_read_all_end, MPI_File_write_all_begin,
+        MPI_File_write_all_end, MPI_File_read_at_all_begin, MPI_File_read_at_all_end,
+        MPI_File_write_at_all_begin, MPI_File_write_at_all_end, MPI_File_read_ordered_begin,
+        MPI_File_read_ordered_end, MPI_File_write_ordered_begin, MPI_File_write_ordered_end,
+        MPI_File_read_all_begin_c, MPI_File_write_all_begin_c, MPI_File_read_at_all_begin_c,
+        MPI_File_write_at_all_begin_c, MPI_File_read_ordered_begin_c,
+        MPI_File_write_ordered_begin_c,
     ],
     queries: [MPI_Type_size],
 );
@@ -400,6 +408,74 @@ xfer_at!(MPI_File_iread_at, "MPI_File_iread_at");
 xfer_at!(MPI_File_iwrite_at, "MPI_File_iwrite_at");
 xfer_at!(MPI_File_iread_at_all, "MPI_File_iread_at_all");
 xfer_at!(MPI_File_iwrite_at_all, "MPI_File_iwrite_at_all");
+
+// Split collectives: `_begin` posts the operation (an event with what was asked, as a
+// nonblocking post), `_end` completes it (an event of its own: the wait for the data).
+macro_rules! begin {
+    ($sym:ident, $name:literal, $count:ty) => {
+        pub unsafe extern "C" fn $sym(fh: H, buf: *mut c_void, count: $count, datatype: H) -> c_int {
+            let f = real_or!($sym: unsafe extern "C" fn(H, *mut c_void, $count, H) -> c_int);
+            on_fh!(fh, f(fh, buf, count, datatype), |ret, t0, t1, file, busy| {
+                let size = if ret == 0 { bytes(count as i64, datatype) } else { 0 };
+                busy.record_static(
+                    schema!($name, ["count": Int, "size": UInt, "ret": Int]),
+                    t0,
+                    t1,
+                    &[count as i64 as u64, size, ret as i64 as u64],
+                    &file.file,
+                )
+            })
+        }
+    };
+}
+
+macro_rules! begin_at {
+    ($sym:ident, $name:literal, $count:ty) => {
+        pub unsafe extern "C" fn $sym(fh: H, offset: i64, buf: *mut c_void, count: $count, datatype: H) -> c_int {
+            let f = real_or!($sym: unsafe extern "C" fn(H, i64, *mut c_void, $count, H) -> c_int);
+            on_fh!(fh, f(fh, offset, buf, count, datatype), |ret, t0, t1, file, busy| {
+                let size = if ret == 0 { bytes(count as i64, datatype) } else { 0 };
+                busy.record_static(
+                    schema!($name, ["offset": Int, "count": Int, "size": UInt, "ret": Int]),
+                    t0,
+                    t1,
+                    &[offset as u64, count as i64 as u64, size, ret as i64 as u64],
+                    &file.file,
+                )
+            })
+        }
+    };
+}
+
+macro_rules! end {
+    ($sym:ident, $name:literal) => {
+        pub unsafe extern "C" fn $sym(fh: H, buf: *mut c_void, status: *mut c_void) -> c_int {
+            let f = real_or!($sym: unsafe extern "C" fn(H, *mut c_void, *mut c_void) -> c_int);
+            on_fh!(fh, f(fh, buf, status), |ret, t0, t1, file, busy| {
+                busy.record_static(schema!($name, ["ret": Int]), t0, t1, &[ret as i64 as u64], &file.file)
+            })
+        }
+    };
+}
+
+begin!(MPI_File_read_all_begin, "MPI_File_read_all_begin", c_int);
+begin!(MPI_File_write_all_begin, "MPI_File_write_all_begin", c_int);
+begin!(MPI_File_read_ordered_begin, "MPI_File_read_ordered_begin", c_int);
+begin!(MPI_File_write_ordered_begin, "MPI_File_write_ordered_begin", c_int);
+begin_at!(MPI_File_read_at_all_begin, "MPI_File_read_at_all_begin", c_int);
+begin_at!(MPI_File_write_at_all_begin, "MPI_File_write_at_all_begin", c_int);
+begin!(MPI_File_read_all_begin_c, "MPI_File_read_all_begin", Count);
+begin!(MPI_File_write_all_begin_c, "MPI_File_write_all_begin", Count);
+begin!(MPI_File_read_ordered_begin_c, "MPI_File_read_ordered_begin", Count);
+begin!(MPI_File_write_ordered_begin_c, "MPI_File_write_ordered_begin", Count);
+begin_at!(MPI_File_read_at_all_begin_c, "MPI_File_read_at_all_begin", Count);
+begin_at!(MPI_File_write_at_all_begin_c, "MPI_File_write_at_all_begin", Count);
+end!(MPI_File_read_all_end, "MPI_File_read_all_end");
+end!(MPI_File_write_all_end, "MPI_File_write_all_end");
+end!(MPI_File_read_at_all_end, "MPI_File_read_at_all_end");
+end!(MPI_File_write_at_all_end, "MPI_File_write_at_all_end");
+end!(MPI_File_read_ordered_end, "MPI_File_read_ordered_end");
+end!(MPI_File_write_ordered_end, "MPI_File_write_ordered_end");
 
 /// `MPI_Count`: 64 bits in every MPI (MPICH, Open MPI 5).
 type Count = i64;
