@@ -112,7 +112,7 @@ unsafe extern "C" fn fork_child() {
 }
 
 fn register_fork_handlers() {
-    if !FORK_HANDLERS.swap(true, Ordering::Relaxed) {
+    if !FORK_HANDLERS.load(Ordering::Relaxed) && !FORK_HANDLERS.swap(true, Ordering::Relaxed) {
         // SAFETY: static handlers; glibc keeps its own record of them.
         unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     }
@@ -244,8 +244,9 @@ fn unmap_large(p: *mut u8, layout: &Layout) {
 }
 
 // SAFETY: every block is either a mapping of its own (size rounded up to pages, page
-// aligned or aligned as asked) or a class block of at least its size, aligned to
-// min(class, page) >= its alignment; a block is handed out to one owner at a time.
+// aligned or aligned as asked) or a block of a class at least its size, aligned to the
+// class's `class_align` (>= 16, and >= the alignment asked: `class_of` takes a power-of-two
+// class for an alignment over 16); a block is handed out to one owner at a time.
 unsafe impl GlobalAlloc for TracerHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let Some(c) = class_of(&layout) else {

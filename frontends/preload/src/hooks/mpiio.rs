@@ -100,13 +100,15 @@ pub fn resolve(name: &CStr) -> Result<(), String> {
             libc::dlsym(h, c"MPIR_Process".as_ptr()) as usize,
         )
     };
+    // A library loaded anew: nothing remembered from another.
+    LAST_TYPE.store(0, Ordering::Relaxed);
     let span = (ompi != 0).then(|| crate::real::span_of(ompi)).flatten();
-    if let Some((lo, hi)) = span.filter(|(lo, hi)| hi - lo < u32::MAX as usize) {
-        PREDEFINED_LO.store(lo, Ordering::Relaxed);
-        PREDEFINED_SPAN.store(hi - lo, Ordering::Relaxed);
-    } else if mpich != 0 {
-        MPICH.store(true, Ordering::Relaxed);
-    }
+    let (lo, hi) = span
+        .filter(|(lo, hi)| hi - lo < u32::MAX as usize)
+        .unwrap_or((0, 0));
+    PREDEFINED_LO.store(lo, Ordering::Relaxed);
+    PREDEFINED_SPAN.store(hi - lo, Ordering::Relaxed);
+    MPICH.store(hi == 0 && mpich != 0, Ordering::Relaxed);
     Ok(())
 }
 
