@@ -2,7 +2,7 @@
 //!
 //! - [`site_schema`]: the (name, category) pointers of a call site (string literals, as the
 //!   macros pass them) and the interned schema they name, so that a region copies no
-//!   strings. The strings are compared with the schema's every time.
+//!   strings. The strings are compared with the schema's every time (a word at a time).
 //! - [`keyed_schema`]: a region schema with integer args under fixed keys (two
 //!   `_UPDATE_INT`s), recorded as the core's keyed static record.
 //!
@@ -22,6 +22,89 @@ struct Site {
     cat: usize,
     layer: Layer,
     schema: &'static Schema,
+    /// The schema's name and category as words, for [`same_words`].
+    name_w: Words,
+    cat_w: Words,
+}
+
+/// A string's bytes and its NUL as little-endian words with the masks of their bytes, for
+/// strings of up to 31 bytes (`n` 0: longer, compared a byte at a time).
+#[derive(Clone, Copy)]
+struct Words {
+    w: [u64; 4],
+    mask: [u64; 4],
+    /// Words used: `(len + 1).div_ceil(8)`.
+    n: usize,
+}
+
+impl Words {
+    fn of(s: &[u8]) -> Words {
+        let (mut w, mut mask) = ([0u64; 4], [0u64; 4]);
+        if s.len() >= 32 {
+            return Words { w, mask, n: 0 };
+        }
+        for i in 0..=s.len() {
+            let b = s.get(i).copied().unwrap_or(0);
+            w[i / 8] |= (b as u64) << (8 * (i % 8));
+            mask[i / 8] |= 0xff << (8 * (i % 8));
+        }
+        Words {
+            w,
+            mask,
+            n: (s.len() + 1).div_ceil(8),
+        }
+    }
+}
+
+const PAGE: usize = 4096;
+
+/// The 8 bytes at `a`, read by one load outside the language's object model: they may run
+/// past the end of the C string there, which is harmless on a mapped page.
+///
+/// # Safety
+/// `a` is the address of a byte of a mapped page, and `a + 8` is not past that page's end.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn load_word(a: usize) -> u64 {
+    let v: u64;
+    // SAFETY: the caller's contract: the 8 bytes lie in one mapped page; the load changes
+    // nothing but `v`.
+    unsafe {
+        std::arch::asm!("mov {v}, qword ptr [{a}]", v = out(reg) v, a = in(reg) a,
+                        options(nostack, readonly, preserves_flags))
+    };
+    v
+}
+
+/// Whether the C string at `p` is exactly the one `w` holds (`w.n` > 0), a word at a time
+/// when its words lie in one page. Word i is read only when words 0..i matched `w`'s (no NUL
+/// in them), so its first byte is a byte of `p`'s string, on the page of `p`.
+#[inline(always)]
+fn same_words(p: *const c_char, w: &Words, s: &[u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let a = p as usize;
+        if a % PAGE + w.n * 8 <= PAGE {
+            for i in 0..w.n {
+                // SAFETY: as above: byte `a + 8i` is `p`'s, and the word is within the page.
+                if unsafe { load_word(a + 8 * i) } & w.mask[i] != w.w[i] {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+    same_c_str(p, s)
+}
+
+/// [`same_words`], or [`same_c_str`] for a string too long for [`Words`].
+#[inline(always)]
+fn same(p: *const c_char, w: &Words, s: &[u8]) -> bool {
+    if w.n != 0 {
+        same_words(p, w, s)
+    } else {
+        same_c_str(p, s)
+    }
 }
 
 const SITE_SLOTS: usize = 1024;
@@ -70,8 +153,8 @@ pub fn site_schema(
     (e.name == name as usize
         && e.cat == cat as usize
         && e.layer == layer
-        && same_c_str(name, e.schema.name.as_bytes())
-        && same_c_str(cat, e.schema.cat.as_bytes()))
+        && same(name, &e.name_w, e.schema.name.as_bytes())
+        && same(cat, &e.cat_w, e.schema.cat.as_bytes()))
     .then_some(e.schema)
 }
 
@@ -91,6 +174,8 @@ pub fn remember_site(
         cat: cat as usize,
         layer,
         schema,
+        name_w: Words::of(schema.name.as_bytes()),
+        cat_w: Words::of(schema.cat.as_bytes()),
     }));
     let won = slot.compare_exchange(
         std::ptr::null_mut(),
@@ -176,4 +261,81 @@ pub fn keyed_schema(base: &'static Schema, keys: &[&[u8]]) -> Option<&'static Sc
         drop(unsafe { Box::from_raw(e) });
     }
     keyed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_compare_as_strings_do() {
+        let names: &[&[u8]] = &[
+            b"",
+            b"a",
+            b"fn",
+            b"C_APP",
+            b"seven77",
+            b"eight888",
+            b"nine99999",
+            b"compute_forces_kernel",
+            b"exactly_thirty_one_bytes_long__",
+            b"thirty_two_bytes_long_name______",
+        ];
+        for &a in names {
+            let w = Words::of(a);
+            assert_eq!(w.n == 0, a.len() >= 32);
+            for &b in names {
+                let c = std::ffi::CString::new(b).unwrap();
+                assert_eq!(same(c.as_ptr(), &w, a), a == b, "{:?} vs {:?}", a, b);
+            }
+            // A prefix or an extension of it is another string.
+            let mut longer = a.to_vec();
+            longer.push(b'x');
+            let c = std::ffi::CString::new(longer).unwrap();
+            assert!(!same(c.as_ptr(), &w, a));
+        }
+    }
+
+    #[test]
+    fn a_string_that_ends_at_a_page_end_is_read_within_it() {
+        // Two pages, the second inaccessible: each string ends (its NUL) on the last byte of
+        // the first, so reading a word past it would fault.
+        // SAFETY: an anonymous mapping of our own, unmapped at the end.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        } as *mut u8;
+        assert!(base as *mut libc::c_void != libc::MAP_FAILED);
+        // SAFETY: the second page of the mapping above.
+        let r =
+            unsafe { libc::mprotect(base.add(PAGE) as *mut libc::c_void, PAGE, libc::PROT_NONE) };
+        assert_eq!(r, 0);
+        for s in [&b"fn"[..], b"C_APP", b"eight888", b"compute_forces_kernel"] {
+            for other in [&b"fn"[..], b"fx", b"C_APP", b"compute_forces_kernex"] {
+                // SAFETY: within the first page; the NUL is its last byte.
+                let p = unsafe {
+                    let p = base.add(PAGE - other.len() - 1);
+                    std::ptr::copy_nonoverlapping(other.as_ptr(), p, other.len());
+                    *base.add(PAGE - 1) = 0;
+                    p
+                };
+                let w = Words::of(s);
+                assert_eq!(
+                    same_words(p as *const c_char, &w, s),
+                    s == other,
+                    "{:?} at a page end vs {:?}",
+                    other,
+                    s
+                );
+            }
+        }
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(base as *mut libc::c_void, 2 * PAGE) };
+    }
 }
