@@ -327,6 +327,35 @@ pub unsafe extern "C" fn MPI_File_close(fh: *mut H) -> c_int {
     ret
 }
 
+/// A read's or write's event: `$count` elements of `$datatype` (and the explicit `$offset`),
+/// `size` their bytes when the call succeeded.
+macro_rules! xfer_event {
+    ($name:literal, $fh:expr, $call:expr, $count:expr, $datatype:expr) => {
+        on_fh!($fh, $call, |ret, t0, t1, file, busy| {
+            let size = if ret == 0 { bytes($count as i64, $datatype) } else { 0 };
+            busy.record_static(
+                schema!($name, ["count": Int, "size": UInt, "ret": Int]),
+                t0,
+                t1,
+                &[$count as i64 as u64, size, ret as i64 as u64],
+                &file.file,
+            )
+        })
+    };
+    ($name:literal, $fh:expr, $call:expr, $offset:expr, $count:expr, $datatype:expr) => {
+        on_fh!($fh, $call, |ret, t0, t1, file, busy| {
+            let size = if ret == 0 { bytes($count as i64, $datatype) } else { 0 };
+            busy.record_static(
+                schema!($name, ["offset": Int, "count": Int, "size": UInt, "ret": Int]),
+                t0,
+                t1,
+                &[$offset as u64, $count as i64 as u64, size, ret as i64 as u64],
+                &file.file,
+            )
+        })
+    };
+}
+
 // The last pointer is an `MPI_Status *` (blocking) or an `MPI_Request *` (nonblocking);
 // `$count` is `int`, or `MPI_Count` (64 bits) in the large-count `_c` forms, which are
 // recorded under the name without `_c` (the same operation; FORMAT.md).
@@ -340,16 +369,7 @@ macro_rules! xfer {
             status: *mut c_void,
         ) -> c_int {
             let f = real_or!($sym: unsafe extern "C" fn(H, *mut c_void, $count, H, *mut c_void) -> c_int);
-            on_fh!(fh, f(fh, buf, count, datatype, status), |ret, t0, t1, file, busy| {
-                let size = if ret == 0 { bytes(count as i64, datatype) } else { 0 };
-                busy.record_static(
-                    schema!($name, ["count": Int, "size": UInt, "ret": Int]),
-                    t0,
-                    t1,
-                    &[count as i64 as u64, size, ret as i64 as u64],
-                    &file.file,
-                )
-            })
+            xfer_event!($name, fh, f(fh, buf, count, datatype, status), count, datatype)
         }
     };
     ($sym:ident, $name:literal) => {
@@ -368,16 +388,7 @@ macro_rules! xfer_at {
             status: *mut c_void,
         ) -> c_int {
             let f = real_or!($sym: unsafe extern "C" fn(H, i64, *mut c_void, $count, H, *mut c_void) -> c_int);
-            on_fh!(fh, f(fh, offset, buf, count, datatype, status), |ret, t0, t1, file, busy| {
-                let size = if ret == 0 { bytes(count as i64, datatype) } else { 0 };
-                busy.record_static(
-                    schema!($name, ["offset": Int, "count": Int, "size": UInt, "ret": Int]),
-                    t0,
-                    t1,
-                    &[offset as u64, count as i64 as u64, size, ret as i64 as u64],
-                    &file.file,
-                )
-            })
+            xfer_event!($name, fh, f(fh, offset, buf, count, datatype, status), offset, count, datatype)
         }
     };
     ($sym:ident, $name:literal) => {
@@ -417,16 +428,7 @@ macro_rules! begin {
     ($sym:ident, $name:literal, $count:ty) => {
         pub unsafe extern "C" fn $sym(fh: H, buf: *mut c_void, count: $count, datatype: H) -> c_int {
             let f = real_or!($sym: unsafe extern "C" fn(H, *mut c_void, $count, H) -> c_int);
-            on_fh!(fh, f(fh, buf, count, datatype), |ret, t0, t1, file, busy| {
-                let size = if ret == 0 { bytes(count as i64, datatype) } else { 0 };
-                busy.record_static(
-                    schema!($name, ["count": Int, "size": UInt, "ret": Int]),
-                    t0,
-                    t1,
-                    &[count as i64 as u64, size, ret as i64 as u64],
-                    &file.file,
-                )
-            })
+            xfer_event!($name, fh, f(fh, buf, count, datatype), count, datatype)
         }
     };
 }
@@ -435,16 +437,7 @@ macro_rules! begin_at {
     ($sym:ident, $name:literal, $count:ty) => {
         pub unsafe extern "C" fn $sym(fh: H, offset: i64, buf: *mut c_void, count: $count, datatype: H) -> c_int {
             let f = real_or!($sym: unsafe extern "C" fn(H, i64, *mut c_void, $count, H) -> c_int);
-            on_fh!(fh, f(fh, offset, buf, count, datatype), |ret, t0, t1, file, busy| {
-                let size = if ret == 0 { bytes(count as i64, datatype) } else { 0 };
-                busy.record_static(
-                    schema!($name, ["offset": Int, "count": Int, "size": UInt, "ret": Int]),
-                    t0,
-                    t1,
-                    &[offset as u64, count as i64 as u64, size, ret as i64 as u64],
-                    &file.file,
-                )
-            })
+            xfer_event!($name, fh, f(fh, offset, buf, count, datatype), offset, count, datatype)
         }
     };
 }
