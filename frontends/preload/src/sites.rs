@@ -22,7 +22,7 @@ struct Site {
     cat: usize,
     layer: Layer,
     schema: &'static Schema,
-    /// The schema's name and category as words, for [`same_words`].
+    /// The schema's name and category as words, for [`same`].
     name_w: Words,
     cat_w: Words,
 }
@@ -76,15 +76,16 @@ unsafe fn load_word(a: usize) -> u64 {
     v
 }
 
-/// Whether the C string at `p` is exactly the one `w` holds (`w.n` > 0), a word at a time
-/// when its words lie in one page. Word i is read only when words 0..i matched `w`'s (no NUL
-/// in them), so its first byte is a byte of `p`'s string, on the page of `p`.
+/// Whether the C string at `p` is exactly `s`, whose words `w` holds: a word at a time when
+/// they lie in one page, else (or for a string too long for [`Words`]) a byte at a time. Word
+/// i is read only when words 0..i matched `w`'s (no NUL in them), so its first byte is a byte
+/// of `p`'s string, on the page of `p`.
 #[inline(always)]
-fn same_words(p: *const c_char, w: &Words, s: &[u8]) -> bool {
+fn same(p: *const c_char, w: &Words, s: &[u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let a = p as usize;
-        if a % PAGE + w.n * 8 <= PAGE {
+        if w.n != 0 && a % PAGE + w.n * 8 <= PAGE {
             for i in 0..w.n {
                 // SAFETY: as above: byte `a + 8i` is `p`'s, and the word is within the page.
                 if unsafe { load_word(a + 8 * i) } & w.mask[i] != w.w[i] {
@@ -95,16 +96,6 @@ fn same_words(p: *const c_char, w: &Words, s: &[u8]) -> bool {
         }
     }
     same_c_str(p, s)
-}
-
-/// [`same_words`], or [`same_c_str`] for a string too long for [`Words`].
-#[inline(always)]
-fn same(p: *const c_char, w: &Words, s: &[u8]) -> bool {
-    if w.n != 0 {
-        same_words(p, w, s)
-    } else {
-        same_c_str(p, s)
-    }
 }
 
 const SITE_SLOTS: usize = 1024;
@@ -327,7 +318,7 @@ mod tests {
                 };
                 let w = Words::of(s);
                 assert_eq!(
-                    same_words(p as *const c_char, &w, s),
+                    same(p as *const c_char, &w, s),
                     s == other,
                     "{:?} at a page end vs {:?}",
                     other,
