@@ -117,6 +117,7 @@ impl Anchor {
     }
 
     /// Whether a conversion is published.
+    #[inline(always)]
     pub fn in_use(&self) -> bool {
         self.seq.load(Ordering::Acquire) & 1 == 0
     }
@@ -180,6 +181,138 @@ fn rdtsc() -> u64 {
     #[allow(unsafe_code)]
     unsafe {
         core::arch::x86_64::_rdtsc()
+    }
+}
+
+/// Set on a [`ticks`] value that is a raw TSC reading (clear: epoch nanoseconds). Raw
+/// readings stay below 2^63 for a century of uptime at 3 GHz; epoch nanoseconds until 2262.
+pub const TSC_TAG: u64 = 1 << 63;
+
+/// The cheapest timestamp, for a record the writer converts later ([`ticks_ns`]): while a
+/// conversion is published, the raw TSC (tagged [`TSC_TAG`]): one load, one `rdtsc`, no
+/// multiply; otherwise epoch nanoseconds, exactly [`now_ns`]'s value. [`ticks_ns`] maps it
+/// to the value [`now_ns`] would have returned at that instant (the conversion that was
+/// current at the tick), so ticks and [`now_ns`] readings order and nest together.
+#[inline(always)]
+pub fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if ANCHOR.in_use() {
+        return rdtsc() | TSC_TAG;
+    }
+    realtime_ns()
+}
+
+/// Epoch nanoseconds of a [`ticks`] value.
+#[inline]
+pub fn ticks_ns(t: u64) -> u64 {
+    if t & TSC_TAG == 0 {
+        return t;
+    }
+    history::ns_at(t & !TSC_TAG)
+}
+
+/// Every conversion published, newest last (the last [`history::LEN`]): [`ticks_ns`] finds
+/// the one that was current at a raw tick. Written by the publishing (writer) thread before
+/// it publishes, so a tick tagged under a conversion always finds it here; each slot is a
+/// sequence lock of its own, read by the writer and by any thread that records after its
+/// ring is gone.
+mod history {
+    use super::Conversion;
+    use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+    /// 64 conversions: at one per [`super::REANCHOR_NS`], the last 32 s at least. A tick
+    /// older than the oldest kept (a record held that long in a ring) is extrapolated from it.
+    pub const LEN: usize = 64;
+
+    struct Slot {
+        seq: AtomicU64,
+        base_tsc: AtomicU64,
+        base_ns: AtomicU64,
+        mult: AtomicU64,
+    }
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY: Slot = Slot {
+        seq: AtomicU64::new(0),
+        base_tsc: AtomicU64::new(0),
+        base_ns: AtomicU64::new(0),
+        mult: AtomicU64::new(0),
+    };
+    static SLOTS: [Slot; LEN] = [EMPTY; LEN];
+    /// Conversions ever recorded.
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+
+    /// Publisher only: appends `c`.
+    pub fn push(c: Conversion) {
+        let n = COUNT.load(Ordering::Relaxed);
+        let s = &SLOTS[n as usize % LEN];
+        let odd = s.seq.load(Ordering::Relaxed) | 1;
+        s.seq.store(odd, Ordering::Relaxed);
+        fence(Ordering::Release);
+        s.base_tsc.store(c.base_tsc, Ordering::Relaxed);
+        s.base_ns.store(c.base_ns, Ordering::Relaxed);
+        s.mult.store(c.mult, Ordering::Relaxed);
+        s.seq.store(odd + 1, Ordering::Release);
+        COUNT.store(n + 1, Ordering::Release);
+    }
+
+    /// Slot `i`'s conversion, or None while the publisher is writing it.
+    #[inline(always)]
+    fn read_once(i: u64) -> Option<Conversion> {
+        let s = &SLOTS[i as usize % LEN];
+        let q = s.seq.load(Ordering::Acquire);
+        let c = Conversion {
+            base_tsc: s.base_tsc.load(Ordering::Relaxed),
+            base_ns: s.base_ns.load(Ordering::Relaxed),
+            mult: s.mult.load(Ordering::Relaxed),
+        };
+        fence(Ordering::Acquire);
+        (q & 1 == 0 && s.seq.load(Ordering::Relaxed) == q).then_some(c)
+    }
+
+    fn read(i: u64) -> Option<Conversion> {
+        for _ in 0..64 {
+            if let Some(c) = read_once(i) {
+                return Some(c);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    /// Epoch ns at raw tick `t`: the newest conversion based at or before it, else the
+    /// oldest one kept, extrapolated back; the vDSO clock if none was ever published.
+    #[inline(never)]
+    pub fn ns_at(t: u64) -> u64 {
+        let n = COUNT.load(Ordering::Acquire);
+        let mut oldest = None;
+        for i in (n.saturating_sub(LEN as u64 - 1)..n).rev() {
+            let Some(c) = read(i) else { continue };
+            if t >= c.base_tsc {
+                return c.predict(t);
+            }
+            oldest = Some(c);
+        }
+        match oldest {
+            Some(c) => {
+                let back = ((c.base_tsc - t) as u128 * c.mult as u128) >> 32;
+                c.base_ns.saturating_sub(back as u64)
+            }
+            None => crate::sys::realtime_ns(),
+        }
+    }
+
+    /// [`ns_at`] of `t0` and of `t1 >= t0`: one look-up when both are under the newest
+    /// conversion (the common case: the writer converts what was just recorded).
+    #[inline(always)]
+    pub fn ns_pair(t0: u64, t1: u64) -> (u64, u64) {
+        let n = COUNT.load(Ordering::Acquire);
+        if let Some(c) = read_once(n.wrapping_sub(1)).filter(|c| n != 0 && t0 >= c.base_tsc) {
+            if t1 >= t0 {
+                return (c.predict(t0), c.predict(t1));
+            }
+        }
+        (ns_at(t0), ns_at(t1))
     }
 }
 
@@ -277,11 +410,14 @@ pub fn recalibrate(allowed: bool) {
             Some(c) => ns.max(c.predict(tsc)),
             None => ns,
         };
-        ANCHOR.publish(Conversion {
+        let c = Conversion {
             base_tsc: tsc,
             base_ns,
             mult: mult as u64,
-        });
+        };
+        // Kept before it is published: a tick tagged under it must find it (ticks_ns).
+        history::push(c);
+        ANCHOR.publish(c);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = allowed;
@@ -381,7 +517,25 @@ fn cpuid_invariant_tsc() -> bool {
 /// Epoch time in `unit` (true nanosecond resolution for NS).
 #[inline]
 pub fn now_in(unit: TimeMetric) -> u64 {
-    let ns = now_ns();
+    in_unit(unit, now_ns())
+}
+
+/// The (timestamp, duration) in `unit` of an event from [`ticks`] `t0` to `t1`: what
+/// [`now_in`] at both ends would have given (the duration is the difference of the two
+/// truncated times, never negative).
+#[inline]
+pub fn span(unit: TimeMetric, t0: u64, t1: u64) -> (u64, u64) {
+    let (n0, n1) = if t0 & t1 & TSC_TAG != 0 {
+        history::ns_pair(t0 & !TSC_TAG, t1 & !TSC_TAG)
+    } else {
+        (ticks_ns(t0), ticks_ns(t1))
+    };
+    let a = in_unit(unit, n0);
+    (a, in_unit(unit, n1).saturating_sub(a))
+}
+
+#[inline(always)]
+fn in_unit(unit: TimeMetric, ns: u64) -> u64 {
     match unit {
         TimeMetric::Ns => ns,
         TimeMetric::Us => ns / 1_000,
@@ -416,8 +570,25 @@ mod tests {
         }
         let (x, y) = (now_ns(), now_ns());
         assert!(y >= x);
+        // Raw ticks convert to what now_ns says at the same instant, in order with it.
+        for _ in 0..1000 {
+            let (a, t, b) = (now_ns(), ticks(), now_ns());
+            assert!(t & TSC_TAG != 0, "a published conversion gives raw ticks");
+            let ns = ticks_ns(t);
+            assert!(a <= ns && ns <= b, "tick at {ns} outside the now_ns pair [{a}, {b}]");
+        }
+        let (t0, t1) = (ticks(), ticks());
+        let (ts, dur) = span(TimeMetric::Ns, t0, t1);
+        assert!(ts == ticks_ns(t0) && dur == ticks_ns(t1) - ts);
+        // A tick before every kept conversion is extrapolated back, not wrapped.
+        let early = ticks_ns((t0 & !TSC_TAG).saturating_sub(1 << 40) | TSC_TAG);
+        assert!(early < ts && ts - early < 2_000_000_000_000, "{early} vs {ts}");
         recalibrate(false);
         assert!(!tsc_in_use());
+        // Withdrawn: ticks are epoch nanoseconds again, and old raw ticks still convert.
+        let (a, t, b) = (realtime_ns(), ticks(), realtime_ns());
+        assert!(t & TSC_TAG == 0 && a <= t && t <= b);
+        assert_eq!(ticks_ns(t0), ts);
     }
 
     #[test]

@@ -29,6 +29,24 @@ impl TimeMetric {
             TimeMetric::Sec => "SEC",
         }
     }
+    /// The unit's code in one byte (the tracer's published unit, a ring record's).
+    pub(crate) const fn code(self) -> u8 {
+        match self {
+            TimeMetric::Ns => 0,
+            TimeMetric::Us => 1,
+            TimeMetric::Ms => 2,
+            TimeMetric::Sec => 3,
+        }
+    }
+    /// The unit of [`TimeMetric::code`] (its two low bits).
+    pub(crate) const fn from_code(c: u8) -> TimeMetric {
+        match c & 3 {
+            0 => TimeMetric::Ns,
+            2 => TimeMetric::Ms,
+            3 => TimeMetric::Sec,
+            _ => TimeMetric::Us,
+        }
+    }
     /// Units per second.
     pub fn per_second(self) -> u64 {
         match self {

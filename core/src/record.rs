@@ -7,8 +7,10 @@
 //! Layout: every record starts with a header word (length u32, kind u8, layer u8, and a
 //! kind-specific byte pair) and is 8-byte aligned. A static record ([`write_static`]) is
 //! [`STATIC_HEAD`] bytes of whole words (header; schema address; file address and
-//! generation; ts; dur) and then one little-endian word per slot value.
+//! generation; ts; dur) and then one little-endian word per slot value; its times may be
+//! raw clock ticks ([`RAW_TIMES`]).
 
+use crate::config::TimeMetric;
 use crate::event::{
     clip, Arg, FileHandle, FileRef, Layer, Pinned, Schema, Slot, Value, MAX_ARGS, MAX_KEY, MAX_STR,
 };
@@ -33,6 +35,12 @@ pub const KIND_STATIC: u8 = 5;
 
 /// Set on the kind byte when some arg is a [`Value::Path`] (the writer then emits FH records).
 const HAS_PATH: u8 = 0x80;
+
+/// A static record's byte 7 ([`write_static`]'s `times`): 0 when `ts` and `dur` are in the
+/// trace's unit, else this bit plus the unit's code ([`TimeMetric::code`]) when they are the
+/// [`crate::clock::ticks`] at the event's start and end, converted when the record is read
+/// back ([`StaticRecord::decode`]): the hot path then reads the clock without converting it.
+pub const RAW_TIMES: u8 = 0x80;
 
 const TAG_INT: u8 = 1;
 const TAG_UINT: u8 = 2;
@@ -123,7 +131,7 @@ impl Pending<'_> {
         } = self
         {
             let n = vals.len().min(schema.keys.len());
-            return write_static(out, schema, *ts, *dur, &vals[..n], *file);
+            return write_static(out, schema, *ts, *dur, &vals[..n], *file, 0);
         }
         let mut w = Cursor { buf: out, pos: 0 };
         w.u32(total as u32);
@@ -360,11 +368,13 @@ pub fn write_static(
     dur: u64,
     vals: &[u64],
     file: Option<FileHandle>,
+    times: u8,
 ) {
     let head = out.len() as u64
         | (KIND_STATIC as u64) << 32
         | (schema.layer as u64) << 40
-        | (vals.len() as u64) << 48;
+        | (vals.len() as u64) << 48
+        | (times as u64) << 56;
     let words = [
         head,
         schema as *const Schema as usize as u64,
@@ -412,12 +422,16 @@ impl<'a> StaticRecord<'a> {
             // SAFETY: as above. A stale handle (slot reused since) fails to pin.
             unsafe { FileHandle::from_parts(fp, gen) }.pin_transient()
         };
+        let (ts, dur) = match head[7] {
+            0 => (word(4), word(5)),
+            t => crate::clock::span(TimeMetric::from_code(t), word(4), word(5)),
+        };
         Some(StaticRecord {
             // The writer of a static record stores its schema's layer (byte 5).
             layer: schema.layer,
             schema,
-            ts: word(4),
-            dur: word(5),
+            ts,
+            dur,
             file,
             vals,
         })

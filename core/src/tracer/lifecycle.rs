@@ -6,7 +6,7 @@ use super::{
     FORK_PENDING, FORK_RING, FORK_TID, HOOKS, PHASE, PHASE_DONE, PHASE_FAILED, PHASE_INIT,
     PHASE_NONE, PHASE_RUNNING, SHARED, STATE, UNIT,
 };
-use crate::config::{Config, TimeMetric};
+use crate::config::Config;
 use crate::ring::Ring;
 use crate::signals;
 use crate::sink::{self, Origin};
@@ -63,7 +63,7 @@ pub fn init(cfg: Config, origin: Origin, api_log_file: Option<&str>) -> Result<(
     crate::clock::check_tsc(cfg.tsc);
     let data_dirs = cfg.data_dirs.clone();
     let sh = Shared::new(cfg, origin, prefix.clone(), sys::gettid());
-    UNIT.store(unit_code(sh.cfg.time_metric), Ordering::Relaxed);
+    UNIT.store(sh.cfg.time_metric.code(), Ordering::Relaxed);
     let bind_signals = sh.cfg.bind_signals;
     SHARED.store(Box::into_raw(Box::new(sh)), Ordering::Release);
     HOOKS.call_once(|| {
@@ -141,15 +141,6 @@ fn export_env(vars: &[(&'static str, String)]) {
     } else {
         let line = "[DFTRACER WARN] other threads are running: DFTRACER_LOG_FILE/DFTRACER_ENABLE are not exported to child processes (set them before starting threads, or start tracing before them)";
         crate::config::print_once(line, "export_env");
-    }
-}
-
-fn unit_code(m: TimeMetric) -> u8 {
-    match m {
-        TimeMetric::Ns => 0,
-        TimeMetric::Us => 1,
-        TimeMetric::Ms => 2,
-        TimeMetric::Sec => 3,
     }
 }
 

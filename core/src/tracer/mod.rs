@@ -48,7 +48,7 @@ use output::Output;
 use producer::LOCAL;
 pub use producer::{
     complete, complete_static, counter, end_static, enter_hook, hook_busy, is_enabled, metadata,
-    now, Hook,
+    now, ticks, ticks_span, Hook,
 };
 pub use writer::flush;
 use writer::Writer;

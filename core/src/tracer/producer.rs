@@ -5,7 +5,7 @@
 use super::{is_finalized, shared, writer, Section, PHASE, PHASE_RUNNING, STATE, UNIT};
 use crate::config::TimeMetric;
 use crate::event::Layer;
-use crate::record::{write_static, Pending, STATIC_HEAD};
+use crate::record::{write_static, Pending, RAW_TIMES, STATIC_HEAD};
 use crate::ring::Ring;
 use crate::sys;
 use std::cell::Cell;
@@ -103,6 +103,26 @@ impl Hook {
         unsafe { &*self.local }
     }
 
+    /// As [`Hook::complete_static`], for an event from [`ticks`] `t0` to `t1`: the times are
+    /// converted by the writer, so the hook's clock reads are [`crate::clock::ticks`] (a raw
+    /// counter read) rather than [`now`]'s conversions.
+    #[inline(always)]
+    pub fn complete_ticks(
+        &self,
+        schema: &'static crate::Schema,
+        t0: u64,
+        t1: u64,
+        vals: &[u64],
+        file: Option<crate::files::FileHandle>,
+    ) {
+        let s = STATE.load(Ordering::Relaxed);
+        if s & 1 == 0 {
+            return;
+        }
+        let times = RAW_TIMES | UNIT.load(Ordering::Relaxed);
+        record_static_in(self.local(), s, schema, t0, t1, vals, file, times);
+    }
+
     /// As [`complete_static`], without looking up this thread's state again.
     #[inline(always)]
     pub fn complete_static(
@@ -117,7 +137,7 @@ impl Hook {
         if s & 1 == 0 {
             return;
         }
-        record_static_in(self.local(), s, schema, ts, dur, vals, file);
+        record_static_in(self.local(), s, schema, ts, dur, vals, file, 0);
     }
 }
 
@@ -134,6 +154,19 @@ pub fn is_enabled() -> bool {
     STATE.load(Ordering::Relaxed) & 1 == 1
 }
 
+/// The clock for [`Hook::complete_ticks`]: a raw reading the writer converts (see
+/// [`crate::clock::ticks`]). Only meaningful as that call's `t0`/`t1`.
+#[inline(always)]
+pub fn ticks() -> u64 {
+    crate::clock::ticks()
+}
+
+/// The (timestamp, duration) in the configured unit of an event from [`ticks`] `t0` to `t1`,
+/// for a hook whose event is not a static record.
+pub fn ticks_span(t0: u64, t1: u64) -> (u64, u64) {
+    crate::clock::span(unit(), t0, t1)
+}
+
 /// Current time in the configured unit; 0 when tracing is off (never started).
 #[inline]
 pub fn now() -> u64 {
@@ -147,12 +180,7 @@ pub fn now() -> u64 {
 
 #[inline]
 fn unit() -> TimeMetric {
-    match UNIT.load(Ordering::Relaxed) {
-        0 => TimeMetric::Ns,
-        2 => TimeMetric::Ms,
-        3 => TimeMetric::Sec,
-        _ => TimeMetric::Us,
-    }
+    TimeMetric::from_code(UNIT.load(Ordering::Relaxed))
 }
 
 /// Records a complete event (ph 1). No-op when tracing is off.
@@ -185,7 +213,7 @@ pub fn complete_static(
     if s & 1 == 0 {
         return;
     }
-    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file));
+    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file, 0));
 }
 
 /// Ends a static event without args or file that began at `t0` (a [`now`] value): reads the
@@ -199,7 +227,7 @@ pub fn end_static(schema: &'static crate::Schema, t0: u64) {
     }
     let t1 = crate::clock::now_in(unit());
     let _ =
-        LOCAL.try_with(|l| record_static_in(l, s, schema, t0, t1.saturating_sub(t0), &[], None));
+        LOCAL.try_with(|l| record_static_in(l, s, schema, t0, t1.saturating_sub(t0), &[], None, 0));
 }
 
 /// The hot path of a static record: the record is written in place as whole words, without
@@ -213,6 +241,7 @@ fn record_static_in(
     dur: u64,
     vals: &[u64],
     file: Option<crate::files::FileHandle>,
+    times: u8,
 ) {
     let vals = &vals[..vals.len().min(schema.keys.len())];
     let ring = l.ring.get();
@@ -221,7 +250,8 @@ fn record_static_in(
         // Release::drop, on this thread, which nulls the pointer first).
         let ring = unsafe { &*ring };
         let len = STATIC_HEAD + 8 * vals.len();
-        if let Some(head) = ring.try_push(len, |buf| write_static(buf, schema, ts, dur, vals, file))
+        if let Some(head) =
+            ring.try_push(len, |buf| write_static(buf, schema, ts, dur, vals, file, times))
         {
             if ring.wants_drain_at(head) {
                 wake_writer();
@@ -229,6 +259,11 @@ fn record_static_in(
             return;
         }
     }
+    // Off the hot path: the record goes through `Pending`, whose times are in the unit.
+    let (ts, dur) = match times {
+        0 => (ts, dur),
+        t => crate::clock::span(TimeMetric::from_code(t), ts, dur),
+    };
     record_slow(
         l,
         s,

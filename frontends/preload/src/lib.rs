@@ -234,7 +234,8 @@ pub(crate) fn record_static(
 }
 
 impl Busy {
-    /// As [`record_static`], on this section's thread state (no thread-local lookup).
+    /// As [`record_static`], on this section's thread state (no thread-local lookup), for an
+    /// event from [`ticks`] `t0` to `t1` (the writer converts them).
     /// Inlined into each hook, where the schema and the number of values are constants: the
     /// record is a handful of stores (shared, it copied the values with a `memcpy` call).
     #[inline(always)]
@@ -248,11 +249,10 @@ impl Busy {
     ) {
         // Two calls, each with a constant number of values (one `(vals, file)` pair chosen
         // first would leave the count unknown, and the values copied by a `memcpy` call).
-        let dur = t1.saturating_sub(t0);
         if MODE.load(Ordering::Relaxed) & METADATA != 0 {
-            self.0.complete_static(schema, t0, dur, vals, Some(*file));
+            self.0.complete_ticks(schema, t0, t1, vals, Some(*file));
         } else {
-            self.0.complete_static(schema, t0, dur, &[], None);
+            self.0.complete_ticks(schema, t0, t1, &[], None);
         }
     }
 }
@@ -260,6 +260,17 @@ impl Busy {
 #[inline(always)]
 pub(crate) fn now() -> u64 {
     dftracer_core::now()
+}
+
+/// A raw clock reading for [`Busy::record_static`] (or [`ticks_span`]), cheaper than [`now`].
+#[inline(always)]
+pub(crate) fn ticks() -> u64 {
+    dftracer_core::frontend::ticks()
+}
+
+/// The (timestamp, duration) in the trace's unit of an event from [`ticks`] `t0` to `t1`.
+pub(crate) fn ticks_span(t0: u64, t1: u64) -> (u64, u64) {
+    dftracer_core::frontend::ticks_span(t0, t1)
 }
 
 #[inline(always)]

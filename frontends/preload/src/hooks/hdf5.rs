@@ -33,7 +33,7 @@ use dftracer_core::{Arg, FileHandle, Layer, Schema, Slot, Value};
 use super::libs::{self, reals, IdCache};
 use super::{out_of_line, HookEntry};
 use crate::table::{self, Interned};
-use crate::{enter, guarded, hdf5_on, metadata_on, now, SavedErrno};
+use crate::{enter, guarded, hdf5_on, metadata_on, ticks, ticks_span, SavedErrno};
 
 pub type Hid = i64;
 pub type Herr = c_int;
@@ -439,7 +439,7 @@ fn record_static(
     busy.record_static(schema, t0, t1, vals, file);
 }
 
-/// A generic event (open/create: with the object's name).
+/// A generic event (open/create: with the object's name), from [`ticks`] `t0` to `t1`.
 fn record_named(name: &str, t0: u64, t1: u64, args: &[Arg], file: &Interned) {
     let Some(pin) = file.file.pin() else { return };
     let mut all: [Arg; 5] = [Arg::int("", 0); 5];
@@ -452,14 +452,8 @@ fn record_named(name: &str, t0: u64, t1: u64, args: &[Arg], file: &Interned) {
         all[n] = Arg::new("fhash", Value::Path(pin.path()));
         n += 1;
     }
-    dftracer_core::complete(
-        Layer::Hdf5,
-        name.as_bytes(),
-        HDF5,
-        t0,
-        t1.saturating_sub(t0),
-        &all[..n],
-    );
+    let (ts, dur) = ticks_span(t0, t1);
+    dftracer_core::complete(Layer::Hdf5, name.as_bytes(), HDF5, ts, dur, &all[..n]);
 }
 
 macro_rules! schema {
@@ -493,10 +487,10 @@ macro_rules! on_id {
                 $untraced
             }
             Some($file) => out_of_line(move || {
-                let $t0 = now();
+                let $t0 = ticks();
                 let $ret = $call;
                 let _errno = SavedErrno::new();
-                let $t1 = now();
+                let $t1 = ticks();
                 if let Some($busy) = enter() {
                     guarded(|| $record);
                     drop($busy);
@@ -555,10 +549,10 @@ unsafe fn file_open(
             return ret;
         }
     };
-    let t0 = now();
+    let t0 = ticks();
     let ret = call();
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     let file = Interned {
         file: pinned.handle(),
     };

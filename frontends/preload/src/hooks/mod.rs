@@ -360,10 +360,10 @@ macro_rules! on_fd {
                         &[("fd", ::dftracer_core::Slot::Int), $((stringify!($key), $crate::slot!($kind)),)*],
                         "fhash",
                     );
-                    let t0 = $crate::now();
+                    let t0 = $crate::ticks();
                     let $ret = $call;
                     let _errno = $crate::SavedErrno::new();
-                    let t1 = $crate::now();
+                    let t1 = $crate::ticks();
                     $crate::guarded(|| {
                         busy.record_static(
                             &SCHEMA,
@@ -520,10 +520,10 @@ macro_rules! on_file {
                         &[$((stringify!($key), $crate::slot!($kind)),)*],
                         "fhash",
                     );
-                    let t0 = $crate::now();
+                    let t0 = $crate::ticks();
                     let $ret = $call;
                     let _errno = $crate::SavedErrno::new();
-                    let t1 = $crate::now();
+                    let t1 = $crate::ticks();
                     $crate::guarded(|| {
                         busy.record_static(
                             &SCHEMA,

@@ -31,7 +31,7 @@ use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 use super::libs::{self, reals, IdCache};
 use super::{out_of_line, HookEntry};
 use crate::table::{self, Interned};
-use crate::{enter, guarded, metadata_on, mpiio_on, now, SavedErrno};
+use crate::{enter, guarded, metadata_on, mpiio_on, now, ticks, SavedErrno};
 
 pub const MPIIO: &[u8] = b"MPIIO";
 
@@ -228,10 +228,10 @@ macro_rules! on_fh {
         match file_of($fh) {
             None => $call,
             Some($file) => out_of_line(move || {
-                let $t0 = now();
+                let $t0 = ticks();
                 let $ret = $call;
                 let _errno = SavedErrno::new();
-                let $t1 = now();
+                let $t1 = ticks();
                 if let Some($busy) = enter() {
                     guarded(|| $record);
                     drop($busy);
