@@ -333,6 +333,18 @@ fn vdso_ns() -> u64 {
     realtime_ns()
 }
 
+/// How long the writer may sleep before its next [`recalibrate`], in ms: a first anchor is
+/// published one baseline after calibration began (the writer wakes for it, rather than at its
+/// first flush interval: a short process, or one whose writer started late, gets the TSC
+/// within [`MIN_BASELINE_NS`]), else `usual`.
+pub fn next_calibration_ms(allowed: bool, usual: u64) -> u64 {
+    if allowed && USABLE.load(Ordering::Relaxed) == 1 && !ANCHOR.in_use() {
+        usual.min(MIN_BASELINE_NS / 1_000_000 + 5)
+    } else {
+        usual
+    }
+}
+
 /// Whether the TSC is in use right now.
 pub fn tsc_in_use() -> bool {
     ANCHOR.in_use()

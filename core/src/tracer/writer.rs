@@ -570,7 +570,8 @@ fn writer_loop(sh: &'static Shared) {
     let fault = std::env::var_os("DFTRACER_FAULT").is_some_and(|v| v == "writer");
     crate::clock::recalibrate(sh.cfg.tsc);
     loop {
-        sh.wake.wait_ms(sh.cfg.flush_interval_ms.min(1000));
+        let usual = sh.cfg.flush_interval_ms.min(1000);
+        sh.wake.wait_ms(crate::clock::next_calibration_ms(sh.cfg.tsc, usual));
         let sig = sh.signal.load(Ordering::Acquire);
         if sig != 0 {
             if PHASE.swap(PHASE_DONE, Ordering::AcqRel) == PHASE_RUNNING {
