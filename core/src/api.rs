@@ -41,10 +41,14 @@ pub struct Api {
     pub intern_keyed: fn(Layer, &[u8], &[u8], SchemaKeys) -> Option<&'static Schema>,
     /// [`crate::complete_static`]: schema, ts, dur, slot values, file.
     pub complete_static: fn(&'static Schema, u64, u64, &[u64], Option<FileHandle>),
-    /// [`crate::end_static`]: schema, begin ts (the clock is read inside).
-    pub end_static: fn(&'static Schema, u64),
     pub metadata: fn(Layer, &[u8], &[u8], &[u8]),
     pub now: fn() -> u64,
+    /// [`crate::frontend::ticks`]: a raw clock read, only for `end_ticks` or `ticks_in_unit`.
+    pub ticks: fn() -> u64,
+    /// [`crate::end_ticks`]: schema, begin tick (the end is read inside).
+    pub end_ticks: fn(&'static Schema, u64),
+    /// [`crate::frontend::ticks_in_unit`]: a tick as the `now` value of that instant.
+    pub ticks_in_unit: fn(u64) -> u64,
     pub finalize: fn(),
     pub flush: fn(),
     pub retarget: fn(&str) -> Result<String, Error>,

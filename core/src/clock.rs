@@ -546,6 +546,11 @@ pub fn span(unit: TimeMetric, t0: u64, t1: u64) -> (u64, u64) {
     (a, in_unit(unit, n1).saturating_sub(a))
 }
 
+/// [`ticks`] value `t` in `unit`: what [`now_in`] gave at that instant.
+pub fn now_at(unit: TimeMetric, t: u64) -> u64 {
+    in_unit(unit, ticks_ns(t))
+}
+
 #[inline(always)]
 fn in_unit(unit: TimeMetric, ns: u64) -> u64 {
     match unit {

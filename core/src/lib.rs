@@ -64,7 +64,7 @@ pub use files::{FileHandle, FileRef, Pinned};
 pub use intern::{intern, intern_keyed, Keys as SchemaKeys};
 pub use sink::Origin;
 pub use tracer::{
-    complete, complete_static, config, counter, end_static, finalize, flush, init, is_enabled,
+    complete, complete_static, config, counter, end_ticks, finalize, flush, init, is_enabled,
     is_finalized, is_running, metadata, name_thread, now, prefix, set_app_metadata, stats,
     trace_path, AppValue, Error, Stats,
 };

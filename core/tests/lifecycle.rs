@@ -481,17 +481,33 @@ fn scenario_entry() {
             assert_eq!(status, 0);
             dftracer_core::finalize();
         }
-        "end_static" => {
-            // A decorated function's exit: the core reads the clock and records the event
-            // that began at `t0`; each call lasts at least 50 us (the time metric is us).
+        "end_ticks" => {
+            // A decorated function's exit: the event began at a raw clock read and the core
+            // reads the end the same way; the writer converts both. Inside each, an event
+            // timed with `now()` (a nested call of another frontend): each lasts 50 us.
             start_tracer();
+            // Where the machine has a trusted TSC, the writer publishes its first conversion
+            // 55 ms after it started (at the first event): wait for it, so that the ticks are
+            // raw counter reads.
+            let first = dftracer_core::intern(Layer::Python, b"first", b"bench").expect("schema");
+            dftracer_core::complete_static(first, dftracer_core::now(), 0, &[], None);
+            let t = std::time::Instant::now();
+            while !dftracer_core::internals::clock::tsc_in_use()
+                && t.elapsed() < std::time::Duration::from_secs(2)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
             let schema = dftracer_core::intern(Layer::Python, b"deco", b"bench").expect("schema");
+            let inner = dftracer_core::intern(Layer::Python, b"inner", b"bench").expect("schema");
             for _ in 0..200 {
-                let t0 = dftracer_core::now();
-                while dftracer_core::now() < t0 + 50 {
+                let t0 = dftracer_core::frontend::ticks();
+                let a = dftracer_core::now();
+                while dftracer_core::now() < a + 50 {
                     std::hint::spin_loop();
                 }
-                dftracer_core::end_static(schema, t0);
+                let b = dftracer_core::now();
+                dftracer_core::complete_static(inner, a, b - a, &[], None);
+                dftracer_core::end_ticks(schema, t0);
             }
             dftracer_core::finalize();
         }
@@ -1174,26 +1190,35 @@ fn line_hints_make_alternating_kinds_compress_better() {
 }
 
 #[test]
-fn end_static_records_from_its_begin_to_the_clock_read_inside() {
-    let dir = scratch("end_static");
-    assert!(run_scenario("end_static", &dir, &[]).success());
+fn end_ticks_records_from_its_begin_to_the_clock_read_inside() {
+    let dir = scratch("end_ticks");
+    assert!(run_scenario("end_ticks", &dir, &[]).success());
     let fs = files(&dir);
     assert_eq!(fs.len(), 1, "{fs:?}");
     let lines = read_trace(&fs[0]);
     let ev = user_events(&lines);
-    assert_eq!(ev.len(), 200);
+    assert_eq!(ev.len(), 401);
+    assert_eq!(ev[0]["name"].as_str(), Some("first"));
+    let ev = &ev[1..];
+    let span = |e: &J| (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
     let mut end = 0;
-    for e in &ev {
+    // Each inner event (recorded first) and the event around it.
+    for pair in ev.chunks(2) {
+        let (inner, outer) = (&pair[0], &pair[1]);
         assert_eq!(
-            (e["name"].as_str(), e["cat"].as_str()),
-            (Some("deco"), Some("bench"))
+            (inner["name"].as_str(), outer["name"].as_str()),
+            (Some("inner"), Some("deco"))
         );
-        let (ts, dur) = (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
-        // The clock was read after the spin: at least 50 us; events follow one another.
-        assert!(dur >= 50, "{e}");
+        let ((its, idur), (ts, dur)) = (span(inner), span(outer));
+        assert!(idur >= 50 && dur >= 50, "{inner} {outer}");
+        // Raw ticks convert to the now() values of the same instants: nested stays nested.
+        assert!(
+            ts <= its && its + idur <= ts + dur,
+            "{inner} is not inside {outer}"
+        );
         assert!(
             ts >= end,
-            "{e} began before the previous event ended ({end})"
+            "{outer} began before the previous event ended ({end})"
         );
         end = ts + dur;
     }

@@ -216,18 +216,23 @@ pub fn complete_static(
     let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file, 0));
 }
 
-/// Ends a static event without args or file that began at `t0` (a [`now`] value): reads the
-/// clock and records `schema`'s complete event from `t0` to now. One call instead of [`now`]
-/// and [`complete_static`] for a frontend that reaches the core through [`crate::api::Api`]
-/// (a decorated Python function's exit). No-op when tracing is off.
-pub fn end_static(schema: &'static crate::Schema, t0: u64) {
+/// Ends a static event without args or file that began at [`ticks`] `t0`: reads the clock
+/// the same way and records `schema`'s complete event (the writer converts both ends). One
+/// call instead of two for a frontend that reaches the core through [`crate::api::Api`] (a
+/// decorated Python function's exit). No-op when tracing is off.
+pub fn end_ticks(schema: &'static crate::Schema, t0: u64) {
     let s = STATE.load(Ordering::Relaxed);
     if s & 1 == 0 {
         return;
     }
-    let t1 = crate::clock::now_in(unit());
-    let _ =
-        LOCAL.try_with(|l| record_static_in(l, s, schema, t0, t1.saturating_sub(t0), &[], None, 0));
+    let t1 = crate::clock::ticks();
+    let times = RAW_TIMES | UNIT.load(Ordering::Relaxed);
+    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, t0, t1, &[], None, times));
+}
+
+/// A [`ticks`] value in the configured unit: what [`now`] read at that instant.
+pub fn ticks_in_unit(t: u64) -> u64 {
+    crate::clock::now_at(unit(), t)
 }
 
 /// The hot path of a static record: the record is written in place as whole words, without

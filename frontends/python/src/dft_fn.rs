@@ -45,6 +45,8 @@ pub(crate) struct DftFn {
     cat: Option<Py<PyString>>,
     /// None: not given and tracing was off when built.
     name: Option<Py<PyString>>,
+    /// The start: a raw clock read (`native::ticks`; 0 when not recording), converted by the
+    /// writer (`end_ticks`) or by [`DftFn::begin`].
     t1: u64,
     pub(crate) flushed: bool,
     enable: bool,
@@ -144,7 +146,7 @@ impl DftFn {
         }
         self.updated = 0;
         self.extra.clear();
-        self.t1 = if self.enable && on { native::now() } else { 0 };
+        self.t1 = if self.enable && on { native::ticks() } else { 0 };
         self.flushed = false;
         Ok(())
     }
@@ -168,10 +170,15 @@ impl DftFn {
         }
     }
 
+    /// The start in the trace's unit (what `now` read then).
+    fn begin(&self) -> u64 {
+        native::ticks_in_unit(self.t1)
+    }
+
     #[inline]
     pub(crate) fn start(&mut self) {
         self.t1 = if self.enable && active() {
-            native::now()
+            native::ticks()
         } else {
             0
         };
@@ -199,11 +206,12 @@ impl DftFn {
         let empty = pyo3::intern!(py, "");
         let name = utf8_of(self.name.as_ref().map_or(empty, |n| n.bind(py)));
         let cat = utf8_of(self.cat.as_ref().map_or(empty, |c| c.bind(py)));
+        let t1 = self.begin();
         record(
             name.as_bytes(),
             cat.as_bytes(),
-            self.t1,
-            t2.saturating_sub(self.t1),
+            t1,
+            t2.saturating_sub(t1),
             &vals,
         );
     }
@@ -220,7 +228,7 @@ impl DftFn {
             if self.captured.iter().all(Option::is_none) {
                 if let Some(schema) = self.plain_schema() {
                     // No args: the core reads the clock and records in one call.
-                    native::end_interned(schema, self.t1);
+                    native::end_ticks(schema, self.t1);
                     self.flushed = true;
                     return true;
                 }
@@ -268,7 +276,8 @@ impl DftFn {
             return false;
         };
         let t2 = native::now();
-        native::complete_keyed(schema, self.t1, t2.saturating_sub(self.t1), &vals[..n]);
+        let t1 = self.begin();
+        native::complete_keyed(schema, t1, t2.saturating_sub(t1), &vals[..n]);
         true
     }
 
@@ -324,16 +333,18 @@ impl DftFn {
         if args.is_empty() {
             // No args (all captured values None): as in `finish_fast`.
             if let Some(schema) = self.plain_schema() {
-                native::complete_interned(schema, self.t1, t2.saturating_sub(self.t1));
+                let t1 = self.begin();
+                native::complete_interned(schema, t1, t2.saturating_sub(t1));
                 return true;
             }
         }
+        let t1 = self.begin();
         native::complete(
             Layer::Python,
             name,
             cat,
-            self.t1,
-            t2.saturating_sub(self.t1),
+            t1,
+            t2.saturating_sub(t1),
             &args,
         );
         true

@@ -206,14 +206,6 @@ pub fn complete_interned(schema: &'static dftracer_core::Schema, ts: u64, dur: u
     }
 }
 
-/// Ends an event of `schema` begun at `t0` (a [`now`] value): the clock is read in the core.
-#[inline]
-pub fn end_interned(schema: &'static dftracer_core::Schema, t0: u64) {
-    if let Some(a) = api() {
-        (a.end_static)(schema, t0)
-    }
-}
-
 pub fn metadata(layer: Layer, name: &[u8], key: &[u8], value: &[u8]) {
     if let Some(a) = api() {
         (a.metadata)(layer, name, key, value)
@@ -223,6 +215,26 @@ pub fn metadata(layer: Layer, name: &[u8], key: &[u8], value: &[u8]) {
 #[inline]
 pub fn now() -> u64 {
     api().map(|a| (a.now)()).unwrap_or(0)
+}
+
+/// A raw clock read (cheaper than [`now`]): only for [`end_ticks`] or [`ticks_in_unit`].
+#[inline]
+pub fn ticks() -> u64 {
+    api().map(|a| (a.ticks)()).unwrap_or(0)
+}
+
+/// Ends an event of `schema` begun at [`ticks`] `t0`: the end is read in the core, and the
+/// writer converts both.
+#[inline]
+pub fn end_ticks(schema: &'static dftracer_core::Schema, t0: u64) {
+    if let Some(a) = api() {
+        (a.end_ticks)(schema, t0)
+    }
+}
+
+/// A [`ticks`] value as the [`now`] value of that instant.
+pub fn ticks_in_unit(t: u64) -> u64 {
+    api().map(|a| (a.ticks_in_unit)(t)).unwrap_or(0)
 }
 
 pub fn finalize() {

@@ -1,6 +1,6 @@
 //! `_Wrapped`, the callable `dft_fn.log` returns for a plain function: called through its
 //! own vectorcall entry ([`wrapped_vectorcall`]), it calls the function through the
-//! function's vectorcall slot and records one event; no args: `end_static` (the clock read
+//! function's vectorcall slot and records one event; no args: `end_ticks` (the clock read
 //! and the record in one call); all-int captured values: a keyed schema's slots; otherwise
 //! (or when the dft_fn's `update()` ran during the call) the general path.
 #![allow(unsafe_code)] // the vectorcall entry and its raw arguments (SAFETY notes)
@@ -238,23 +238,26 @@ unsafe extern "C" fn wrapped_vectorcall(
     // thread set (see `Updates`).
     let updates: &Updates = &w.updates;
     let g0 = updates.mark();
-    let t0 = native::now();
+    // A raw clock read: the writer converts it for the no-args event below; every other path
+    // converts it first (`ticks_in_unit`).
+    let tick = native::ticks();
     // SAFETY: as above.
     let result = unsafe { forward(func, args, nargsf, kwnames) };
     if updates.mark() != g0 {
         // SAFETY: the caller's own vectorcall arguments; the GIL is held.
-        unsafe { wrapped_general(w, t0, Some(g0), args, nargsf, kwnames) };
+        unsafe { wrapped_general(w, native::ticks_in_unit(tick), Some(g0), args, nargsf, kwnames) };
         return result;
     }
     if w.capture.is_empty() {
         // No parameter is recorded: the event has no args (no argument list to build).
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            w.schema().map(|schema| native::end_interned(schema, t0))
+            w.schema().map(|schema| native::end_ticks(schema, tick))
         }));
         if !matches!(done, Ok(None)) {
             return result;
         }
     }
+    let t0 = native::ticks_in_unit(tick);
     if !result.is_null() {
         if let Some(caps) = &w.int_caps {
             // SAFETY: the caller's own vectorcall arguments; the GIL is held and no exception
