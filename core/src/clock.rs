@@ -167,6 +167,12 @@ static USABLE: AtomicU64 = AtomicU64::new(0);
 
 /// Shortest calibration baseline before the TSC is used.
 pub const MIN_BASELINE_NS: u64 = 50_000_000;
+/// A baseline past which a pair's own error no longer matters (below it, pairs must be
+/// within [`TIGHT_GAP_NS`]: 1 us of error at each end of 55 ms is 3.6e-5, 18 us by the next
+/// anchor half a second later).
+const LONG_BASELINE_NS: u64 = 1_000_000_000;
+/// Widest (realtime, tsc, realtime) read accepted while the baseline is short.
+const TIGHT_GAP_NS: u64 = 2_000;
 /// Shortest time between two published anchors.
 pub const REANCHOR_NS: u64 = 500_000_000;
 /// Largest disagreement between a fresh (realtime, tsc) pair and the published conversion.
@@ -372,13 +378,20 @@ pub fn recalibrate(allowed: bool) {
         if USABLE.load(Ordering::Relaxed) == 2 {
             return;
         }
-        let Some((ns, tsc)) = paired_read() else {
+        let Some((ns, tsc, gap)) = paired_read() else {
             return;
         };
         let (ot, on) = (
             ORIGIN_TSC.load(Ordering::Relaxed),
             ORIGIN_NS.load(Ordering::Relaxed),
         );
+        // The first anchor comes one short baseline after the origin (next_calibration_ms):
+        // until the baseline is long, its ends must be tight pairs, or the tick length is off
+        // by their error over the baseline (10 us at each end of 55 ms: 3.6e-4, 180 us by the
+        // next anchor half a second later).
+        if gap > TIGHT_GAP_NS && (ot == 0 || ns.saturating_sub(on) < LONG_BASELINE_NS) {
+            return;
+        }
         if ot == 0 || tsc <= ot || ns <= on {
             ORIGIN_TSC.store(tsc, Ordering::Relaxed);
             ORIGIN_NS.store(ns, Ordering::Relaxed);
@@ -438,7 +451,7 @@ pub fn recalibrate(allowed: bool) {
 /// A (realtime ns, tsc) pair read close together: the realtime midpoint around one `rdtsc`,
 /// from the tightest of a few tries.
 #[cfg(target_arch = "x86_64")]
-fn paired_read() -> Option<(u64, u64)> {
+fn paired_read() -> Option<(u64, u64, u64)> {
     let mut best: Option<(u64, u64, u64)> = None;
     for _ in 0..5 {
         let a = realtime_ns();
@@ -453,7 +466,7 @@ fn paired_read() -> Option<(u64, u64)> {
         }
     }
     let (gap, ns, t) = best?;
-    (gap < 20_000).then_some((ns, t))
+    (gap < 20_000).then_some((ns, t, gap))
 }
 
 /// Decides once per process whether the TSC may be used (`allowed`: the configuration

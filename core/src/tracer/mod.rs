@@ -47,7 +47,7 @@ pub use lifecycle::{
 use output::Output;
 use producer::LOCAL;
 pub use producer::{
-    complete, complete_static, counter, end_ticks, enter_hook, hook_busy, is_enabled,
+    complete, complete_static, complete_ticks, counter, end_ticks, enter_hook, hook_busy, is_enabled,
     metadata, now, ticks, ticks_in_unit, ticks_span, Hook,
 };
 pub use writer::flush;

@@ -216,6 +216,23 @@ pub fn complete_static(
     let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file, 0));
 }
 
+/// As [`complete_static`] for an event from [`ticks`] `t0` to `t1` (the writer converts
+/// them): a frontend whose clock reads are raw counter reads (the C API's regions).
+pub fn complete_ticks(
+    schema: &'static crate::Schema,
+    t0: u64,
+    t1: u64,
+    vals: &[u64],
+    file: Option<crate::files::FileHandle>,
+) {
+    let s = STATE.load(Ordering::Relaxed);
+    if s & 1 == 0 {
+        return;
+    }
+    let times = RAW_TIMES | UNIT.load(Ordering::Relaxed);
+    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, t0, t1, vals, file, times));
+}
+
 /// Ends a static event without args or file that began at [`ticks`] `t0`: reads the clock
 /// the same way and records `schema`'s complete event (the writer converts both ends). One
 /// call instead of two for a frontend that reaches the core through [`crate::api::Api`] (a

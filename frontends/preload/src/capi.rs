@@ -222,8 +222,8 @@ fn region_begin(
     region_begin_at(name, cat, event_type, layer, false).0
 }
 
-/// [`region_begin`], also returning the region's start time (0 for a metadata region or when
-/// tracing is off).
+/// [`region_begin`], also returning the region's start (a raw clock read,
+/// `dftracer_core::frontend::ticks`; 0 for a metadata region or when tracing is off).
 /// With `scoped`, a data region belongs to this thread ([`region::begin_scoped`]).
 pub(crate) fn region_begin_at(
     name: *const c_char,
@@ -241,7 +241,7 @@ pub(crate) fn region_begin_at(
         // or copying them. Nothing here touches errno.
         if let Some(schema) = crate::sites::site_schema(name, cat, layer) {
             return guarded_or((std::ptr::null_mut(), 0), || {
-                let ts = dftracer_core::now();
+                let ts = dftracer_core::frontend::ticks();
                 let p = if scoped {
                     region::begin_scoped(layer, b"", b"", ts, Some(schema))
                 } else {
@@ -256,7 +256,7 @@ pub(crate) fn region_begin_at(
     }
     let _errno = SavedErrno::new();
     guarded_or((std::ptr::null_mut(), 0), || {
-        let ts = if meta { 0 } else { dftracer_core::now() };
+        let ts = if meta { 0 } else { dftracer_core::frontend::ticks() };
         let name_s = c_str(name, MAX_STR).unwrap_or_default();
         // A data region without a category takes its layer's (a metadata one: an empty value).
         let default_cat: &[u8] = if meta { b"" } else { layer.name().as_bytes() };
@@ -330,19 +330,13 @@ pub extern "C" fn finalize_region(data: *mut DFTracerData) {
     }
     let _errno = SavedErrno::new();
     guarded(|| {
-        let t1 = dftracer_core::now();
+        let t1 = dftracer_core::frontend::ticks();
         region::end(data, |r| {
             if r.meta {
                 dftracer_core::metadata(r.layer, b"CM", r.name(), r.cat());
             } else if let Some((schema, vals, n)) = r.keyed() {
                 // Integer args only, under the keys of a known schema: a static record too.
-                dftracer_core::complete_static(
-                    schema,
-                    r.ts,
-                    t1.saturating_sub(r.ts),
-                    &vals[..n],
-                    None,
-                );
+                dftracer_core::frontend::complete_ticks(schema, r.ts, t1, &vals[..n], None);
             } else if let Some(schema) = r
                 .args_empty()
                 .then(|| {
@@ -353,18 +347,10 @@ pub extern "C" fn finalize_region(data: *mut DFTracerData) {
             {
                 // No args: the core's schema of this name and category (no strings copied
                 // into the ring, the line rendered from a cached template).
-                dftracer_core::complete_static(schema, r.ts, t1.saturating_sub(r.ts), &[], None);
+                dftracer_core::frontend::complete_ticks(schema, r.ts, t1, &[], None);
             } else {
-                r.with_args(|args| {
-                    dftracer_core::complete(
-                        r.layer,
-                        r.name(),
-                        r.cat(),
-                        r.ts,
-                        t1.saturating_sub(r.ts),
-                        args,
-                    )
-                });
+                let (ts, dur) = dftracer_core::frontend::ticks_span(r.ts, t1);
+                r.with_args(|args| dftracer_core::complete(r.layer, r.name(), r.cat(), ts, dur, args));
             }
         });
     });

@@ -87,7 +87,8 @@ fn construct(
         name,
         cat,
         ty,
-        start_time: ts,
+        // The reference's field holds the start in the trace's unit.
+        start_time: dftracer_core::frontend::ticks_in_unit(ts),
         metadata: handle as *mut c_void,
     };
     // SAFETY: `this` is the storage the program allocated for a `DFTracer` (the constructor's

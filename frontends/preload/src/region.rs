@@ -90,6 +90,8 @@ pub struct Region {
     pub layer: Layer,
     /// `DF_METADATA_EVENT`: written as a `CM` record (name = key, cat = value).
     pub meta: bool,
+    /// The start: a raw clock read (`dftracer_core::frontend::ticks`), converted when the
+    /// region's event is recorded.
     pub ts: u64,
     text: Vec<u8>,
     name: (u32, u32),

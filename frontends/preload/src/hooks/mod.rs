@@ -350,7 +350,16 @@ macro_rules! on_fd {
         match $crate::hooks::traced_fd(fd) {
             None => $call,
             // Out of line, so that the untraced path above stays a leaf that tail-jumps.
-            Some(file) => $crate::hooks::out_of_line(move || match $crate::enter() {
+            Some(file) => $crate::hooks::out_of_line(move || {
+                $crate::on_fd!(@traced $name, fd, file, $call, |$ret| [$($key: $kind($val)),*])
+            }),
+        }
+    }};
+    // The traced path alone, for `file`, the traced file of `fd` (a shim that calls it from
+    // a function of its own: its untraced path then needs no stack frame at all).
+    (@traced $name:expr, $fd:expr, $file:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
+        let (fd, file): (::libc::c_int, $crate::table::Interned) = ($fd, $file);
+        match $crate::enter() {
                 None => $call,
                 Some(busy) => {
                     static SCHEMA: ::dftracer_core::Schema = ::dftracer_core::Schema::new(
@@ -376,7 +385,6 @@ macro_rules! on_fd {
                     drop(busy);
                     $ret
                 }
-            }),
         }
     }};
 }

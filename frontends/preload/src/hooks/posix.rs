@@ -302,18 +302,55 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
     ])
 }
 
+// The positioned reads and writes (the I/O of every MPI-IO and HDF5 layer under them): the
+// first call's symbol look-up and the traced path are functions of their own that the shim
+// tail-calls with every value in registers, so an untraced or disabled call is a few tests
+// and a jump, without a stack frame (the other shims push and pop one).
 macro_rules! pio {
     ($sym:ident, $name:literal, $buf:ty, $off:ty) => {
         #[no_mangle]
         pub unsafe extern "C" fn $sym(fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, $buf, size_t, $off) -> ssize_t) else {
-                return missing(-1);
-            };
-            on_fd!($name, fd, real(fd, buf, count, offset), |ret| [
-                count: U(count as u64),
-                offset: I(offset as i64),
-                ret: I(ret as i64)
-            ])
+            type F = unsafe extern "C" fn(c_int, $buf, size_t, $off) -> ssize_t;
+            static ADDR: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
+            #[cold]
+            #[inline(never)]
+            unsafe fn first(fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
+                // SAFETY: the literal ends with exactly one NUL.
+                let name = unsafe { ::std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($sym), "\0").as_bytes()) };
+                match crate::real::cached(&ADDR, name) {
+                    0 => missing(-1),
+                    // SAFETY: the program's own call. Not through the exported `$sym`: bound
+                    // in process (not preloaded), the library's own call to it would bind to
+                    // libc's.
+                    p => unsafe { go(p, fd, buf, count, offset) },
+                }
+            }
+            #[inline(always)]
+            unsafe fn go(p: usize, fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
+                match crate::hooks::traced_fd(fd) {
+                    // SAFETY: `p` is the address of the C function of this name, whose
+                    // signature is `F`.
+                    None => unsafe { ::std::mem::transmute::<usize, F>(p)(fd, buf, count, offset) },
+                    Some(file) => traced(fd, buf, count, offset, file),
+                }
+            }
+            // The values in the shim's own registers, the file in the next two: a tail call.
+            #[inline(never)]
+            unsafe fn traced(fd: c_int, buf: $buf, count: size_t, offset: $off, file: crate::table::Interned) -> ssize_t {
+                // SAFETY: set (non-zero) before the shim called this; as below.
+                let real = unsafe { ::std::mem::transmute::<usize, F>(ADDR.load(::std::sync::atomic::Ordering::Relaxed)) };
+                on_fd!(@traced $name, fd, file, real(fd, buf, count, offset), |ret| [
+                    count: U(count as u64),
+                    offset: I(offset as i64),
+                    ret: I(ret as i64)
+                ])
+            }
+            let p = ADDR.load(::std::sync::atomic::Ordering::Relaxed);
+            if p == 0 {
+                return first(fd, buf, count, offset);
+            }
+            // SAFETY: the program's own call; `p` is resolved.
+            unsafe { go(p, fd, buf, count, offset) }
         }
     };
 }
