@@ -115,12 +115,7 @@ impl Hook {
         vals: &[u64],
         file: Option<crate::files::FileHandle>,
     ) {
-        let s = STATE.load(Ordering::Relaxed);
-        if s & 1 == 0 {
-            return;
-        }
-        let times = RAW_TIMES | UNIT.load(Ordering::Relaxed);
-        record_static_in(self.local(), s, schema, t0, t1, vals, file, times);
+        record_ticks_in(self.local(), schema, t0, t1, vals, file);
     }
 
     /// As [`complete_static`], without looking up this thread's state again.
@@ -225,12 +220,25 @@ pub fn complete_ticks(
     vals: &[u64],
     file: Option<crate::files::FileHandle>,
 ) {
+    let _ = LOCAL.try_with(|l| record_ticks_in(l, schema, t0, t1, vals, file));
+}
+
+/// [`complete_ticks`] on this thread's state `l`. No-op when tracing is off.
+#[inline(always)]
+fn record_ticks_in(
+    l: &Local,
+    schema: &'static crate::Schema,
+    t0: u64,
+    t1: u64,
+    vals: &[u64],
+    file: Option<crate::files::FileHandle>,
+) {
     let s = STATE.load(Ordering::Relaxed);
     if s & 1 == 0 {
         return;
     }
     let times = RAW_TIMES | UNIT.load(Ordering::Relaxed);
-    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, t0, t1, vals, file, times));
+    record_static_in(l, s, schema, t0, t1, vals, file, times);
 }
 
 /// Ends a static event without args or file that began at [`ticks`] `t0`: reads the clock
@@ -238,13 +246,7 @@ pub fn complete_ticks(
 /// call instead of two for a frontend that reaches the core through [`crate::api::Api`] (a
 /// decorated Python function's exit). No-op when tracing is off.
 pub fn end_ticks(schema: &'static crate::Schema, t0: u64) {
-    let s = STATE.load(Ordering::Relaxed);
-    if s & 1 == 0 {
-        return;
-    }
-    let t1 = crate::clock::ticks();
-    let times = RAW_TIMES | UNIT.load(Ordering::Relaxed);
-    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, t0, t1, &[], None, times));
+    complete_ticks(schema, t0, crate::clock::ticks(), &[], None);
 }
 
 /// A [`ticks`] value in the configured unit: what [`now`] read at that instant.
