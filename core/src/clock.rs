@@ -605,14 +605,20 @@ mod tests {
             let (a, t, b) = (now_ns(), ticks(), now_ns());
             assert!(t & TSC_TAG != 0, "a published conversion gives raw ticks");
             let ns = ticks_ns(t);
-            assert!(a <= ns && ns <= b, "tick at {ns} outside the now_ns pair [{a}, {b}]");
+            assert!(
+                a <= ns && ns <= b,
+                "tick at {ns} outside the now_ns pair [{a}, {b}]"
+            );
         }
         let (t0, t1) = (ticks(), ticks());
         let (ts, dur) = span(TimeMetric::Ns, t0, t1);
         assert!(ts == ticks_ns(t0) && dur == ticks_ns(t1) - ts);
         // A tick before every kept conversion is extrapolated back, not wrapped.
         let early = ticks_ns((t0 & !TSC_TAG).saturating_sub(1 << 40) | TSC_TAG);
-        assert!(early < ts && ts - early < 2_000_000_000_000, "{early} vs {ts}");
+        assert!(
+            early < ts && ts - early < 2_000_000_000_000,
+            "{early} vs {ts}"
+        );
         recalibrate(false);
         assert!(!tsc_in_use());
         // Withdrawn: ticks are epoch nanoseconds again, and old raw ticks still convert.

@@ -41,8 +41,10 @@ pub mod signals {
 // Child environment
 pub use crate::tracer::{child_env, export_env_at_init};
 // Recording sections
-pub use crate::tracer::{enter_hook, hook_busy, is_internal, mark_used, set_bind, ticks, ticks_span, Hook};
 pub use crate::tracer::{complete_ticks, ticks_in_unit};
+pub use crate::tracer::{
+    enter_hook, hook_busy, is_internal, mark_used, set_bind, ticks, ticks_span, Hook,
+};
 // Files named by events
 /// The tracer's own heap, for the library every frontend links to declare as its
 /// `#[global_allocator]` (see the module's docs).

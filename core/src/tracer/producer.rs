@@ -257,6 +257,7 @@ pub fn ticks_in_unit(t: u64) -> u64 {
 /// The hot path of a static record: the record is written in place as whole words, without
 /// going through [`Pending`]'s general length and write.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)] // inlined into each caller: the arguments are registers
 fn record_static_in(
     l: &Local,
     s: u64,
@@ -274,9 +275,9 @@ fn record_static_in(
         // Release::drop, on this thread, which nulls the pointer first).
         let ring = unsafe { &*ring };
         let len = STATIC_HEAD + 8 * vals.len();
-        if let Some(head) =
-            ring.try_push(len, |buf| write_static(buf, schema, ts, dur, vals, file, times))
-        {
+        if let Some(head) = ring.try_push(len, |buf| {
+            write_static(buf, schema, ts, dur, vals, file, times)
+        }) {
             if ring.wants_drain_at(head) {
                 wake_writer();
             }

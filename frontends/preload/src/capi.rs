@@ -256,7 +256,11 @@ pub(crate) fn region_begin_at(
     }
     let _errno = SavedErrno::new();
     guarded_or((std::ptr::null_mut(), 0), || {
-        let ts = if meta { 0 } else { dftracer_core::frontend::ticks() };
+        let ts = if meta {
+            0
+        } else {
+            dftracer_core::frontend::ticks()
+        };
         let name_s = c_str(name, MAX_STR).unwrap_or_default();
         // A data region without a category takes its layer's (a metadata one: an empty value).
         let default_cat: &[u8] = if meta { b"" } else { layer.name().as_bytes() };
@@ -350,7 +354,9 @@ pub extern "C" fn finalize_region(data: *mut DFTracerData) {
                 dftracer_core::frontend::complete_ticks(schema, r.ts, t1, &[], None);
             } else {
                 let (ts, dur) = dftracer_core::frontend::ticks_span(r.ts, t1);
-                r.with_args(|args| dftracer_core::complete(r.layer, r.name(), r.cat(), ts, dur, args));
+                r.with_args(|args| {
+                    dftracer_core::complete(r.layer, r.name(), r.cat(), ts, dur, args)
+                });
             }
         });
     });

@@ -146,7 +146,11 @@ impl DftFn {
         }
         self.updated = 0;
         self.extra.clear();
-        self.t1 = if self.enable && on { native::ticks() } else { 0 };
+        self.t1 = if self.enable && on {
+            native::ticks()
+        } else {
+            0
+        };
         self.flushed = false;
         Ok(())
     }
@@ -339,14 +343,7 @@ impl DftFn {
             }
         }
         let t1 = self.begin();
-        native::complete(
-            Layer::Python,
-            name,
-            cat,
-            t1,
-            t2.saturating_sub(t1),
-            &args,
-        );
+        native::complete(Layer::Python, name, cat, t1, t2.saturating_sub(t1), &args);
         true
     }
 

@@ -245,7 +245,16 @@ unsafe extern "C" fn wrapped_vectorcall(
     let result = unsafe { forward(func, args, nargsf, kwnames) };
     if updates.mark() != g0 {
         // SAFETY: the caller's own vectorcall arguments; the GIL is held.
-        unsafe { wrapped_general(w, native::ticks_in_unit(tick), Some(g0), args, nargsf, kwnames) };
+        unsafe {
+            wrapped_general(
+                w,
+                native::ticks_in_unit(tick),
+                Some(g0),
+                args,
+                nargsf,
+                kwnames,
+            )
+        };
         return result;
     }
     if w.capture.is_empty() {
