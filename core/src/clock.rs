@@ -219,61 +219,37 @@ pub fn ticks_ns(t: u64) -> u64 {
 
 /// Every conversion published, newest last (the last [`history::LEN`]): [`ticks_ns`] finds
 /// the one that was current at a raw tick. Written by the publishing (writer) thread before
-/// it publishes, so a tick tagged under a conversion always finds it here; each slot is a
-/// sequence lock of its own, read by the writer and by any thread that records after its
-/// ring is gone.
+/// it publishes, so a tick tagged under a conversion always finds it here; each slot is an
+/// [`Anchor`] of its own (the same sequence lock), read by the writer and by any thread that
+/// records after its ring is gone.
 mod history {
-    use super::Conversion;
-    use std::sync::atomic::{fence, AtomicU64, Ordering};
+    use super::{Anchor, Conversion};
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// 64 conversions: at one per [`super::REANCHOR_NS`], the last 32 s at least. A tick
     /// older than the oldest kept (a record held that long in a ring) is extrapolated from it.
     pub const LEN: usize = 64;
 
-    struct Slot {
-        seq: AtomicU64,
-        base_tsc: AtomicU64,
-        base_ns: AtomicU64,
-        mult: AtomicU64,
+    #[cfg(not(loom))]
+    static SLOTS: [Anchor; LEN] = [const { Anchor::new() }; LEN];
+    #[cfg(loom)]
+    loom::lazy_static! {
+        static ref SLOTS: [Anchor; LEN] = std::array::from_fn(|_| Anchor::new());
     }
-
-    #[allow(clippy::declare_interior_mutable_const)]
-    const EMPTY: Slot = Slot {
-        seq: AtomicU64::new(0),
-        base_tsc: AtomicU64::new(0),
-        base_ns: AtomicU64::new(0),
-        mult: AtomicU64::new(0),
-    };
-    static SLOTS: [Slot; LEN] = [EMPTY; LEN];
     /// Conversions ever recorded.
     static COUNT: AtomicU64 = AtomicU64::new(0);
 
     /// Publisher only: appends `c`.
     pub fn push(c: Conversion) {
         let n = COUNT.load(Ordering::Relaxed);
-        let s = &SLOTS[n as usize % LEN];
-        let odd = s.seq.load(Ordering::Relaxed) | 1;
-        s.seq.store(odd, Ordering::Relaxed);
-        fence(Ordering::Release);
-        s.base_tsc.store(c.base_tsc, Ordering::Relaxed);
-        s.base_ns.store(c.base_ns, Ordering::Relaxed);
-        s.mult.store(c.mult, Ordering::Relaxed);
-        s.seq.store(odd + 1, Ordering::Release);
+        SLOTS[n as usize % LEN].publish(c);
         COUNT.store(n + 1, Ordering::Release);
     }
 
-    /// Slot `i`'s conversion, or None while the publisher is writing it.
+    /// Slot `i`'s conversion, or None while the publisher is writing it (or never did).
     #[inline(always)]
     fn read_once(i: u64) -> Option<Conversion> {
-        let s = &SLOTS[i as usize % LEN];
-        let q = s.seq.load(Ordering::Acquire);
-        let c = Conversion {
-            base_tsc: s.base_tsc.load(Ordering::Relaxed),
-            base_ns: s.base_ns.load(Ordering::Relaxed),
-            mult: s.mult.load(Ordering::Relaxed),
-        };
-        fence(Ordering::Acquire);
-        (q & 1 == 0 && s.seq.load(Ordering::Relaxed) == q).then_some(c)
+        SLOTS[i as usize % LEN].read(|| 0).map(|(c, _)| c)
     }
 
     fn read(i: u64) -> Option<Conversion> {
@@ -313,8 +289,8 @@ mod history {
     #[inline(always)]
     pub fn ns_pair(t0: u64, t1: u64) -> (u64, u64) {
         let n = COUNT.load(Ordering::Acquire);
-        if let Some(c) = read_once(n.wrapping_sub(1)).filter(|c| n != 0 && t0 >= c.base_tsc) {
-            if t1 >= t0 {
+        if n != 0 && t1 >= t0 {
+            if let Some(c) = read_once(n - 1).filter(|c| t0 >= c.base_tsc) {
                 return (c.predict(t0), c.predict(t1));
             }
         }
