@@ -11,10 +11,12 @@ Both venvs must see torch (scripts/bench.sh uses .venv-torch and .venv-torch-ref
 """
 
 import argparse
+import atexit
 import gzip
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -120,6 +122,7 @@ def main():
     ap.add_argument("--record")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp())
+    atexit.register(shutil.rmtree, work, True)  # the dataset: 126 MB in train_loop
     data = work / "data"
     data.mkdir()
     for i in range(N_IMAGES):

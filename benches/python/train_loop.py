@@ -12,9 +12,11 @@ counts.
 """
 
 import argparse
+import atexit
 import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -136,6 +138,7 @@ def main():
     ap.add_argument("--record")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp())
+    atexit.register(shutil.rmtree, work, True)  # the dataset: 126 MB in train_loop
     data = work / "data"
     data.mkdir()
     for i in range(2000):
