@@ -150,6 +150,12 @@ pub fn dir_writable(path: &str) -> std::io::Result<()> {
 /// descriptor table stays small: `min(limit, 4096) - 64`, or the last number below a limit
 /// under 128 (`ulimit -n 16`: 15; a program numbering its files from 3 up gets 3..14). 0 when
 /// no such number exists (the file keeps its fd).
+///
+/// With other threads running, the top is also the descriptor table the kernel already has
+/// ([`shared_fd_table`]: 64 slots in a fresh process, so number 63): growing a table that
+/// threads share waits for an RCU grace period, during which every other thread's `open`
+/// waits too (5 to 18 ms for `initialize_log` after `import numpy`, whose BLAS threads are
+/// running, against 0.4 ms single-threaded).
 pub fn high_fd_floor() -> i32 {
     let mut rl = libc::rlimit {
         rlim_cur: 0,
@@ -159,12 +165,66 @@ pub fn high_fd_floor() -> i32 {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
         return 0;
     }
-    let top = rl.rlim_cur.min(4096) as i32;
+    let mut top = rl.rlim_cur.min(4096) as i32;
+    if top > 64 {
+        if let Some(size) = shared_fd_table() {
+            top = top.min(size);
+        }
+    }
     if top < 128 {
         // Above the three standard streams, or nothing to gain.
         return if top > 4 { top - 1 } else { 0 };
     }
     top - 64
+}
+
+/// The size of the kernel's descriptor table (`FDSize` in `/proc/self/status`) when the
+/// process has more than one thread, else (or when it cannot be read) None. No allocation,
+/// only system calls: async-signal-safe.
+fn shared_fd_table() -> Option<i32> {
+    // SAFETY: a static NUL-terminated path; the flags are valid.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/status".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    let mut buf = [0u8; 4096];
+    let mut len = 0;
+    while len < buf.len() {
+        // SAFETY: the destination is the unused rest of `buf`.
+        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len) };
+        if n <= 0 {
+            break;
+        }
+        len += n as usize;
+    }
+    close_fd(fd);
+    let (size, threads) = parse_status(&buf[..len]);
+    match (size, threads) {
+        (Some(size), Some(threads)) if threads > 1 => Some(size.min(i32::MAX as u64) as i32),
+        _ => None,
+    }
+}
+
+/// `FDSize` and `Threads` of a `/proc/<pid>/status` text.
+fn parse_status(text: &[u8]) -> (Option<u64>, Option<u64>) {
+    let field = |name: &[u8]| {
+        text.split(|&b| b == b'\n').find_map(|line| {
+            let rest = line.strip_prefix(name)?.strip_prefix(b":")?;
+            let digits = rest.trim_ascii();
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            digits.iter().try_fold(0u64, |v, &d| {
+                v.checked_mul(10)?.checked_add((d - b'0') as u64)
+            })
+        })
+    };
+    (field(b"FDSize"), field(b"Threads"))
 }
 
 /// Moves `fd` (ours) to a descriptor at or above [`high_fd_floor`], close-on-exec; returns the
@@ -577,5 +637,20 @@ mod tests {
             ])),
             "DEFAULT-spawn"
         );
+    }
+
+    #[test]
+    fn status_fields() {
+        let text = b"Name:\tpython3\nFDSize:\t64\nGroups:\t\nVmRSS:\t  1024 kB\nThreads:\t5\n";
+        assert_eq!(parse_status(text), (Some(64), Some(5)));
+        assert_eq!(parse_status(b"FDSize:\t\nThreads:\tx\n"), (None, None));
+        assert_eq!(parse_status(b"Name:\tFDSize: 3\n"), (None, None));
+        // With a second thread alive, the real table is reported.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || rx.recv());
+        let size = shared_fd_table().expect("two threads here");
+        assert!(size >= 64 && size.count_ones() == 1, "{size}");
+        drop(tx);
+        let _ = t.join();
     }
 }

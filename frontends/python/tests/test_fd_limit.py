@@ -94,3 +94,53 @@ def test_the_grandchild_of_a_double_fork_that_exhausts_its_fds_keeps_its_trace(r
     end = next(x for x in recs if x["name"] == "end")
     assert end["args"]["lost"] == 0
     assert [x["args"]["i"] for x in recs if x["name"] == "event"] == list(range(n))
+
+
+THREADED_INIT = """
+import os, sys, threading
+import dftracer.dftracer as d
+
+def status(field):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith(field + ":"))
+
+def reserve():
+    for n in os.listdir("/proc/self/fd"):
+        try:
+            if "dftracer-reserve" in os.readlink(f"/proc/self/fd/{n}"):
+                return int(n)
+        except OSError:
+            pass
+    return -1
+
+threads = int(sys.argv[1])
+go = threading.Event()
+pool = [threading.Thread(target=go.wait) for _ in range(threads)]
+for t in pool:
+    t.start()
+before = status("FDSize")
+d.initialize()
+print(before, status("FDSize"), reserve(), status("Threads"))
+for i in range(50):
+    d.log_event("event", "C", d.get_time(), 1, {"i": i})
+go.set()
+for t in pool:
+    t.join()
+d.finalize()
+"""
+
+
+def test_init_with_threads_running_keeps_the_descriptor_table(run):
+    # A process whose threads share the table (numpy's BLAS pool, a C++ thread pool): growing
+    # it waits for an RCU grace period, and every thread's open with it (sys::high_fd_floor).
+    # The reserve takes the top of the table the kernel has; single-threaded, far above.
+    r = run(THREADED_INIT, args=["3"])
+    before, after, fd, threads = map(int, r.stdout.split())
+    assert threads == 4, r.stdout
+    assert after == before, f"descriptor table grew from {before} to {after} at init"
+    assert 3 <= fd < before, (fd, before)
+    assert [e["args"]["i"] for e in r.events("event")] == list(range(50))
+    one = run(THREADED_INIT, args=["0"])
+    before, after, fd, _ = map(int, one.stdout.split())
+    assert fd >= 960 and after > fd, one.stdout
+    assert len(one.events("event")) == 100  # both runs' files, in the one output dir
