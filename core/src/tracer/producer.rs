@@ -353,7 +353,10 @@ pub fn record(p: &Pending) {
 #[inline(never)]
 fn wake_writer() {
     if let Some(sh) = shared() {
+        // The program's errno is its own (a frontend's fast path does not save it).
+        let saved = crate::sys::errno();
         sh.wake.post();
+        crate::sys::set_errno(saved);
     }
 }
 
@@ -362,6 +365,14 @@ fn wake_writer() {
 #[cold]
 #[inline(never)]
 fn record_slow(l: &Local, s: u64, p: &Pending) {
+    // Attaching maps a ring and may start the writer: the program's errno stays its own (a
+    // frontend's fast path does not save it).
+    let saved = crate::sys::errno();
+    record_slow_inner(l, s, p);
+    crate::sys::set_errno(saved);
+}
+
+fn record_slow_inner(l: &Local, s: u64, p: &Pending) {
     if l.dead.get() {
         return record_orphan(p);
     }

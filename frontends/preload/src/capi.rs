@@ -31,7 +31,7 @@
 // passes (bounded by `strnlen`), or region pointers checked by address before any use.
 #![allow(clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use libc::{c_char, c_int};
 
@@ -39,7 +39,7 @@ use dftracer_core::frontend::MAX_STR;
 use dftracer_core::frontend::{Frontend, LazyStart};
 use dftracer_core::{AppValue, Config, Error, Layer, Origin};
 
-use crate::region::{self, DFTracerData};
+use crate::region::{self, args_on, c_str, layer_of, DFTracerData};
 use crate::{guarded, guarded_or, SavedErrno};
 
 /// `DF_DATA_EVENT` / `DF_METADATA_EVENT`.
@@ -67,39 +67,8 @@ pub static dftracer_gate_: Gate = Gate {
     decided: START.decided_word(),
 };
 
-/// Region args are kept: 0 not known yet, 1 no (`DFTRACER_INC_METADATA=0`), 2 yes.
-static ARGS: AtomicU8 = AtomicU8::new(0);
-
-/// The bytes of C string `p`, at most `max + 1` of them (`None` for NULL).
-fn c_str<'a>(p: *const c_char, max: usize) -> Option<&'a [u8]> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the caller passed a NUL-terminated string (the C API's contract); strnlen reads
-    // no further than its NUL or `max + 1` bytes.
-    unsafe {
-        let n = libc::strnlen(p, max + 1);
-        Some(std::slice::from_raw_parts(p as *const u8, n))
-    }
-}
-
 fn c_string(p: *const c_char) -> Option<String> {
     c_str(p, MAX_STR).map(|b| String::from_utf8_lossy(b).into_owned())
-}
-
-/// Region args are recorded (the core's `metadata` setting), read once.
-fn args_on() -> bool {
-    match ARGS.load(Ordering::Relaxed) {
-        0 => {
-            let on = match dftracer_core::config() {
-                Some(c) => c.metadata,
-                None => true,
-            };
-            ARGS.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-            on
-        }
-        v => v == 2,
-    }
 }
 
 /// This library's side of the lazy-start policy: its own core; `io`: `initialize_main` binds
@@ -138,7 +107,7 @@ impl Frontend for Capi {
 /// Tracing is on, starting it from the environment on the first call if nobody did (events
 /// before `initialize_main`, as in the reference). Two loads once decided.
 #[inline]
-fn active() -> bool {
+pub(crate) fn active() -> bool {
     START.active(&Capi { io: false })
 }
 
@@ -318,47 +287,19 @@ pub extern "C" fn dftracer_scope_begin(
     region_begin_at(name, cat, event_type, layer_of(trace_type), true).0
 }
 
-/// The layer of a `TraceEventType` value (out of range: `UNKNOWN`, as the reference's
-/// `convert`).
-pub(crate) fn layer_of(trace_type: c_int) -> Layer {
-    match u8::try_from(trace_type) {
-        Ok(t) => Layer::from_u8(t),
-        Err(_) => Layer::Unknown,
-    }
-}
-
 #[no_mangle]
 pub extern "C" fn finalize_region(data: *mut DFTracerData) {
     if data.is_null() {
         return;
     }
     let _errno = SavedErrno::new();
+    let t1 = dftracer_core::frontend::ticks();
     guarded(|| {
-        let t1 = dftracer_core::frontend::ticks();
-        region::end(data, |r| {
-            if r.meta {
-                dftracer_core::metadata(r.layer, b"CM", r.name(), r.cat());
-            } else if let Some((schema, vals, n)) = r.keyed() {
-                // Integer args only, under the keys of a known schema: a static record too.
-                dftracer_core::frontend::complete_ticks(schema, r.ts, t1, &vals[..n], None);
-            } else if let Some(schema) = r
-                .args_empty()
-                .then(|| {
-                    r.schema
-                        .or_else(|| dftracer_core::intern(r.layer, r.name(), r.cat()))
-                })
-                .flatten()
-            {
-                // No args: the core's schema of this name and category (no strings copied
-                // into the ring, the line rendered from a cached template).
-                dftracer_core::frontend::complete_ticks(schema, r.ts, t1, &[], None);
-            } else {
-                let (ts, dur) = dftracer_core::frontend::ticks_span(r.ts, t1);
-                r.with_args(|args| {
-                    dftracer_core::complete(r.layer, r.name(), r.cat(), ts, dur, args)
-                });
-            }
-        });
+        if !crate::frame::end_region(data, t1) {
+            // Not a live region cell: perhaps the frame of one of our macros' regions
+            // (their data_fn), which ends here.
+            crate::frame::close_foreign(data);
+        }
     });
 }
 
@@ -393,6 +334,15 @@ fn update(
         }
         let Some(k) = c_str(key, dftracer_core::frontend::MAX_KEY) else {
             return;
+        };
+        // Not a region cell: perhaps the frame of one of our macros' regions (their
+        // data_fn), whose update moves it into a cell.
+        let data = match region::lookup(data) {
+            Some(_) => data,
+            None => match crate::frame::cell_of(data) {
+                Some(c) => c,
+                None => return,
+            },
         };
         region::with_live(data, |r| {
             // Metadata events carry no args (reference).
@@ -440,4 +390,21 @@ pub extern "C" fn update_metadata_string_type(
 ) {
     let _ = metadata_type;
     update_metadata_string(data, key, value);
+}
+
+/// Opens the frame `f` of one of our header's macro regions (`dftracer.h`
+/// `dftracer_frame_open_`; [`crate::frame`]): 0 when tracing is off (the frame stays ended).
+#[no_mangle]
+pub extern "C" fn dftracer_frame_open_(
+    f: *mut crate::frame::Frame,
+    site: *mut crate::frame::Site,
+    name: *const c_char,
+    cat: *const c_char,
+    trace_type: c_int,
+) -> c_int {
+    if f.is_null() || !active() {
+        return 0;
+    }
+    crate::frame::open(f, site, name, cat, trace_type);
+    1
 }

@@ -79,8 +79,13 @@ fn construct(
     if this.is_null() {
         return;
     }
-    let (handle, ts) =
-        capi::region_begin_at(name, cat, event_type, capi::layer_of(ty as c_int), false);
+    let (handle, ts) = capi::region_begin_at(
+        name,
+        cat,
+        event_type,
+        crate::region::layer_of(ty as c_int),
+        false,
+    );
     let obj = Object {
         event_type,
         initialized: u8::from(!handle.is_null()),

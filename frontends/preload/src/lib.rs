@@ -44,6 +44,8 @@ pub mod bind;
 mod capi;
 #[cfg(not(test))]
 mod cxx;
+#[cfg(not(test))]
+mod frame;
 mod hooks;
 pub mod real;
 pub mod region;

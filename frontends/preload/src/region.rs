@@ -28,6 +28,8 @@ use std::sync::atomic::{
     compiler_fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
+use libc::{c_char, c_int};
+
 use dftracer_core::frontend::{MAX_KEY, MAX_STR};
 use dftracer_core::{Arg, Layer, Schema, Value};
 
@@ -223,6 +225,46 @@ impl Region {
         } else {
             f(&self.args.iter().map(arg).collect::<Vec<_>>())
         }
+    }
+}
+
+/// Region args are kept: 0 not known yet, 1 no (`DFTRACER_INC_METADATA=0`), 2 yes.
+static ARGS: AtomicU8 = AtomicU8::new(0);
+
+/// The bytes of C string `p`, at most `max + 1` of them (`None` for NULL).
+pub(crate) fn c_str<'a>(p: *const c_char, max: usize) -> Option<&'a [u8]> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passed a NUL-terminated string (the C API's contract); strnlen reads
+    // no further than its NUL or `max + 1` bytes.
+    unsafe {
+        let n = libc::strnlen(p, max + 1);
+        Some(std::slice::from_raw_parts(p as *const u8, n))
+    }
+}
+
+/// Region args are recorded (the core's `metadata` setting), read once.
+pub(crate) fn args_on() -> bool {
+    match ARGS.load(Ordering::Relaxed) {
+        0 => {
+            let on = match dftracer_core::config() {
+                Some(c) => c.metadata,
+                None => true,
+            };
+            ARGS.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+        v => v == 2,
+    }
+}
+
+/// The layer of a `TraceEventType` value (out of range: `UNKNOWN`, as the reference's
+/// `convert`).
+pub(crate) fn layer_of(trace_type: c_int) -> Layer {
+    match u8::try_from(trace_type) {
+        Ok(t) => Layer::from_u8(t),
+        Err(_) => Layer::Unknown,
     }
 }
 

@@ -223,6 +223,8 @@ pub fn keyed_schema(base: &'static Schema, keys: &[&[u8]]) -> Option<&'static Sc
         // Another key set's slot: the general path.
         return if same { e.keyed } else { None };
     }
+    // Interning allocates: the program's errno stays its own.
+    let _errno = crate::SavedErrno::new();
     let mut owned: Vec<(&'static str, dftracer_core::Slot)> = Vec::with_capacity(keys.len());
     for k in keys {
         let k = std::str::from_utf8(k).ok()?;

@@ -1020,3 +1020,157 @@ fn update_arguments_are_evaluated_once_with_tracing_on_and_off() {
         assert_eq!(ok(out), "40\n", "DFTRACER_ENABLE={enable}");
     }
 }
+
+// ---------------------------------------------------------------- frames
+
+const FRAMES: &str = r#"
+#include <dftracer/dftracer.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define KEEP(call) do { errno = 4321; call; if (errno != 4321) { fprintf(stderr, "errno changed by %s\n", #call); exit(91); } } while (0)
+/* The reference's functions given the macros' data_fn: the frame's region takes them. */
+static void direct(int i) {
+  DFTRACER_C_FUNCTION_START();
+  DFTRACER_C_FUNCTION_UPDATE_INT("a", i);
+  update_metadata_int(data_fn, "b", i + 1);
+  update_metadata_string(data_fn, "s", "x");
+  DFTRACER_C_FUNCTION_UPDATE_INT("a", i + 2);
+  finalize_region(data_fn);
+  finalize_region(data_fn); /* once */
+  DFTRACER_C_FUNCTION_END();
+}
+/* Three int keys: the third moves the region into a cell, args in order. */
+static void three(int i) {
+  DFTRACER_C_REGION_START(three);
+  DFTRACER_C_REGION_UPDATE_INT(three, "x", i);
+  DFTRACER_C_REGION_UPDATE_INT(three, "y", 2 * i);
+  DFTRACER_C_REGION_UPDATE_INT(three, "x", 3 * i);
+  DFTRACER_C_REGION_UPDATE_INT(three, "z", 4 * i);
+  DFTRACER_C_REGION_UPDATE_INT(three, "y", 5 * i);
+  DFTRACER_C_REGION_END(three);
+}
+/* One key text under two pointers: one arg, the later value; a key in a buffer that
+ * changes between calls: each event keeps the text of its own call. */
+static void dup(int i, const char *k) {
+  char k1[8], k2[8];
+  strcpy(k1, "dup");
+  strcpy(k2, "dup");
+  DFTRACER_C_FUNCTION_START();
+  DFTRACER_C_FUNCTION_UPDATE_INT(k1, i);
+  DFTRACER_C_FUNCTION_UPDATE_INT(k2, i + 100);
+  DFTRACER_C_FUNCTION_END();
+  DFTRACER_C_REGION_START(keyed);
+  DFTRACER_C_REGION_UPDATE_INT(keyed, k, i);
+  DFTRACER_C_REGION_END(keyed);
+}
+/* An early return: the cleanup ends the frame. */
+static int early(int i) {
+  DFTRACER_C_FUNCTION_START();
+  DFTRACER_C_FUNCTION_UPDATE_INT("i", i);
+  if (i % 2) return i;
+  DFTRACER_C_FUNCTION_END();
+  return 0;
+}
+int main(void) {
+  DFTRACER_C_INIT_NO_BIND(NULL, NULL, NULL);
+  char kb[8];
+  for (int i = 0; i < 4; i++) {
+    KEEP(direct(i));
+    KEEP(three(i));
+    strcpy(kb, i % 2 ? "odd" : "even");
+    KEEP(dup(i, kb));
+    KEEP(early(i));
+  }
+  DFTRACER_C_FINI();
+  puts("ok");
+  return 0;
+}
+"#;
+
+/// The macros' regions kept on the caller's stack (frames) record what a region cell
+/// records: the reference's functions given `data_fn` update and end it (once), a third
+/// int key or a string arg moves it into a cell with its args in order, one key text under
+/// two pointers is one arg, a key in a reused buffer keeps each call's text, an early
+/// return ends it; errno is never changed.
+#[test]
+fn macro_frames_take_the_reference_functions_and_keep_their_args() {
+    let s = Scratch::new("capi-frames");
+    let src = s.path("frames.c");
+    std::fs::write(&src, FRAMES).unwrap();
+    for (compiler, std, exe) in [("gcc", "c99", "frames-c"), ("g++", "c++17", "frames-cpp")] {
+        let exe = build(&s, compiler, std, &src, exe);
+        let _ = std::fs::remove_dir_all(s.path("o"));
+        let out = Command::new(&exe)
+            .current_dir(&s.dir)
+            .env("DFTRACER_ENABLE", "1")
+            .env("DFTRACER_LOG_FILE", s.path("o/trace"))
+            .env_remove("LD_PRELOAD")
+            .env_remove("DFTRACER_INIT")
+            .env_remove("DFTRACER_CONFIGURATION")
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("DFTRACER_INC_METADATA")
+            .output()
+            .unwrap();
+        assert_eq!(ok(out), "ok\n");
+        let t = only_app_trace(&s, "app");
+        assert_eq!(
+            counts(&t, 2),
+            map(&[
+                ("direct", 4),
+                ("dup", 4),
+                ("early", 4),
+                ("keyed", 4),
+                ("three", 4)
+            ]),
+            "{compiler}"
+        );
+        let args = |e: &J| -> Vec<(String, J)> {
+            e["args"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| *k != "hhash")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        let kv = |v: &[(&str, J)]| -> Vec<(String, J)> {
+            v.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+        };
+        for (i, e) in events(&t, "direct").iter().enumerate() {
+            let i = i as i64;
+            assert_eq!(
+                args(e),
+                kv(&[
+                    ("a", J::from(i + 2)),
+                    ("b", J::from(i + 1)),
+                    ("s", J::from("x"))
+                ]),
+                "{e}"
+            );
+        }
+        for (i, e) in events(&t, "three").iter().enumerate() {
+            let i = i as i64;
+            assert_eq!(
+                args(e),
+                kv(&[
+                    ("x", J::from(3 * i)),
+                    ("y", J::from(5 * i)),
+                    ("z", J::from(4 * i))
+                ]),
+                "{e}"
+            );
+        }
+        for (i, e) in events(&t, "dup").iter().enumerate() {
+            assert_eq!(args(e), kv(&[("dup", J::from(i as i64 + 100))]), "{e}");
+        }
+        for (i, e) in events(&t, "keyed").iter().enumerate() {
+            let k = if i % 2 == 1 { "odd" } else { "even" };
+            assert_eq!(args(e), kv(&[(k, J::from(i as i64))]), "{e}");
+        }
+        for (i, e) in events(&t, "early").iter().enumerate() {
+            assert_eq!(args(e), kv(&[("i", J::from(i as i64))]), "{e}");
+        }
+    }
+}

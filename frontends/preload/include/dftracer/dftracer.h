@@ -106,11 +106,43 @@ struct dftracer_gate_s {
 };
 extern const struct dftracer_gate_s dftracer_gate_ DFTRACER_WEAK_;
 
+/* dftracer-rs: a region of the macros below kept on the caller's stack (a "frame"): its
+ * start, its call site and up to two int args live in the caller's variable, so a region
+ * without args, or with one or two _UPDATE_INT args, costs two library calls, no allocation
+ * and no shared state until it ends. `d` is what the macros' data_fn / data_<name> point at
+ * (its profiler field is a tag of the frame's own address), so the reference's functions
+ * (finalize_region, update_metadata_*) still take that pointer. One thread's: the thread
+ * that began it. The library fills it; nothing else reads its fields. */
+struct dftracer_site_ {
+  void *entry_[2];
+};
+struct dftracer_frame_ {
+  struct DFTracerData d;
+  unsigned long long ts;
+  unsigned long owner;
+  struct dftracer_site_ *site;
+  struct DFTracerData *cell;
+  const char *name;
+  const char *cat;
+  const char *key[2];
+  long long val[2];
+  unsigned char mode; /* 0 ended or never begun, 1 on the stack, 2 moved into `cell` */
+  unsigned char n;    /* int args in key/val */
+  unsigned char trace_type;
+};
+/* Opens *f (nonzero) or leaves it ended (0: tracing off). Weak: a library without frames
+ * (an older one, the reference's) has none, and the macros then take a region cell. */
+int dftracer_frame_open_(struct dftracer_frame_ *f, struct dftracer_site_ *site,
+                         const char *name, const char *cat, int trace_type) DFTRACER_WEAK_;
+/* Ends an open frame and records its event. */
+void dftracer_frame_close_(struct dftracer_frame_ *f) DFTRACER_WEAK_;
+/* Moves an open frame's region into a region cell (for a string arg, a third int arg) and
+ * returns it (NULL when none could be had). */
+struct DFTracerData *dftracer_frame_cell_(struct dftracer_frame_ *f) DFTRACER_WEAK_;
+
 #ifdef __cplusplus
 }
 #endif
-
-/* ------------------------------------------------------------------------------------ C */
 
 /* dftracer-rs: nonzero when no region can be recorded now (see dftracer_gate_). */
 static inline int dftracer_off_(void) {
@@ -126,10 +158,75 @@ static inline struct DFTracerData *dftracer_begin_(const char *name, const char 
     return initialize_region(name, cat, event_type);
   return dftracer_scope_begin(name, cat, event_type, trace_type);
 }
-/* dftracer-rs: the macros' cleanup: no call for a region already ended or never begun. */
-static inline void dftracer_cleanup_(struct DFTracerData **data) {
-  if (*data) finalize_region_cleanup(data);
+/* dftracer-rs: the macros' frame start: the pointer their data variable holds (NULL while
+ * off). On a library without frames, a region cell (the frame only holds it). */
+static inline struct DFTracerData *dftracer_frame_begin_(struct dftracer_frame_ *f,
+                                                        struct dftracer_site_ *site,
+                                                        const char *name, const char *cat,
+                                                        int trace_type) {
+  f->mode = 0;
+  if (DFTRACER_LIKELY_(dftracer_off_())) return (struct DFTracerData *)0;
+  if (dftracer_frame_open_ != 0 && &dftracer_gate_ != (const struct dftracer_gate_s *)0)
+    return dftracer_frame_open_(f, site, name, cat, trace_type) ? &f->d
+                                                                : (struct DFTracerData *)0;
+  f->cell = dftracer_begin_(name, cat, DF_DATA_EVENT, trace_type);
+  f->mode = f->cell ? 2 : 0;
+  return f->cell;
 }
+/* dftracer-rs: the macros' frame end (and their cleanup): nothing for an ended frame. */
+static inline void dftracer_frame_end_(struct dftracer_frame_ *f) {
+  if (f->mode == 1) {
+    dftracer_frame_close_(f);
+  } else if (f->mode == 2) {
+    f->mode = 0;
+    finalize_region(f->cell);
+  }
+}
+/* dftracer-rs: where an update of the frame's region goes: `d` itself unless it is the open
+ * frame, which moves into a cell first. */
+static inline struct DFTracerData *dftracer_frame_target_(struct dftracer_frame_ *f,
+                                                         struct DFTracerData *d) {
+  if (d != &f->d) return d;
+  if (f->mode == 1) return dftracer_frame_cell_(f);
+  return f->mode == 2 ? f->cell : (struct DFTracerData *)0;
+}
+/* dftracer-rs: _UPDATE_INT: the first two keys stay in the frame (the same key pointer again
+ * replaces its value); more, or a frame already in a cell, go to the cell. */
+static inline void dftracer_frame_int_(struct dftracer_frame_ *f, struct DFTracerData *d,
+                                       const char *key, int val) {
+  if (!key) return; /* ignored, as update_metadata_int ignores it */
+  if (d == &f->d && f->mode == 1) {
+    if (f->n > 0 && f->key[0] == key) {
+      f->val[0] = val;
+      return;
+    }
+    if (f->n > 1 && f->key[1] == key) {
+      f->val[1] = val;
+      return;
+    }
+    if (f->n < 2) {
+      f->key[f->n] = key;
+      f->val[f->n] = val;
+      f->n++;
+      return;
+    }
+  }
+  d = dftracer_frame_target_(f, d);
+  if (d) update_metadata_int(d, key, val);
+}
+static inline void dftracer_frame_int_type_(struct dftracer_frame_ *f, struct DFTracerData *d,
+                                            const char *key, int val, int type) {
+  (void)type; /* the written arg is the same for every type */
+  dftracer_frame_int_(f, d, key, val);
+}
+static inline void dftracer_frame_str_(struct dftracer_frame_ *f, struct DFTracerData *d,
+                                       const char *key, const char *val, int type) {
+  d = dftracer_frame_target_(f, d);
+  if (d) update_metadata_string_type(d, key, val, type);
+}
+
+/* ------------------------------------------------------------------------------------ C */
+
 
 static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
 
@@ -142,55 +239,66 @@ static const char *const C_LOG_CATEGORY DFTRACER_UNUSED_ = "C_APP";
 #define DFTRACER_C_APP_METADATA_STR(key, val) set_app_metadata_string(key, val);
 #define DFTRACER_C_MARK_USED(name) mark_used(name);
 
-/* Regions declared by the macros end when their variable goes out of scope (GCC, Clang), so
- * an early return still records the event. The UPDATE macros skip the call for a NULL region
- * (tracing off) but still evaluate their arguments once, as a call would. */
+/* Regions declared by the macros end when their frame goes out of scope (GCC, Clang), so an
+ * early return still records the event. The UPDATE macros skip the call for a NULL region
+ * (tracing off) but still evaluate their arguments once, as a call would. data_fn and
+ * data_<name> are the reference's variables: the reference's functions take them too. No
+ * static variable per call site in C (C99 forbids one in an extern inline function). */
 #if defined(__GNUC__) || defined(__clang__)
-#define DFTRACER_C_REGION_CLEANUP __attribute__((cleanup(dftracer_cleanup_)))
+#define DFTRACER_C_REGION_CLEANUP __attribute__((cleanup(dftracer_frame_end_)))
 #else
 #define DFTRACER_C_REGION_CLEANUP
 #endif
 
-#define DFTRACER_C_FUNCTION_START()                                   \
-  struct DFTracerData *data_fn DFTRACER_C_REGION_CLEANUP =            \
-      dftracer_begin_(__func__, C_LOG_CATEGORY, DF_DATA_EVENT, 2);    \
+#define DFTRACER_C_FUNCTION_START()                                                   \
+  struct dftracer_frame_ dftracer_frame_fn_ DFTRACER_C_REGION_CLEANUP;                \
+  struct DFTracerData *data_fn = dftracer_frame_begin_(                                \
+      &dftracer_frame_fn_, (struct dftracer_site_ *)0, __func__, C_LOG_CATEGORY, 2);  \
   (void)data_fn;
-#define DFTRACER_C_FUNCTION_END()                                \
-  (data_fn ? finalize_region(data_fn) : (void)0);                \
+#define DFTRACER_C_FUNCTION_END()               \
+  dftracer_frame_end_(&dftracer_frame_fn_);     \
   data_fn = (struct DFTracerData *)0;
-#define DFTRACER_C_REGION_START(name)                                 \
-  struct DFTracerData *data_##name DFTRACER_C_REGION_CLEANUP =        \
-      dftracer_begin_(#name, C_LOG_CATEGORY, DF_DATA_EVENT, 2);       \
+#define DFTRACER_C_REGION_START(name)                                                 \
+  struct dftracer_frame_ dftracer_frame_##name##_ DFTRACER_C_REGION_CLEANUP;          \
+  struct DFTracerData *data_##name = dftracer_frame_begin_(                            \
+      &dftracer_frame_##name##_, (struct dftracer_site_ *)0, #name, C_LOG_CATEGORY, 2); \
   (void)data_##name;
-#define DFTRACER_C_REGION_END(name)                              \
-  (data_##name ? finalize_region(data_##name) : (void)0);        \
+#define DFTRACER_C_REGION_END(name)                 \
+  dftracer_frame_end_(&dftracer_frame_##name##_);   \
   data_##name = (struct DFTracerData *)0;
+
 #define DFTRACER_C_METADATA(name, key, val)                     \
   {                                                             \
     struct DFTracerData *data_##name =                          \
         initialize_region(key, val, DF_METADATA_EVENT);         \
     finalize_region(data_##name);                               \
   }
-#define DFTRACER_C_FUNCTION_UPDATE_INT(key, val) \
-  (data_fn ? update_metadata_int(data_fn, key, val) : ((void)(key), (void)(val)));
-#define DFTRACER_C_FUNCTION_UPDATE_STR(key, val) \
-  (data_fn ? update_metadata_string(data_fn, key, val) : ((void)(key), (void)(val)));
-#define DFTRACER_C_REGION_UPDATE_INT(name, key, val) \
-  (data_##name ? update_metadata_int(data_##name, key, val) : ((void)(key), (void)(val)));
-#define DFTRACER_C_REGION_UPDATE_STR(name, key, val) \
-  (data_##name ? update_metadata_string(data_##name, key, val) : ((void)(key), (void)(val)));
-#define DFTRACER_C_FUNCTION_UPDATE_INT_TYPE(key, val, type) \
-  (data_fn ? update_metadata_int_type(data_fn, key, val, type) \
-      : ((void)(key), (void)(val), (void)(type)));
-#define DFTRACER_C_FUNCTION_UPDATE_STR_TYPE(key, val, type) \
-  (data_fn ? update_metadata_string_type(data_fn, key, val, type) \
-      : ((void)(key), (void)(val), (void)(type)));
-#define DFTRACER_C_REGION_UPDATE_INT_TYPE(name, key, val, type) \
-  (data_##name ? update_metadata_int_type(data_##name, key, val, type) \
-      : ((void)(key), (void)(val), (void)(type)));
-#define DFTRACER_C_REGION_UPDATE_STR_TYPE(name, key, val, type) \
-  (data_##name ? update_metadata_string_type(data_##name, key, val, type) \
-      : ((void)(key), (void)(val), (void)(type)));
+#define DFTRACER_C_FUNCTION_UPDATE_INT(key, val)                             \
+  (data_fn ? dftracer_frame_int_(&dftracer_frame_fn_, data_fn, key, val)     \
+           : ((void)(key), (void)(val)));
+#define DFTRACER_C_FUNCTION_UPDATE_STR(key, val)                             \
+  (data_fn ? dftracer_frame_str_(&dftracer_frame_fn_, data_fn, key, val, 0)  \
+           : ((void)(key), (void)(val)));
+#define DFTRACER_C_REGION_UPDATE_INT(name, key, val)                                   \
+  (data_##name ? dftracer_frame_int_(&dftracer_frame_##name##_, data_##name, key, val) \
+               : ((void)(key), (void)(val)));
+#define DFTRACER_C_REGION_UPDATE_STR(name, key, val)                                      \
+  (data_##name ? dftracer_frame_str_(&dftracer_frame_##name##_, data_##name, key, val, 0) \
+               : ((void)(key), (void)(val)));
+#define DFTRACER_C_FUNCTION_UPDATE_INT_TYPE(key, val, type)                            \
+  (data_fn ? dftracer_frame_int_type_(&dftracer_frame_fn_, data_fn, key, val, type)    \
+           : ((void)(key), (void)(val), (void)(type)));
+#define DFTRACER_C_FUNCTION_UPDATE_STR_TYPE(key, val, type)                            \
+  (data_fn ? dftracer_frame_str_(&dftracer_frame_fn_, data_fn, key, val, type)         \
+           : ((void)(key), (void)(val), (void)(type)));
+#define DFTRACER_C_REGION_UPDATE_INT_TYPE(name, key, val, type)                         \
+  (data_##name                                                                          \
+       ? dftracer_frame_int_type_(&dftracer_frame_##name##_, data_##name, key, val, type) \
+       : ((void)(key), (void)(val), (void)(type)));
+#define DFTRACER_C_REGION_UPDATE_STR_TYPE(name, key, val, type)                         \
+  (data_##name                                                                          \
+       ? dftracer_frame_str_(&dftracer_frame_##name##_, data_##name, key, val, type)    \
+       : ((void)(key), (void)(val), (void)(type)));
 
 /* ---------------------------------------------------------------------------------- C++ */
 
@@ -242,31 +350,35 @@ class DFTracer {
 };
 
 /* dftracer-rs: the scoped region of DFTRACER_CPP_FUNCTION() and DFTRACER_CPP_REGION(name):
- * the same event as a DFTracer object (layer CPP_APP, type 9), with its off check inline
- * (no call while no region can be recorded) and no call at scope end for an ended region. */
+ * the same event as a DFTracer object (layer CPP_APP, type 9), kept in a frame on the stack
+ * (see dftracer_frame_), with its off check inline (no call while no region can be
+ * recorded) and no call at scope end for an ended region. The macros pass a call site (a
+ * static, zero-initialised once: no guard) where the library remembers the region's
+ * schema. */
 class DFTracerScope {
+  struct dftracer_frame_ f_;
   struct DFTracerData *data_;
 
  public:
   DFTracerScope(ConstEventNameType name, ConstEventNameType cat)
-      : data_(dftracer_begin_(name, cat, DF_DATA_EVENT, 9)) {}
+      : data_(dftracer_frame_begin_(&f_, (struct dftracer_site_ *)0, name, cat, 9)) {}
+  DFTracerScope(struct dftracer_site_ *site, ConstEventNameType name, ConstEventNameType cat)
+      : data_(dftracer_frame_begin_(&f_, site, name, cat, 9)) {}
   DFTracerScope(const DFTracerScope &) = delete;
   DFTracerScope &operator=(const DFTracerScope &) = delete;
   /* Adds an arg to the region's event (the same key again replaces its value). */
   void update(const char *key, int value, MetadataType type = MT_KEY) {
-    if (data_) update_metadata_int_type(data_, key, value, (int)type);
+    if (data_) dftracer_frame_int_type_(&f_, data_, key, value, (int)type);
   }
   void update(const char *key, const char *value, MetadataType type = MT_KEY) {
-    if (data_) update_metadata_string_type(data_, key, value, (int)type);
+    if (data_) dftracer_frame_str_(&f_, data_, key, value, (int)type);
   }
   /* Ends the region now (the destructor then does nothing). */
   void finalize() {
-    if (data_) finalize_region(data_);
+    dftracer_frame_end_(&f_);
     data_ = (struct DFTracerData *)0;
   }
-  ~DFTracerScope() {
-    if (data_) finalize_region(data_);
-  }
+  ~DFTracerScope() { dftracer_frame_end_(&f_); }
 };
 
 #define DFTRACER_CPP_INIT(log_file, data_dirs, process_id) \
@@ -277,10 +389,14 @@ class DFTracerScope {
 #define DFTRACER_CPP_APP_METADATA_INT(key, val) set_app_metadata_int(key, val);
 #define DFTRACER_CPP_APP_METADATA_STR(key, val) set_app_metadata_string(key, val);
 #define DFTRACER_CPP_MARK_USED(name) mark_used(name);
-#define DFTRACER_CPP_FUNCTION() DFTracerScope profiler_dft_fn(__FUNCTION__, CPP_LOG_CATEGORY);
+#define DFTRACER_CPP_FUNCTION()                   \
+  static struct dftracer_site_ dftracer_site_fn_; \
+  DFTracerScope profiler_dft_fn(&dftracer_site_fn_, __FUNCTION__, CPP_LOG_CATEGORY);
 #define DFTRACER_CPP_FUNCTION_UPDATE(key, val) profiler_dft_fn.update(key, val);
 #define DFTRACER_CPP_FUNCTION_UPDATE_TYPE(key, val, type) profiler_dft_fn.update(key, val, type);
-#define DFTRACER_CPP_REGION(name) DFTracerScope profiler_##name(#name, CPP_LOG_CATEGORY);
+#define DFTRACER_CPP_REGION(name)                        \
+  static struct dftracer_site_ dftracer_site_##name##_;  \
+  DFTracerScope profiler_##name(&dftracer_site_##name##_, #name, CPP_LOG_CATEGORY);
 #define DFTRACER_CPP_REGION_UPDATE(name, key, val) profiler_##name.update(key, val);
 #define DFTRACER_CPP_REGION_UPDATE_TYPE(name, key, val, type) \
   profiler_##name.update(key, val, type);
