@@ -245,17 +245,44 @@ fn close(fr: &mut Frame, t1: u64) {
         }
         return;
     };
-    if fr.n == 0 {
+    let n = fr.n as usize;
+    if n == 0 || !args_on() {
         dftracer_core::frontend::complete_ticks(base, fr.ts, t1, &[], None);
         return;
     }
-    let (keys, vals, n) = args(fr);
-    if n == 0 {
-        dftracer_core::frontend::complete_ticks(base, fr.ts, t1, &[], None);
-        return;
-    }
-    match sites::keyed_schema(base, &keys[..n]) {
-        Some(keyed) => dftracer_core::frontend::complete_ticks(keyed, fr.ts, t1, &vals[..n], None),
+    let ptrs = &fr.key[..n.min(2)];
+    let found = match sites::keyed_by_ptrs(base, ptrs) {
+        Some(f) => f,
+        None => {
+            let mut texts: [&[u8]; 2] = [b""; 2];
+            for (t, &p) in texts.iter_mut().zip(ptrs) {
+                *t = c_str(p, dftracer_core::frontend::MAX_KEY).unwrap_or_default();
+            }
+            // One text under two pointers: one arg, the later value.
+            let dup = ptrs.len() == 2 && texts[0] == texts[1];
+            let keys = if dup {
+                &texts[..1]
+            } else {
+                &texts[..ptrs.len()]
+            };
+            let found = sites::KeyedPtrs {
+                keyed: sites::keyed_schema(base, keys),
+                dup,
+            };
+            sites::remember_keyed_ptrs(base, ptrs, &texts[..ptrs.len()], found);
+            found
+        }
+    };
+    match found.keyed {
+        Some(keyed) => {
+            let v = [fr.val[0] as u64, fr.val[1] as u64];
+            let vals: &[u64] = if found.dup {
+                &v[1..2]
+            } else {
+                &v[..ptrs.len()]
+            };
+            dftracer_core::frontend::complete_ticks(keyed, fr.ts, t1, vals, None);
+        }
         None => {
             // Keys the core does not take as a keyed schema (escaping, its table full).
             if let Some(c) = cell_at(fr) {

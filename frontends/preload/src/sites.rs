@@ -256,6 +256,102 @@ pub fn keyed_schema(base: &'static Schema, keys: &[&[u8]]) -> Option<&'static Sc
     keyed
 }
 
+/// What a frame's int args under these key pointers record: the keyed schema (`None`: the
+/// general path) and whether the two pointers hold one text (one arg, the later value).
+#[derive(Clone, Copy)]
+pub struct KeyedPtrs {
+    pub keyed: Option<&'static Schema>,
+    pub dup: bool,
+}
+
+/// A frame's key pointers, their texts when first seen, and what they record. Never freed
+/// (one per slot).
+struct KeyedPtrSite {
+    base: usize,
+    ptrs: [usize; 2],
+    n: usize,
+    words: [Words; 2],
+    texts: [&'static [u8]; 2],
+    found: KeyedPtrs,
+}
+
+static KEYED_PTRS: [AtomicPtr<KeyedPtrSite>; SITE_SLOTS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; SITE_SLOTS];
+
+fn keyed_ptr_slot(
+    base: &'static Schema,
+    keys: &[*const c_char],
+) -> &'static AtomicPtr<KeyedPtrSite> {
+    let mut h = base as *const Schema as usize ^ keys.len();
+    for &k in keys {
+        h = h.rotate_left(17) ^ k as usize;
+    }
+    let h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    &KEYED_PTRS[h >> (usize::BITS - SITE_SLOTS.trailing_zeros())]
+}
+
+/// [`keyed_schema`] for a frame's key pointers (one or two), when an earlier region of
+/// `base` found it under the same pointers and the texts there are still the same (compared
+/// a word at a time, as [`site_schema`] does: a buffer reused for another key misses).
+#[inline]
+pub fn keyed_by_ptrs(base: &'static Schema, keys: &[*const c_char]) -> Option<KeyedPtrs> {
+    let e = keyed_ptr_slot(base, keys).load(Ordering::Acquire);
+    // SAFETY: published entries are never freed.
+    let e = unsafe { e.as_ref() }?;
+    if e.base != base as *const Schema as usize || e.n != keys.len() {
+        return None;
+    }
+    for (i, &k) in keys.iter().enumerate() {
+        if e.ptrs[i] != k as usize || k.is_null() || !same(k, &e.words[i], e.texts[i]) {
+            return None;
+        }
+    }
+    Some(e.found)
+}
+
+/// Remembers what `keys` (pointers, with the texts `texts` they hold now) record under
+/// `base` (see [`keyed_by_ptrs`]).
+pub fn remember_keyed_ptrs(
+    base: &'static Schema,
+    keys: &[*const c_char],
+    texts: &[&[u8]],
+    found: KeyedPtrs,
+) {
+    let slot = keyed_ptr_slot(base, keys);
+    if keys.is_empty() || keys.len() > 2 || !slot.load(Ordering::Relaxed).is_null() {
+        return;
+    }
+    let _errno = crate::SavedErrno::new();
+    let mut ptrs = [0usize; 2];
+    let mut words = [Words::of(b""); 2];
+    let mut owned: [&'static [u8]; 2] = [b""; 2];
+    for i in 0..keys.len() {
+        ptrs[i] = keys[i] as usize;
+        owned[i] = Box::leak(texts[i].to_vec().into_boxed_slice());
+        words[i] = Words::of(owned[i]);
+    }
+    let e = Box::into_raw(Box::new(KeyedPtrSite {
+        base: base as *const Schema as usize,
+        ptrs,
+        n: keys.len(),
+        words,
+        texts: owned,
+        found,
+    }));
+    if slot
+        .compare_exchange(
+            std::ptr::null_mut(),
+            e,
+            Ordering::Release,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        // SAFETY: `e` came from Box::into_raw above and was never published.
+        drop(unsafe { Box::from_raw(e) });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
