@@ -191,22 +191,15 @@ fn schema(fr: &Frame) -> Option<&'static Schema> {
     };
     if let Some(site) = site {
         if site.entry.load(Ordering::Relaxed).is_null() && !fr.name.is_null() && !fr.cat.is_null() {
-            let e = Box::into_raw(Box::new(SiteEntry {
-                name: fr.name as usize,
-                cat: fr.cat as usize,
-                layer,
-                schema,
-            }));
-            let won = site.entry.compare_exchange(
-                std::ptr::null_mut(),
-                e,
-                Ordering::Release,
-                Ordering::Relaxed,
+            sites::publish_once(
+                &site.entry,
+                SiteEntry {
+                    name: fr.name as usize,
+                    cat: fr.cat as usize,
+                    layer,
+                    schema,
+                },
             );
-            if won.is_err() {
-                // SAFETY: from Box::into_raw above, never published.
-                drop(unsafe { Box::from_raw(e) });
-            }
         }
     }
     Some(schema)

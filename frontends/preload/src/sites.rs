@@ -160,21 +160,32 @@ pub fn remember_site(
     if name.is_null() || cat.is_null() || !slot.load(Ordering::Relaxed).is_null() {
         return;
     }
-    let e = Box::into_raw(Box::new(Site {
-        name: name as usize,
-        cat: cat as usize,
-        layer,
-        schema,
-        name_w: Words::of(schema.name.as_bytes()),
-        cat_w: Words::of(schema.cat.as_bytes()),
-    }));
-    let won = slot.compare_exchange(
-        std::ptr::null_mut(),
-        e,
-        Ordering::Release,
-        Ordering::Relaxed,
+    publish_once(
+        slot,
+        Site {
+            name: name as usize,
+            cat: cat as usize,
+            layer,
+            schema,
+            name_w: Words::of(schema.name.as_bytes()),
+            cat_w: Words::of(schema.cat.as_bytes()),
+        },
     );
-    if won.is_err() {
+}
+
+/// Publishes `v` in the empty `slot` (filled once, never replaced or freed); dropped if
+/// another thread filled it first.
+pub fn publish_once<T>(slot: &AtomicPtr<T>, v: T) {
+    let e = Box::into_raw(Box::new(v));
+    if slot
+        .compare_exchange(
+            std::ptr::null_mut(),
+            e,
+            Ordering::Release,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
         // SAFETY: `e` came from Box::into_raw above and was never published.
         drop(unsafe { Box::from_raw(e) });
     }
@@ -236,23 +247,14 @@ pub fn keyed_schema(base: &'static Schema, keys: &[&[u8]]) -> Option<&'static Sc
     let owned: &'static [(&'static str, dftracer_core::Slot)] = Box::leak(owned.into_boxed_slice());
     let keyed =
         dftracer_core::intern_keyed(base.layer, base.name.as_bytes(), base.cat.as_bytes(), owned);
-    let e = Box::into_raw(Box::new(KeyedSite {
-        base: base as *const Schema as usize,
-        keys: owned,
-        keyed,
-    }));
-    if slot
-        .compare_exchange(
-            std::ptr::null_mut(),
-            e,
-            Ordering::Release,
-            Ordering::Relaxed,
-        )
-        .is_err()
-    {
-        // SAFETY: `e` came from Box::into_raw above and was never published.
-        drop(unsafe { Box::from_raw(e) });
-    }
+    publish_once(
+        slot,
+        KeyedSite {
+            base: base as *const Schema as usize,
+            keys: owned,
+            keyed,
+        },
+    );
     keyed
 }
 
@@ -330,26 +332,17 @@ pub fn remember_keyed_ptrs(
         owned[i] = Box::leak(texts[i].to_vec().into_boxed_slice());
         words[i] = Words::of(owned[i]);
     }
-    let e = Box::into_raw(Box::new(KeyedPtrSite {
-        base: base as *const Schema as usize,
-        ptrs,
-        n: keys.len(),
-        words,
-        texts: owned,
-        found,
-    }));
-    if slot
-        .compare_exchange(
-            std::ptr::null_mut(),
-            e,
-            Ordering::Release,
-            Ordering::Relaxed,
-        )
-        .is_err()
-    {
-        // SAFETY: `e` came from Box::into_raw above and was never published.
-        drop(unsafe { Box::from_raw(e) });
-    }
+    publish_once(
+        slot,
+        KeyedPtrSite {
+            base: base as *const Schema as usize,
+            ptrs,
+            n: keys.len(),
+            words,
+            texts: owned,
+            found,
+        },
+    );
 }
 
 #[cfg(test)]

@@ -906,6 +906,22 @@ int main(void) {
 }
 "#;
 
+/// Runs `exe` traced into `o/trace` in the scratch dir, with nothing else of ours in its
+/// environment (no preload, no init mode, no configuration, metadata at its default).
+fn run_traced(s: &Scratch, exe: &Path) -> std::process::Output {
+    Command::new(exe)
+        .current_dir(&s.dir)
+        .env("DFTRACER_ENABLE", "1")
+        .env("DFTRACER_LOG_FILE", s.path("o/trace"))
+        .env_remove("LD_PRELOAD")
+        .env_remove("DFTRACER_INIT")
+        .env_remove("DFTRACER_CONFIGURATION")
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("DFTRACER_INC_METADATA")
+        .output()
+        .unwrap()
+}
+
 /// The macros' regions (cached per call site, owned by their thread) record what the
 /// general path records: every call once, the name the string holds at that call, args;
 /// nested events nested; another thread's end or update of a macro region is ignored and the
@@ -916,18 +932,7 @@ fn macro_regions_per_call_site_and_per_thread() {
     let src = s.path("sites.c");
     std::fs::write(&src, SITES).unwrap();
     let exe = build(&s, "gcc", "c99", &src, "sites");
-    let out = Command::new(&exe)
-        .current_dir(&s.dir)
-        .env("DFTRACER_ENABLE", "1")
-        .env("DFTRACER_LOG_FILE", s.path("o/trace"))
-        .env_remove("LD_PRELOAD")
-        .env_remove("DFTRACER_INIT")
-        .env_remove("DFTRACER_CONFIGURATION")
-        .env_remove("LD_LIBRARY_PATH")
-        .env_remove("DFTRACER_INC_METADATA")
-        .output()
-        .unwrap();
-    assert_eq!(ok(out), "ok\n");
+    assert_eq!(ok(run_traced(&s, &exe)), "ok\n");
     let t = only_app_trace(&s, "app");
     assert_eq!(
         counts(&t, 2),
@@ -1102,18 +1107,7 @@ fn macro_frames_take_the_reference_functions_and_keep_their_args() {
     for (compiler, std, exe) in [("gcc", "c99", "frames-c"), ("g++", "c++17", "frames-cpp")] {
         let exe = build(&s, compiler, std, &src, exe);
         let _ = std::fs::remove_dir_all(s.path("o"));
-        let out = Command::new(&exe)
-            .current_dir(&s.dir)
-            .env("DFTRACER_ENABLE", "1")
-            .env("DFTRACER_LOG_FILE", s.path("o/trace"))
-            .env_remove("LD_PRELOAD")
-            .env_remove("DFTRACER_INIT")
-            .env_remove("DFTRACER_CONFIGURATION")
-            .env_remove("LD_LIBRARY_PATH")
-            .env_remove("DFTRACER_INC_METADATA")
-            .output()
-            .unwrap();
-        assert_eq!(ok(out), "ok\n");
+        assert_eq!(ok(run_traced(&s, &exe)), "ok\n");
         let t = only_app_trace(&s, "app");
         assert_eq!(
             counts(&t, 2),
