@@ -618,7 +618,9 @@ fn durations_match_strace_per_family() {
             }
         }
     }
-    // The calls made long on purpose are long (so the long-call checks ran on them).
+    // The calls made long on purpose are long (so the long-call checks ran on them). More
+    // may be: on a loaded machine strace has seen a short lock call of the same file take
+    // 5 ms (CI: 6 of 5 fcntl calls on /lk.bin), and such a call is compared as a long one.
     for (fam, file) in [
         ("read", "/fifo"),
         ("flock", "/lk.bin"),
@@ -628,9 +630,9 @@ fn durations_match_strace_per_family() {
             .get(&(fam.to_string(), file.to_string()))
             .copied()
             .unwrap_or(0);
-        if n != K {
+        if n < K {
             failures.push(format!(
-                "{fam} on {file}: {n} calls of 5 ms or more, expected {K}"
+                "{fam} on {file}: {n} calls of 5 ms or more, expected at least {K}"
             ));
         }
     }
