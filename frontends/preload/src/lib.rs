@@ -210,15 +210,18 @@ pub(crate) fn guarded_or<R>(default: R, f: impl FnOnce() -> R) -> R {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(default)
 }
 
-/// Records one LIBC_IO event from `t0` to `t1` (args dropped when metadata is off).
+/// Records one LIBC_IO event from [`ticks`] `t0` to `t1` (args dropped when metadata is
+/// off): the two raw readings are converted once, here, into the trace's unit.
 #[inline]
 pub(crate) fn record(cat: &[u8], name: &[u8], t0: u64, t1: u64, args: &[Arg]) {
     let args = if metadata_on() { args } else { &[] };
-    dftracer_core::complete(Layer::LibcIo, name, cat, t0, t1.saturating_sub(t0), args);
+    let (ts, dur) = ticks_span(t0, t1);
+    dftracer_core::complete(Layer::LibcIo, name, cat, ts, dur, args);
 }
 
-/// Records one LIBC_IO event of a fixed shape (values and file left out when metadata is off).
-/// `file` comes from a table entry (or a pin) that keeps its slot pinned meanwhile.
+/// Records one LIBC_IO event of a fixed shape from [`ticks`] `t0` to `t1` (values and file
+/// left out when metadata is off; the writer converts the times). `file` comes from a table
+/// entry (or a pin) that keeps its slot pinned meanwhile.
 #[inline]
 pub(crate) fn record_static(
     schema: &'static dftracer_core::Schema,
@@ -232,7 +235,7 @@ pub(crate) fn record_static(
     } else {
         (&[][..], None)
     };
-    dftracer_core::complete_static(schema, t0, t1.saturating_sub(t0), vals, file);
+    dftracer_core::frontend::complete_ticks(schema, t0, t1, vals, file);
 }
 
 impl Busy {
@@ -259,12 +262,9 @@ impl Busy {
     }
 }
 
-#[inline(always)]
-pub(crate) fn now() -> u64 {
-    dftracer_core::now()
-}
-
-/// A raw clock reading for [`Busy::record_static`] (or [`ticks_span`]), cheaper than [`now`].
+/// A raw clock reading: every hook times its call with two of these, which [`record`],
+/// [`record_static`] and [`Busy::record_static`] take (or [`ticks_span`] converts), cheaper
+/// than converting each reading on the calling thread.
 #[inline(always)]
 pub(crate) fn ticks() -> u64 {
     dftracer_core::frontend::ticks()

@@ -20,7 +20,7 @@ use dftracer_core::{Layer, Schema, Slot};
 
 use super::{missing, out_of_line, traced_fd};
 use crate::table::Interned;
-use crate::{enter, guarded, now, posix_on, real, record_static, SavedErrno};
+use crate::{enter, guarded, ticks, posix_on, real, record_static, SavedErrno};
 
 const MAX_PENDING: usize = 1024;
 
@@ -119,7 +119,7 @@ macro_rules! submit {
             };
             out_of_line(move || {
                 let Some(busy) = enter() else { return real(cb) };
-                let t0 = now();
+                let t0 = ticks();
                 let ret = real(cb);
                 let _errno = SavedErrno::new();
                 if ret == 0 {
@@ -154,10 +154,10 @@ macro_rules! listio {
             }
             out_of_line(move || {
                 let Some(busy) = enter() else { return real(mode, list, nent, sig) };
-                let t0 = now();
+                let t0 = ticks();
                 let ret = real(mode, list, nent, sig);
                 let _errno = SavedErrno::new();
-                let t1 = now();
+                let t1 = ticks();
                 guarded(|| {
                     for i in 0..nent as usize {
                         let cb = *list.add(i);
@@ -202,7 +202,7 @@ macro_rules! error_hook {
             let ret = real(cb);
             if ret != libc::EINPROGRESS {
                 let _errno = SavedErrno::new();
-                guarded(|| completed(cb, now()));
+                guarded(|| completed(cb, ticks()));
             }
             ret
         }
@@ -226,7 +226,7 @@ macro_rules! return_hook {
                 let Some(p) = find(cb) else { return real(cb) };
                 let ret = real(cb);
                 let _errno = SavedErrno::new();
-                let t = now();
+                let t = ticks();
                 // Forget the request first (its aiocb may be reused at once), then record.
                 let Some(file) = crate::table::unpark(p.file.swap(0, Ordering::AcqRel)) else {
                     return ret;
@@ -281,7 +281,7 @@ macro_rules! suspend_hook {
             let ret = real(list, nent, timeout);
             if ret == 0 && !list.is_null() {
                 let _errno = SavedErrno::new();
-                let t = now();
+                let t = ticks();
                 guarded(|| {
                     let Some(err) = real!(aio_error: unsafe extern "C" fn(*const aiocb) -> c_int) else {
                         return;

@@ -10,7 +10,7 @@ use dftracer_core::{Arg, Value};
 
 use super::{missing, out_of_line, POSIX};
 use crate::table::Interned;
-use crate::{enter, guarded, now, posix_on, real, record, SavedErrno, FDS};
+use crate::{enter, guarded, ticks, posix_on, real, record, SavedErrno, FDS};
 
 /// The traced files behind a copy's two fds, when at least one is traced.
 #[inline(always)]
@@ -107,10 +107,10 @@ macro_rules! copy_range_hook {
                     return real(fd_in, off_in, fd_out, off_out, len, flags);
                 };
                 let (oi, oo) = (off_at(off_in), off_at(off_out));
-                let t0 = now();
+                let t0 = ticks();
                 let ret = real(fd_in, off_in, fd_out, off_out, len, flags);
                 let _errno = SavedErrno::new();
-                let t1 = now();
+                let t1 = ticks();
                 guarded(|| {
                     record_copy(
                         stringify!($sym).as_bytes(),
@@ -150,10 +150,10 @@ macro_rules! sendfile_hook {
                     return real(out_fd, in_fd, offset, count);
                 };
                 let oi = off_at(offset);
-                let t0 = now();
+                let t0 = ticks();
                 let ret = real(out_fd, in_fd, offset, count);
                 let _errno = SavedErrno::new();
-                let t1 = now();
+                let t1 = ticks();
                 guarded(|| {
                     record_copy(
                         stringify!($sym).as_bytes(), t0, t1, files, in_fd, out_fd, count as u64, oi, None, ret as i64,

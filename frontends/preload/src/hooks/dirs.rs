@@ -13,7 +13,7 @@ use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 
 use super::{missing, out_of_line, pre_resolve, POSIX};
 use crate::table::{intern, FileTable, Interned};
-use crate::{enter, guarded, now, posix_on, real, record, record_static, SavedErrno, FDS};
+use crate::{enter, guarded, ticks, posix_on, real, record, record_static, SavedErrno, FDS};
 
 /// Traced directory streams: keyed by their fd, checked against the `DIR*`.
 static DIRS: FileTable = FileTable::new();
@@ -72,10 +72,10 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut DIR {
         drop(busy);
         return real(path);
     };
-    let t0 = now();
+    let t0 = ticks();
     let d = real(path);
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     guarded(|| {
         let p = &bufs[0][..n];
         let fd = match (d.is_null(), intern(p)) {
@@ -109,10 +109,10 @@ pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut DIR {
     };
     out_of_line(move || {
         let Some(busy) = enter() else { return real(fd) };
-        let t0 = now();
+        let t0 = ticks();
         let d = real(fd);
         let _errno = SavedErrno::new();
-        let t1 = now();
+        let t1 = ticks();
         static FDOPENDIR: Schema = Schema::new(
             Layer::LibcIo,
             "fdopendir",
@@ -159,10 +159,10 @@ macro_rules! readdir_hook {
                     &[("fd", Slot::Int), ("ret", Slot::Int)],
                     "fhash",
                 );
-                let t0 = now();
+                let t0 = ticks();
                 let e = real(d);
                 let _errno = SavedErrno::new();
-                let t1 = now();
+                let t1 = ticks();
                 guarded(|| {
                     record_static(&SCHEMA, t0, t1, &[fd as i64 as u64, (!e.is_null()) as u64], &file.file)
                 });
@@ -193,10 +193,10 @@ pub unsafe extern "C" fn dirfd(d: *mut DIR) -> c_int {
             &[("ret", Slot::Int)],
             "fhash",
         );
-        let t0 = now();
+        let t0 = ticks();
         let ret = real(d);
         let _errno = SavedErrno::new();
-        let t1 = now();
+        let t1 = ticks();
         guarded(|| record_static(&DIRFD, t0, t1, &[ret as i64 as u64], &file.file));
         drop(busy);
         ret
@@ -228,10 +228,10 @@ pub unsafe extern "C" fn closedir(d: *mut DIR) -> c_int {
             &[("fd", Slot::Int), ("ret", Slot::Int)],
             "fhash",
         );
-        let t0 = now();
+        let t0 = ticks();
         let ret = real(d);
         let _errno = SavedErrno::new();
-        let t1 = now();
+        let t1 = ticks();
         guarded(|| {
             record_static(
                 &CLOSEDIR,

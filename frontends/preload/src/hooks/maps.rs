@@ -12,7 +12,7 @@ use dftracer_core::{Layer, Schema, Slot};
 
 use super::{missing, out_of_line};
 use crate::table::Interned;
-use crate::{enter, guarded, now, posix_on, real, record_static, SavedErrno};
+use crate::{enter, guarded, ticks, posix_on, real, record_static, SavedErrno};
 
 /// Mappings made by a traced `mmap`, so that `msync` and `munmap` on them can name the file
 /// (the fd may be closed by then). A fixed lock-free array: a mapping is claimed by a CAS on
@@ -120,10 +120,10 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
             &[("length", Slot::UInt), ("ret", Slot::Int)],
             "fhash",
         );
-        let t0 = now();
+        let t0 = ticks();
         let ret = real(addr, len);
         let _errno = SavedErrno::new();
-        let t1 = now();
+        let t1 = ticks();
         guarded(|| {
             record_static(
                 &MUNMAP,
@@ -165,10 +165,10 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> 
             ],
             "fhash",
         );
-        let t0 = now();
+        let t0 = ticks();
         let ret = real(addr, len, flags);
         let _errno = SavedErrno::new();
-        let t1 = now();
+        let t1 = ticks();
         guarded(|| {
             record_static(
                 &MSYNC,

@@ -409,10 +409,10 @@ macro_rules! on_process {
         let Some(busy) = $crate::enter() else {
             return $call;
         };
-        let $t0 = $crate::now();
+        let $t0 = $crate::ticks();
         let $ret = $call;
         let _errno = $crate::SavedErrno::new();
-        let $t1 = $crate::now();
+        let $t1 = $crate::ticks();
         $record;
         drop(busy);
         $ret
@@ -488,10 +488,10 @@ macro_rules! on_path {
                     }
                     Some((bufs, n)) => {
                         $crate::table::touch();
-                        let t0 = $crate::now();
+                        let t0 = $crate::ticks();
                         let $ret = $call;
                         let _errno = $crate::SavedErrno::new();
-                        let t1 = $crate::now();
+                        let t1 = $crate::ticks();
                         let p = &bufs[0][..n];
                         $crate::guarded(|| {
                             $crate::record(

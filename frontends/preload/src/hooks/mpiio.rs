@@ -31,7 +31,7 @@ use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 use super::libs::{self, reals, IdCache};
 use super::{out_of_line, HookEntry};
 use crate::table::{self, Interned};
-use crate::{enter, guarded, metadata_on, mpiio_on, now, ticks, SavedErrno};
+use crate::{enter, guarded, metadata_on, mpiio_on, ticks, SavedErrno};
 
 pub const MPIIO: &[u8] = b"MPIIO";
 
@@ -280,10 +280,10 @@ pub unsafe extern "C" fn MPI_File_open(
     let Some(pinned) = pinned else {
         return f(comm, filename, amode, info, fh);
     };
-    let t0 = now();
+    let t0 = ticks();
     let ret = f(comm, filename, amode, info, fh);
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     let file = Interned {
         file: pinned.handle(),
     };
@@ -296,14 +296,8 @@ pub unsafe extern "C" fn MPI_File_open(
                 Arg::new("fhash", Value::Path(pin.path())),
             ];
             let args = if metadata_on() { &args[..] } else { &[][..] };
-            dftracer_core::complete(
-                Layer::Mpi,
-                b"MPI_File_open",
-                MPIIO,
-                t0,
-                t1.saturating_sub(t0),
-                args,
-            );
+            let (ts, dur) = crate::ticks_span(t0, t1);
+            dftracer_core::complete(Layer::Mpi, b"MPI_File_open", MPIIO, ts, dur, args);
         });
     }
     if ret == 0 && !fh.is_null() {

@@ -11,8 +11,8 @@ use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 
 use super::{missing, pre_resolve, traced_fd, POSIX};
 use crate::{
-    enter, guarded, guarded_or, now, on_fd, on_path, posix_on, real, record, record_static,
-    SavedErrno, FDS,
+    enter, guarded, guarded_or, on_fd, on_path, posix_on, real, record, record_static,
+    ticks, SavedErrno, FDS,
 };
 
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
@@ -86,10 +86,10 @@ unsafe fn open_common(
         }
         return fd;
     };
-    let t0 = now();
+    let t0 = ticks();
     let fd = call();
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     guarded(|| {
         let p = &bufs[0][..n];
         if fd >= 0 {
@@ -210,10 +210,10 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         return real(fd);
     };
     let Some(busy) = enter() else { return real(fd) };
-    let t0 = now();
+    let t0 = ticks();
     let ret = real(fd);
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     static CLOSE: Schema = Schema::new(
         Layer::LibcIo,
         "close",
@@ -709,10 +709,10 @@ pub(crate) unsafe fn rename_common(
         drop(busy);
         return call();
     };
-    let t0 = now();
+    let t0 = ticks();
     let ret = call();
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     guarded(|| {
         // An untraced side is still named (absolute, normalised) so the event is complete.
         record(

@@ -30,7 +30,7 @@ use libc::{c_char, c_int, mode_t, FILE};
 use dftracer_core::{Arg, Value};
 
 use super::{c_bytes, fileno_unlocked, missing, process_events_on, POSIX};
-use crate::{busy_here, enter, guarded, now, on_process, owner_pid, posix_on, real, record, SavedErrno};
+use crate::{busy_here, enter, guarded, on_process, owner_pid, posix_on, real, record, ticks, SavedErrno};
 
 /// Records the exec and finishes the trace (its `end` record last), so that nothing is lost
 /// when the image is replaced. An exec that fails leaves the process untraced from then on
@@ -88,7 +88,7 @@ unsafe fn record_exec(name: &'static [u8], path: *const c_char, argv: *const *co
                 argc += 1;
             }
         }
-        let t = now();
+        let t = ticks();
         record(
             POSIX,
             name,
@@ -313,19 +313,21 @@ fn unreachable_exit() -> ! {
 /// the `dur` of every POSIX event as I/O time, and a fork of a large process or a wait for a
 /// child is not I/O. `dftracer perfetto` draws the call over its real length. FORMAT.md
 /// "Process calls".
+/// `t0` and `t1` are [`ticks`] readings.
 fn record_process(name: &'static [u8], t0: u64, t1: u64, args: &[Arg]) {
     const MAX: usize = 7;
     let mut all = [Arg::int("call_dur", 0); MAX + 1];
     // With metadata off only `call_dur` stays: the timeline needs it.
     let n = if crate::metadata_on() { args.len().min(MAX) } else { 0 };
     all[..n].copy_from_slice(&args[..n]);
-    all[n] = Arg::int("call_dur", t1.saturating_sub(t0) as i64);
+    let (ts, dur) = crate::ticks_span(t0, t1);
+    all[n] = Arg::int("call_dur", dur as i64);
     guarded(|| {
         dftracer_core::complete(
             dftracer_core::Layer::LibcIo,
             name,
             POSIX,
-            t0,
+            ts,
             0,
             &all[..=n],
         )
@@ -342,7 +344,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         return real();
     }
     let Some(busy) = enter() else { return real() };
-    let t0 = now();
+    let t0 = ticks();
     let pid = real();
     if pid == 0 {
         // The child: its own tracer state was set up by the atfork handler.
@@ -350,7 +352,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         return 0;
     }
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     record_process(b"fork", t0, t1, &[Arg::int("ret", pid as i64)]);
     drop(busy);
     pid
@@ -362,7 +364,7 @@ extern "C" fn vfork_before() -> u64 {
     if !process_events_on() || busy_here() || dftracer_core::frontend::is_internal() {
         return 0;
     }
-    now().max(1)
+    ticks().max(1)
 }
 
 /// Called by the `vfork` trampoline in the parent once the child has exec'd or exited
@@ -376,7 +378,7 @@ extern "C" fn vfork_after(raw: i64, t0: u64) -> libc::pid_t {
     if t0 != 0 {
         let _errno = SavedErrno::new();
         if let Some(busy) = enter() {
-            record_process(b"vfork", t0, now(), &[Arg::int("ret", ret as i64)]);
+            record_process(b"vfork", t0, ticks(), &[Arg::int("ret", ret as i64)]);
             drop(busy);
         }
     }
@@ -709,10 +711,10 @@ pub unsafe extern "C" fn pclose(fp: *mut FILE) -> c_int {
     }
     let Some(busy) = enter() else { return real(fp) };
     let fd = fileno_unlocked(fp);
-    let t0 = now();
+    let t0 = ticks();
     let ret = real(fp);
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     guarded(|| {
         record_process(
             b"pclose",

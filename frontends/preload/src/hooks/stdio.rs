@@ -13,7 +13,7 @@ use dftracer_core::{Arg, Value};
 use super::{c_bytes, fileno_unlocked, missing, pre_resolve, traced_file, STDIO};
 use crate::table::intern;
 use crate::{
-    enter, guarded, now, on_file, posix_on, real, record, stdio_on, SavedErrno, FDS, FILES,
+    enter, guarded, on_file, posix_on, real, record, stdio_on, ticks, SavedErrno, FDS, FILES,
 };
 
 type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
@@ -38,10 +38,10 @@ unsafe fn fopen_common(
         drop(busy);
         return real(path, mode);
     };
-    let t0 = now();
+    let t0 = ticks();
     let fp = real(path, mode);
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     guarded(|| {
         let p = &bufs[0][..n];
         let fd = if fp.is_null() {
@@ -106,10 +106,10 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     let Some(busy) = enter() else {
         return real(fd, mode);
     };
-    let t0 = now();
+    let t0 = ticks();
     let fp = real(fd, mode);
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     guarded(|| {
         if !fp.is_null() {
             if let Some(p) = file.handle().pin() {
@@ -151,10 +151,10 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
         return real(fp);
     };
     let Some(busy) = enter() else { return real(fp) };
-    let t0 = now();
+    let t0 = ticks();
     let ret = real(fp);
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     guarded(|| {
         record(
             STDIO,
@@ -344,10 +344,10 @@ unsafe fn freopen_common(
         drop(busy);
         return real(path, mode, fp);
     };
-    let t0 = now();
+    let t0 = ticks();
     let ret = real(path, mode, fp);
     let _errno = SavedErrno::new();
-    let t1 = now();
+    let t1 = ticks();
     guarded(|| {
         let fd = if ret.is_null() {
             -1
