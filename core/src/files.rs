@@ -519,12 +519,13 @@ impl PathTable {
 
     /// Adds `path` (its `FH` was just written), evicting an entry when full; returns the
     /// entry's mark for [`PathTable::marked`].
-    pub fn insert(&mut self, path: Box<[u8]>, hash: Hash16) -> u64 {
-        if let Some(i) = self.find(&path) {
+    pub fn insert(&mut self, path: &[u8], hash: Hash16) -> u64 {
+        if let Some(i) = self.find(path) {
             self.entries[i].hash = hash;
             return self.mark_of(i);
         }
         let entry = Entry {
+            // One allocation, the table's own copy (the map's key shares it).
             path: Arc::from(path),
             hash,
             stamp: STAMP.fetch_add(1, Ordering::Relaxed),
@@ -585,20 +586,20 @@ mod tests {
     fn path_table_capacity_eviction_and_marks() {
         let mut t = PathTable::new(4);
         let marks: Vec<u64> = (0..4)
-            .map(|i| t.insert(format!("/p/{i}").into_bytes().into(), [b'a'; 16]))
+            .map(|i| t.insert(format!("/p/{i}").as_bytes(), [b'a'; 16]))
             .collect();
         assert!(marks.iter().all(|&m| t.marked(m)));
         // All used: the hand clears every bit, then evicts /p/0.
-        let m4 = t.insert(b"/p/4".to_vec().into(), [b'b'; 16]);
+        let m4 = t.insert(b"/p/4", [b'b'; 16]);
         assert_eq!(t.len(), 4);
         assert!(!t.contains_key(b"/p/0") && !t.marked(marks[0]));
         assert!(t.marked(m4) && t.get(b"/p/4") == Some(&[b'b'; 16]));
         // /p/1 was looked up (marked) since the hand passed; /p/2 and /p/3 were not.
         assert!(t.marked(marks[1]));
-        t.insert(b"/p/5".to_vec().into(), [b'c'; 16]);
+        t.insert(b"/p/5", [b'c'; 16]);
         assert!(t.contains_key(b"/p/1") && !t.contains_key(b"/p/2"));
         // Coming back: a new entry, a new mark; the old mark stays invalid.
-        let again = t.insert(b"/p/0".to_vec().into(), [b'a'; 16]);
+        let again = t.insert(b"/p/0", [b'a'; 16]);
         assert!(t.marked(again) && again != marks[0] && !t.marked(marks[0]));
         assert_eq!(t.len(), 4);
         assert_eq!(t.map.len(), 4);

@@ -328,7 +328,7 @@ impl Writer {
                                 orig_len: 16,
                             },
                         );
-                        self.paths.insert(f.path().into(), *f.hash())
+                        self.paths.insert(f.path(), *f.hash())
                     }
                 };
                 fh.store(mark, Ordering::Relaxed);
@@ -400,7 +400,7 @@ impl Writer {
                                 orig_len: 16,
                             },
                         );
-                        self.paths.insert(t.bytes.into(), h);
+                        self.paths.insert(t.bytes, h);
                     }
                 }
             }
@@ -483,7 +483,7 @@ impl Writer {
         };
         self.enc.header(&mut self.json, &h);
         if sh.cfg.metadata {
-            self.paths.insert(sh.cwd.as_bytes().into(), h.cwd_hash);
+            self.paths.insert(sh.cwd.as_bytes(), h.cwd_hash);
         }
         self.next_id = 2;
     }
