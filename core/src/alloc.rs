@@ -174,16 +174,17 @@ fn map(len: usize) -> *mut u8 {
     }
 }
 
-/// A block of class `c` (lock held).
+/// A block of class `c` (lock held), and whether it is fresh: carved from a mapping's
+/// never-used rest, so still all zero bytes (a freed block is not).
 ///
 /// # Safety
 /// The caller holds [`LOCK`].
-unsafe fn take(st: &mut State, c: usize) -> *mut u8 {
+unsafe fn take(st: &mut State, c: usize) -> (*mut u8, bool) {
     let head = st.free[c];
     if !head.is_null() {
         // SAFETY: a free block of this class holds the next one's address in its first word.
         st.free[c] = unsafe { *(head as *mut *mut u8) };
-        return head;
+        return (head, false);
     }
     let size = class_size(c);
     let align = class_align(c);
@@ -191,7 +192,7 @@ unsafe fn take(st: &mut State, c: usize) -> *mut u8 {
     if st.next.is_null() || p + size > st.end as usize {
         let chunk = map(CHUNK);
         if chunk.is_null() {
-            return null_mut();
+            return (null_mut(), false);
         }
         st.next = chunk;
         // SAFETY: within the mapping just made.
@@ -199,7 +200,7 @@ unsafe fn take(st: &mut State, c: usize) -> *mut u8 {
         p = chunk as usize;
     }
     st.next = (p + size) as *mut u8;
-    p as *mut u8
+    (p as *mut u8, true)
 }
 
 /// Gives a block of class `c` back (lock held).
@@ -243,40 +244,41 @@ fn unmap_large(p: *mut u8, layout: &Layout) {
     unsafe { libc::munmap(p as *mut libc::c_void, pages(layout.size())) };
 }
 
+/// A block for `layout` and whether it is fresh (all zero bytes, never handed out).
+fn alloc_block(layout: &Layout) -> (*mut u8, bool) {
+    let Some(c) = class_of(layout) else {
+        return (map_large(layout), true);
+    };
+    register_fork_handlers();
+    if !lock() {
+        // Re-entered or contended for too long: pages of its own (zeroed), which join
+        // class `c` when freed.
+        return (map(pages(class_size(c))), true);
+    }
+    // SAFETY: the lock is held.
+    let b = unsafe { take(&mut *STATE.0.get(), c) };
+    unlock();
+    b
+}
+
 // SAFETY: every block is either a mapping of its own (size rounded up to pages, page
 // aligned or aligned as asked) or a block of a class at least its size, aligned to the
 // class's `class_align` (>= 16, and >= the alignment asked: `class_of` takes a power-of-two
 // class for an alignment over 16); a block is handed out to one owner at a time.
 unsafe impl GlobalAlloc for TracerHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let Some(c) = class_of(&layout) else {
-            return map_large(&layout);
-        };
-        register_fork_handlers();
-        if !lock() {
-            // Re-entered or contended for too long: pages of its own (zeroed), which join
-            // class `c` when freed.
-            return map(pages(class_size(c)));
-        }
-        // SAFETY: the lock is held.
-        let p = unsafe { take(&mut *STATE.0.get(), c) };
-        unlock();
-        p
+        alloc_block(&layout).0
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if class_of(&layout).is_none() {
-            // Fresh mappings are zeroed already.
-            return map_large(&layout);
+        // Fresh mappings and fresh blocks are zero already: not written (writing the zeros
+        // would touch their pages, e.g. the deflate's tables of a short process).
+        let (p, fresh) = alloc_block(&layout);
+        if !p.is_null() && !fresh {
+            // SAFETY: a block of at least the asked size, ours until freed.
+            unsafe { ptr::write_bytes(p, 0, layout.size()) };
         }
-        // SAFETY: as `alloc`; the block is then zeroed over its asked size.
-        unsafe {
-            let p = self.alloc(layout);
-            if !p.is_null() {
-                ptr::write_bytes(p, 0, layout.size());
-            }
-            p
-        }
+        p
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
@@ -431,6 +433,34 @@ mod tests {
             let b = h.alloc(l);
             assert_eq!(a, b, "a freed block of the class is taken next");
             h.dealloc(b, l);
+        }
+    }
+
+    #[test]
+    fn zeroed_blocks_are_zero_fresh_or_reused() {
+        // The 24-28 KiB class: no other test allocates in it. A block taken again after it
+        // was written and freed is zeroed; a fresh one (never handed out) is zero unwritten.
+        let h = TracerHeap;
+        let l = Layout::from_size_align(25_000, 8).unwrap();
+        // SAFETY: nonzero layouts, each block written within its size and freed once.
+        unsafe {
+            let a = h.alloc_zeroed(l);
+            assert!(std::slice::from_raw_parts(a, l.size())
+                .iter()
+                .all(|&x| x == 0));
+            ptr::write_bytes(a, 0xee, l.size());
+            h.dealloc(a, l);
+            let b = h.alloc_zeroed(l);
+            assert_eq!(a, b, "the freed block is taken again");
+            assert!(std::slice::from_raw_parts(b, l.size())
+                .iter()
+                .all(|&x| x == 0));
+            let c = h.alloc_zeroed(l);
+            assert!(std::slice::from_raw_parts(c, l.size())
+                .iter()
+                .all(|&x| x == 0));
+            h.dealloc(b, l);
+            h.dealloc(c, l);
         }
     }
 
