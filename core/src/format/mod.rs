@@ -52,6 +52,10 @@ pub struct Encoder {
     hhash: String,
     metadata: bool,
     cache: PrefixCache,
+    /// The text of an `FH` line before its path, and the thread it names (`None`: not
+    /// rendered yet): [`Encoder::fh`].
+    fh_head: Vec<u8>,
+    fh_tid: Option<u32>,
 }
 
 impl Encoder {
@@ -61,6 +65,8 @@ impl Encoder {
             hhash: hhash.to_string(),
             metadata,
             cache: PrefixCache::default(),
+            fh_head: Vec::new(),
+            fh_tid: None,
         }
     }
 
@@ -133,6 +139,24 @@ impl Encoder {
     /// "args":{"hhash","name":K,"value":V}}`.
     pub fn meta(&self, out: &mut Vec<u8>, tid: u32, layer: u8, name: &Text, k: &Text, v: &Text) {
         records::meta(out, &self.ctx(), tid, layer, name, k, v);
+    }
+
+    /// The `FH` record of `path` (its hash `hash`, 16 hex digits): the line [`Encoder::meta`]
+    /// writes for `FH`, type 1, from a head rendered once per thread (a process's new files
+    /// each have one, so a training loop writes one per sample).
+    pub fn fh(&mut self, out: &mut Vec<u8>, tid: u32, path: &Text, hash: &Hash16) {
+        debug_assert!(hash.iter().all(u8::is_ascii_hexdigit));
+        if self.fh_tid != Some(tid) {
+            let ctx = Ctx {
+                pid: self.pid,
+                hhash: &self.hhash,
+                metadata: self.metadata,
+            };
+            self.fh_head.clear();
+            records::meta_head(&mut self.fh_head, &ctx, tid, 1, b"FH");
+            self.fh_tid = Some(tid);
+        }
+        records::fh_line(out, &self.fh_head, path, hash);
     }
 
     /// [`Encoder::meta`] of type 1 for plain strings (`k` clipped as any string).

@@ -98,6 +98,15 @@ pub(super) fn meta(
 ) {
     out.extend_from_slice(b"{\"name\":");
     text(out, name);
+    meta_rest(out, ctx, tid, layer);
+    text(out, k);
+    out.extend_from_slice(b",\"value\":");
+    text(out, v);
+    out.extend_from_slice(b"}}\n");
+}
+
+/// What [`meta`] writes between the record's name and its key.
+fn meta_rest(out: &mut Vec<u8>, ctx: &Ctx, tid: u32, layer: u8) {
     out.extend_from_slice(b",\"cat\":\"dftracer\",");
     kv_u64(out, "type", layer as u64);
     kv_u64(out, "pid", ctx.pid as u64);
@@ -105,10 +114,25 @@ pub(super) fn meta(
     out.extend_from_slice(b"\"ph\":4,");
     hhash_open(out, ctx);
     out.extend_from_slice(b",\"name\":");
+}
+
+/// What [`meta`] writes before the key of a record named `name` (plain ASCII, no escape).
+pub(super) fn meta_head(out: &mut Vec<u8>, ctx: &Ctx, tid: u32, layer: u8, name: &[u8]) {
+    debug_assert!(name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_'));
+    out.extend_from_slice(b"{\"name\":\"");
+    out.extend_from_slice(name);
+    out.push(b'"');
+    meta_rest(out, ctx, tid, layer);
+}
+
+/// A metadata line from its `head` ([`meta_head`]), its key `k` and a value of plain hex
+/// digits (a hash): the bytes [`meta`] writes for them.
+pub(super) fn fh_line(out: &mut Vec<u8>, head: &[u8], k: &Text, hash: &Hash16) {
+    out.extend_from_slice(head);
     text(out, k);
-    out.extend_from_slice(b",\"value\":");
-    text(out, v);
-    out.extend_from_slice(b"}}\n");
+    out.extend_from_slice(b",\"value\":\"");
+    out.extend_from_slice(hash);
+    out.extend_from_slice(b"\"}}\n");
 }
 
 /// [`meta`] for plain strings.

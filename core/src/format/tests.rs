@@ -593,3 +593,46 @@ fn meta_line_shape() {
         "{\"name\":\"HH\",\"cat\":\"dftracer\",\"type\":1,\"pid\":6427,\"tid\":6427,\"ph\":4,\"args\":{\"hhash\":\"6882804a826580cd\",\"name\":\"vm\",\"value\":\"6882804a826580cd\"}}\n"
     );
 }
+
+/// An `FH` line from its per-thread head is the line `meta` writes for it, byte for byte:
+/// plain, escaped, invalid UTF-8 and clipped paths, two threads in turn (the head follows).
+#[test]
+fn fh_line_is_the_meta_line() {
+    use super::Encoder;
+    use crate::record::Text;
+    let mut e = Encoder::new(6427, "6882804a826580cd", true);
+    let long = vec![b'x'; 300];
+    let paths: [(&[u8], usize); 5] = [
+        (b"/data/f1.bin", 12),
+        (b"/d/with \"quote\" and \\ and \n", 28),
+        (b"/bad/\xff\xfe/utf8", 15),
+        (&long[..200], 300),
+        (b"", 0),
+    ];
+    for (i, (p, orig)) in paths.iter().enumerate() {
+        for tid in [6427u32, 6500 + i as u32] {
+            let t = Text {
+                bytes: p,
+                orig_len: *orig,
+            };
+            let h = *b"81d306bf2d66a887";
+            let mut want = Vec::new();
+            let v = Text {
+                bytes: &h,
+                orig_len: 16,
+            };
+            let name = Text {
+                bytes: b"FH",
+                orig_len: 2,
+            };
+            records::meta(&mut want, &e.ctx(), tid, 1, &name, &t, &v);
+            let mut got = Vec::new();
+            e.fh(&mut got, tid, &t, &h);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want)
+            );
+            assert_eq!(got, want);
+        }
+    }
+}

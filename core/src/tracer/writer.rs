@@ -36,6 +36,8 @@ pub(super) struct Writer {
     spare_hints: Vec<u64>,
     /// Stream position of `json[0]`: the JSON bytes of every member cut before.
     stream_pos: u64,
+    /// Stream position of the last `FH` line (its successor's line hint).
+    last_fh: Option<u64>,
     header_done: bool,
     next_id: u64,
     /// Paths whose `FH` record is in this writer's file (bounded: an evicted path gets its
@@ -84,14 +86,6 @@ pub(super) fn encode_orphan(sh: &Shared, bytes: &[u8]) {
     }
 }
 
-/// A plain ASCII string.
-fn plain(s: &str) -> Text<'_> {
-    Text {
-        bytes: s.as_bytes(),
-        orig_len: s.len(),
-    }
-}
-
 /// Aggregation bucket width in time units.
 fn agg_width(sh: &Shared) -> u64 {
     (sh.cfg.trace_interval_ms * sh.cfg.time_metric.per_second() / 1000).max(1)
@@ -108,6 +102,7 @@ impl Writer {
             hints: Vec::with_capacity(json_cap / 64),
             spare_hints: Vec::with_capacity(json_cap / 64),
             stream_pos: 0,
+            last_fh: None,
             header_done: false,
             next_id: 1,
             paths: PathTable::new(PATHS_CAP),
@@ -314,20 +309,11 @@ impl Writer {
                 let mark = match self.paths.mark_for(f.path()) {
                     Some(m) => m,
                     None => {
-                        self.enc.meta(
-                            &mut self.json,
-                            tid,
-                            1,
-                            &plain("FH"),
-                            &Text {
-                                bytes: f.path(),
-                                orig_len: f.path().len(),
-                            },
-                            &Text {
-                                bytes: f.hash(),
-                                orig_len: 16,
-                            },
-                        );
+                        let path = Text {
+                            bytes: f.path(),
+                            orig_len: f.path().len(),
+                        };
+                        self.fh_line(tid, &path, f.hash());
                         self.paths.insert(f.path(), *f.hash())
                     }
                 };
@@ -351,6 +337,21 @@ impl Writer {
             at,
         };
         (start, at, line)
+    }
+
+    /// The `FH` record of `path` (hash `hash`), hinted with the previous `FH` line: the two
+    /// share their text up to the path, and often most of the path.
+    fn fh_line(&mut self, tid: u32, path: &Text, hash: &crate::hash::Hash16) {
+        let start = self.json.len();
+        let at = self.stream_pos + start as u64;
+        self.enc.fh(&mut self.json, tid, path, hash);
+        if let Some(h) = self
+            .last_fh
+            .and_then(|prev| crate::deflate::hint(start, at.wrapping_sub(prev) as usize))
+        {
+            self.hints.push(h);
+        }
+        self.last_fh = Some(at);
     }
 
     /// After a complete event's line (from `start` in `json`, at stream position `at`): its
@@ -389,17 +390,7 @@ impl Writer {
                 if let ArgValue::Path(t) = v {
                     if !self.paths.contains_key(t.bytes) {
                         let h = hash16(t.bytes);
-                        self.enc.meta(
-                            &mut self.json,
-                            tid,
-                            1,
-                            &plain("FH"),
-                            &t,
-                            &Text {
-                                bytes: &h,
-                                orig_len: 16,
-                            },
-                        );
+                        self.fh_line(tid, &t, &h);
                         self.paths.insert(t.bytes, h);
                     }
                 }
