@@ -945,12 +945,14 @@ impl FastDeflate {
 
     /// The hinted path of [`FastDeflate::lz`]: from `p` (no literals pending), matches at the
     /// hint's distance `d` (or at one more or less: a number one digit longer or shorter),
-    /// found in a mask of the next 64 bytes' equality at that distance (a match starts at the
-    /// first 4 equal bytes; its length is the run of equal bytes, extended past the 64). The
-    /// hints `hints.0[*hints.2..]` that a match passes give the distance from there on. Stops
-    /// where none of the three distances has 4 equal bytes in the next 16, or less than 64
-    /// bytes before `e`: returns the position reached (no literals pending) and the last
-    /// distance used (0: none).
+    /// found in a mask of 64 bytes' equality at that distance (a match starts at the first 4
+    /// equal bytes among the next 16; its length is the run of equal bytes). A mask serves
+    /// every step that starts in its first 48 bytes, and a run that reaches its end goes on
+    /// in the next 64 bytes' mask, which the steps after it use in turn: one mask per 64
+    /// bytes of uniform lines, no byte compared twice. The hints `hints.0[*hints.2..]` that
+    /// a match passes give the distance from there on. Stops where none of the three
+    /// distances has 4 equal bytes in the next 16, or less than 64 bytes before `e`: returns
+    /// the position reached (no literals pending) and the last distance used (0: none).
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn hinted(
@@ -971,6 +973,9 @@ impl FastDeflate {
         // The match token's distance part and distance symbol, for distance `td`.
         let (mut td, mut tok, mut dc) = (0, 0, 0);
         let four = |m: u64| m & (m >> 1) & (m >> 2) & (m >> 3);
+        // The mask: bit i set iff `input[w + i] == input[w + i - d]`; none when `w > p`
+        // (`usize::MAX`, or a match cut at its longest before the last mask's start).
+        let (mut w, mut m) = (usize::MAX, 0u64);
         // `d` is in 1..=WINDOW (a hint's distance); `d <= p - lo` is checked below.
         'blocks: loop {
             if self.ntok + 16 > TOKEN_CAP {
@@ -982,23 +987,31 @@ impl FastDeflate {
             let (toks, lit_freq, dist_freq) =
                 (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
             for _ in 0..steps {
-                if p + 64 > e {
-                    self.ntok = n;
-                    break 'blocks;
+                // The next 16 positions (and the 3 after them) must be in the mask.
+                if w > p || p - w > 48 {
+                    if p + 64 > e {
+                        self.ntok = n;
+                        break 'blocks;
+                    }
+                    w = p;
+                    m = if d <= p - lo { eq_mask(input, p, d) } else { 0 };
                 }
-                let (mut m, mut m4) = (0, 0);
-                if d <= p - lo {
-                    m = eq_mask(input, p, d);
-                    m4 = four(m);
-                }
-                if m4 & 0x1fff == 0 {
+                let mut s = p - w;
+                let mut mp = m >> s;
+                let mut m4 = four(mp) & 0x1fff;
+                if m4 == 0 {
                     // Not in the next 16 bytes: a number one digit longer or shorter?
+                    if p + 64 > e {
+                        self.ntok = n;
+                        break 'blocks;
+                    }
                     let mut found = false;
                     for nd in [d - 1, d + 1] {
                         if (1..=WINDOW).contains(&nd) && nd <= p - lo {
                             let mm = eq_mask(input, p, nd);
                             if four(mm) & 0x1fff != 0 {
-                                (m, m4, d, found) = (mm, four(mm), nd, true);
+                                (w, s, m, mp, d) = (p, 0, mm, mm, nd);
+                                (m4, found) = (four(mm) & 0x1fff, true);
                                 break;
                             }
                         }
@@ -1014,12 +1027,37 @@ impl FastDeflate {
                     (t, dc) = dist_token((d - 1) as u32);
                     tok = t | 256;
                 }
-                let k = m4.trailing_zeros() as usize & 15;
-                // The run of equal bytes from `k`, extended past the 64 compared.
-                let mut len = (!(m >> k)).trailing_zeros() as usize;
-                if k + len == 64 {
-                    len += extend(input, p + 64 - d, p + 64, e.min(p + k + MAX_MATCH));
+                let k = m4.trailing_zeros() as usize;
+                // The run of equal bytes from `k` (the bits above the mask's end are 0 in
+                // `mp`: the run stops there at the latest).
+                let mut len = (!(mp >> k)).trailing_zeros() as usize;
+                if s + k + len == 64 {
+                    // On in the next masks (their bytes are `d` back from `w + 64 >= p`,
+                    // so at or after `lo` too), the last one kept for the next steps.
+                    loop {
+                        let q = w + 64;
+                        if q + 64 > e || len >= MAX_MATCH {
+                            // `q <= e` (the mask's bytes are in `input`), and `len <
+                            // MAX_MATCH` or the end is before `q`: `extend` measures 0.
+                            let end = e.min(p + k + MAX_MATCH).max(q);
+                            len += extend(input, q - d, q, end);
+                            w = usize::MAX;
+                            break;
+                        }
+                        w = q;
+                        m = eq_mask(input, q, d);
+                        let r = (!m).trailing_zeros() as usize;
+                        len += r;
+                        if r < 64 {
+                            break;
+                        }
+                    }
+                    len = len.min(MAX_MATCH);
                 }
+                debug_assert!(
+                    input[p + k..p + k + len] == input[p + k - d..p + k + len - d],
+                    "hinted match of unequal bytes"
+                );
                 let t = &mut toks[n..n + 16];
                 for (t, &b) in t.iter_mut().zip(&input[p..p + k]) {
                     *t = b as u32 | LIT;
@@ -1031,14 +1069,20 @@ impl FastDeflate {
                 dist_freq[dc as usize & 31] += 1;
                 last = d;
                 p += k + len;
-                while p >= next_at {
-                    // Usually one hint (the next line's).
-                    d = (hints[hi] & HINT_DIST) as usize + 1;
-                    hi += 1;
-                    next_at = match hints.get(hi) {
-                        Some(&h) => pos_of(h),
-                        None => usize::MAX,
-                    };
+                if p >= next_at {
+                    let d0 = d;
+                    while p >= next_at {
+                        // Usually one hint (the next line's).
+                        d = (hints[hi] & HINT_DIST) as usize + 1;
+                        hi += 1;
+                        next_at = match hints.get(hi) {
+                            Some(&h) => pos_of(h),
+                            None => usize::MAX,
+                        };
+                    }
+                    if d != d0 {
+                        w = usize::MAX;
+                    }
                 }
             }
             self.ntok = n;
