@@ -28,13 +28,18 @@
 //!   position, so incompressible data is cheap.
 //! - Line hints ([`FastDeflate::compress_hinted`]): for a line the writer rendered from a
 //!   template, the distance to the previous line of that template. From a hinted line on, the
-//!   LZ compares the next 64 bytes with the bytes that distance back at once (SSE2 on x86_64:
-//!   a 64-bit mask of equal bytes), starts a match at the first 4 equal bytes among the next
-//!   16 (else at the distance ± 1: a number one digit longer or shorter) and takes the run of
-//!   equal bytes as its length (extended past the 64 while it lasts): no hash probe, no
-//!   scoring, one room check per match. Where none of the three distances has 4 equal bytes
-//!   in the next 16, the general path above takes over until the next hinted line. Hints are
-//!   advice: every match is of bytes compared equal.
+//!   LZ compares 64 bytes with the bytes that distance back at once (SSE2 on x86_64: a 64-bit
+//!   mask of equal bytes), starts a match at the first 4 equal bytes among the next 16 (else
+//!   at the distance ± 1: a number one digit longer or shorter) and takes the run of equal
+//!   bytes as its length: no hash probe, no scoring, one room check per match. A mask serves
+//!   every match that starts in its first 48 bytes, and a run reaching its end goes on in the
+//!   next 64 bytes' mask (kept for the matches after it): on uniform lines one mask per 64
+//!   bytes, no byte compared twice. Where none of the three distances has 4 equal bytes in
+//!   the next 16, the general path above takes over until the next hinted line. Hints are
+//!   advice: every match is of bytes compared equal. (Exact spans from the template encoder,
+//!   where each line's fields are, were tried in place of the masks and dropped: measuring
+//!   the text between fields costs as much as the masks, and cutting a line at its fields
+//!   more: 830-1,000 instructions per line against 355, `benches/record/deflate.md`.)
 //! - Table reuse: entries hold `generation value + position`; every call starts at a value
 //!   above everything stored by earlier calls, so stale entries are recognised without clearing
 //!   the table (it is cleared only when the 32-bit values would overflow, once per ~4 GiB).
@@ -969,9 +974,9 @@ impl FastDeflate {
         let mut hi = *hint_idx;
         let pos_of = |h: u64| (h >> HINT_SHIFT) as usize + base;
         let mut next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
-        let mut last = 0;
-        // The match token's distance part and distance symbol, for distance `td`.
-        let (mut td, mut tok, mut dc) = (0, 0, 0);
+        // The match token for distance `td` (0: no match yet, the last distance used
+        // otherwise): its distance part, length 0; its distance symbol is `tok >> 27`.
+        let (mut td, mut tok) = (0, 0u32);
         let four = |m: u64| m & (m >> 1) & (m >> 2) & (m >> 3);
         // The mask: bit i set iff `input[w + i] == input[w + i - d]`; none when `w > p`
         // (`usize::MAX`, or a match cut at its longest before the last mask's start).
@@ -981,12 +986,11 @@ impl FastDeflate {
             if self.ntok + 16 > TOKEN_CAP {
                 self.flush_block(input, p, out, false);
             }
-            // Each step writes at most 13 literals (k < 13) and a match: `steps` fit.
-            let steps = (TOKEN_CAP - self.ntok) / 16;
             let mut n = self.ntok;
             let (toks, lit_freq, dist_freq) =
                 (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
-            for _ in 0..steps {
+            // Each step writes at most 13 literals (k < 13) and a match.
+            while n + 16 <= TOKEN_CAP {
                 // The next 16 positions (and the 3 after them) must be in the mask.
                 if w > p || p - w > 48 {
                     if p + 64 > e {
@@ -1023,9 +1027,7 @@ impl FastDeflate {
                 }
                 if d != td {
                     td = d;
-                    let t;
-                    (t, dc) = dist_token((d - 1) as u32);
-                    tok = t | 256;
+                    tok = dist_token((d - 1) as u32).0 | 256;
                 }
                 let k = m4.trailing_zeros() as usize;
                 // The run of equal bytes from `k` (the bits above the mask's end are 0 in
@@ -1066,8 +1068,7 @@ impl FastDeflate {
                 t[k] = tok + len as u32;
                 n += k + 1;
                 lit_freq[257 + LEN_SYM[len] as usize] += 1;
-                dist_freq[dc as usize & 31] += 1;
-                last = d;
+                dist_freq[(tok >> 27) as usize & 31] += 1;
                 p += k + len;
                 if p >= next_at {
                     let d0 = d;
@@ -1088,7 +1089,7 @@ impl FastDeflate {
             self.ntok = n;
         }
         *hint_idx = hi;
-        (p, last)
+        (p, td)
     }
 
     #[inline(always)]
