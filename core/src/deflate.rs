@@ -979,8 +979,10 @@ impl FastDeflate {
         let (mut td, mut tok) = (0, 0u32);
         let four = |m: u64| m & (m >> 1) & (m >> 2) & (m >> 3);
         // The mask: bit i set iff `input[w + i] == input[w + i - d]`; none when `w > p`
-        // (`usize::MAX`, or a match cut at its longest before the last mask's start).
-        let (mut w, mut m) = (usize::MAX, 0u64);
+        // (`NONE`, or a match cut at its longest before the last mask's start): then
+        // `p.wrapping_sub(w)` is over 2^62 (inputs are shorter than 2^62 bytes).
+        const NONE: usize = usize::MAX >> 1;
+        let (mut w, mut m) = (NONE, 0u64);
         // `d` is in 1..=WINDOW (a hint's distance); `d <= p - lo` is checked below.
         'blocks: loop {
             if self.ntok + 16 > TOKEN_CAP {
@@ -992,7 +994,7 @@ impl FastDeflate {
             // Each step writes at most 13 literals (k < 13) and a match.
             while n + 16 <= TOKEN_CAP {
                 // The next 16 positions (and the 3 after them) must be in the mask.
-                if w > p || p - w > 48 {
+                if p.wrapping_sub(w) > 48 {
                     if p + 64 > e {
                         self.ntok = n;
                         break 'blocks;
@@ -1043,7 +1045,7 @@ impl FastDeflate {
                             // MAX_MATCH` or the end is before `q`: `extend` measures 0.
                             let end = e.min(p + k + MAX_MATCH).max(q);
                             len += extend(input, q - d, q, end);
-                            w = usize::MAX;
+                            w = NONE;
                             break;
                         }
                         w = q;
@@ -1082,7 +1084,7 @@ impl FastDeflate {
                         };
                     }
                     if d != d0 {
-                        w = usize::MAX;
+                        w = NONE;
                     }
                 }
             }
