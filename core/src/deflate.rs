@@ -1031,7 +1031,9 @@ impl FastDeflate {
                     td = d;
                     tok = dist_token((d - 1) as u32).0 | 256;
                 }
-                let k = m4.trailing_zeros() as usize;
+                // `m4` has a bit set among its low 13: `k < 13` (the mask says so to the
+                // compiler).
+                let k = m4.trailing_zeros() as usize & 15;
                 // The run of equal bytes from `k` (the bits above the mask's end are 0 in
                 // `mp`: the run stops there at the latest).
                 let mut len = (!(mp >> k)).trailing_zeros() as usize;
@@ -1062,8 +1064,10 @@ impl FastDeflate {
                     input[p + k..p + k + len] == input[p + k - d..p + k + len - d],
                     "hinted match of unequal bytes"
                 );
-                let t = &mut toks[n..n + 16];
-                for (t, &b) in t.iter_mut().zip(&input[p..p + k]) {
+                let t: &mut [u32; 16] = (&mut toks[n..n + 16]).try_into().unwrap();
+                // `p + 64 <= e`: the 16 bytes are in `input`.
+                let src: &[u8; 16] = input[p..p + 16].try_into().unwrap();
+                for (t, &b) in t[..k].iter_mut().zip(&src[..k]) {
                     *t = b as u32 | LIT;
                     lit_freq[b as usize] += 1;
                 }
