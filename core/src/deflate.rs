@@ -179,7 +179,8 @@ fn read32(b: &[u8], i: usize) -> u32 {
 fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
     let m = zero_bytes(read64(b, i) ^ read64(b, j))
         | zero_bytes(read64(b, i + 8) ^ read64(b, j + 8)) << 8;
-    m & (m >> 1) & (m >> 2) & (m >> 3) & 0x1fff
+    let m2 = m & (m >> 1);
+    m2 & (m2 >> 2) & 0x1fff
 }
 
 /// Bit k (k < 64) set iff `b[i + k] == b[i - d + k]` (`d <= i`).
@@ -977,7 +978,11 @@ impl FastDeflate {
         // The match token for distance `td` (0: no match yet, the last distance used
         // otherwise): its distance part, length 0; its distance symbol is `tok >> 27`.
         let (mut td, mut tok) = (0, 0u32);
-        let four = |m: u64| m & (m >> 1) & (m >> 2) & (m >> 3);
+        // Bit k of `four(m)` set iff bits k..k+4 of `m` are (pairs, then pairs of pairs).
+        let four = |m: u64| {
+            let m2 = m & (m >> 1);
+            m2 & (m2 >> 2)
+        };
         // The mask: bit i set iff `input[w + i] == input[w + i - d]`; none when `w > p`
         // (`NONE`, or a match cut at its longest before the last mask's start): then
         // `p.wrapping_sub(w)` is over 2^62 (inputs are shorter than 2^62 bytes).
