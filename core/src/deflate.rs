@@ -972,9 +972,10 @@ impl FastDeflate {
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
         let input = &input[..e];
-        let mut hi = *hint_idx;
+        // The hints not passed yet.
+        let mut rest = &hints[(*hint_idx).min(hints.len())..];
         let pos_of = |h: u64| (h >> HINT_SHIFT) as usize + base;
-        let mut next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
+        let mut next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
         // The match token for distance `td` (0: no match yet, the last distance used
         // otherwise): its distance part, length 0; its distance symbol is `tok >> 27`.
         let (mut td, mut tok) = (0, 0u32);
@@ -1083,15 +1084,15 @@ impl FastDeflate {
                 p += k + len;
                 if p >= next_at {
                     let d0 = d;
-                    while p >= next_at {
-                        // Usually one hint (the next line's).
-                        d = (hints[hi] & HINT_DIST) as usize + 1;
-                        hi += 1;
-                        next_at = match hints.get(hi) {
-                            Some(&h) => pos_of(h),
-                            None => usize::MAX,
-                        };
+                    // Usually one hint (the next line's).
+                    while let Some((&h, r)) = rest.split_first() {
+                        if pos_of(h) > p {
+                            break;
+                        }
+                        d = (h & HINT_DIST) as usize + 1;
+                        rest = r;
                     }
+                    next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
                     if d != d0 {
                         w = NONE;
                     }
@@ -1099,7 +1100,7 @@ impl FastDeflate {
             }
             self.ntok = n;
         }
-        *hint_idx = hi;
+        *hint_idx = hints.len() - rest.len();
         (p, td)
     }
 
