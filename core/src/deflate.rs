@@ -1071,7 +1071,7 @@ impl FastDeflate {
                     "hinted match of unequal bytes"
                 );
                 let t: &mut [u32; 16] = (&mut toks[n..n + 16]).try_into().unwrap();
-                // `p + 64 <= e`: the 16 bytes are in `input`.
+                // `p <= w + 48` and the mask's `w + 64 <= e`: the 16 bytes are in `input`.
                 let src: &[u8; 16] = input[p..p + 16].try_into().unwrap();
                 for (t, &b) in t[..k].iter_mut().zip(&src[..k]) {
                     *t = b as u32 | LIT;
