@@ -28,13 +28,18 @@
 //!   position, so incompressible data is cheap.
 //! - Line hints ([`FastDeflate::compress_hinted`]): for a line the writer rendered from a
 //!   template, the distance to the previous line of that template. From a hinted line on, the
-//!   LZ compares the next 64 bytes with the bytes that distance back at once (SSE2 on x86_64:
-//!   a 64-bit mask of equal bytes), starts a match at the first 4 equal bytes among the next
-//!   16 (else at the distance ± 1: a number one digit longer or shorter) and takes the run of
-//!   equal bytes as its length (extended past the 64 while it lasts): no hash probe, no
-//!   scoring, one room check per match. Where none of the three distances has 4 equal bytes
-//!   in the next 16, the general path above takes over until the next hinted line. Hints are
-//!   advice: every match is of bytes compared equal.
+//!   LZ compares 64 bytes with the bytes that distance back at once (SSE2 on x86_64: a 64-bit
+//!   mask of equal bytes), starts a match at the first 4 equal bytes among the next 16 (else
+//!   at the distance ± 1: a number one digit longer or shorter) and takes the run of equal
+//!   bytes as its length: no hash probe, no scoring, one room check per match. A mask serves
+//!   every match that starts in its first 48 bytes, and a run reaching its end goes on in the
+//!   next 64 bytes' mask (kept for the matches after it): on uniform lines one mask per 64
+//!   bytes, no byte compared twice. Where none of the three distances has 4 equal bytes in
+//!   the next 16, the general path above takes over until the next hinted line. Hints are
+//!   advice: every match is of bytes compared equal. (Exact spans from the template encoder,
+//!   where each line's fields are, were tried in place of the masks and dropped: measuring
+//!   the text between fields costs as much as the masks, and cutting a line at its fields
+//!   more: 830-1,000 instructions per line against 355, `benches/record/deflate.md`.)
 //! - Table reuse: entries hold `generation value + position`; every call starts at a value
 //!   above everything stored by earlier calls, so stale entries are recognised without clearing
 //!   the table (it is cleared only when the 32-bit values would overflow, once per ~4 GiB).
@@ -174,7 +179,8 @@ fn read32(b: &[u8], i: usize) -> u32 {
 fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
     let m = zero_bytes(read64(b, i) ^ read64(b, j))
         | zero_bytes(read64(b, i + 8) ^ read64(b, j + 8)) << 8;
-    m & (m >> 1) & (m >> 2) & (m >> 3) & 0x1fff
+    let m2 = m & (m >> 1);
+    m2 & (m2 >> 2) & 0x1fff
 }
 
 /// Bit k (k < 64) set iff `b[i + k] == b[i - d + k]` (`d <= i`).
@@ -945,12 +951,14 @@ impl FastDeflate {
 
     /// The hinted path of [`FastDeflate::lz`]: from `p` (no literals pending), matches at the
     /// hint's distance `d` (or at one more or less: a number one digit longer or shorter),
-    /// found in a mask of the next 64 bytes' equality at that distance (a match starts at the
-    /// first 4 equal bytes; its length is the run of equal bytes, extended past the 64). The
-    /// hints `hints.0[*hints.2..]` that a match passes give the distance from there on. Stops
-    /// where none of the three distances has 4 equal bytes in the next 16, or less than 64
-    /// bytes before `e`: returns the position reached (no literals pending) and the last
-    /// distance used (0: none).
+    /// found in a mask of 64 bytes' equality at that distance (a match starts at the first 4
+    /// equal bytes among the next 16; its length is the run of equal bytes). A mask serves
+    /// every step that starts in its first 48 bytes, and a run that reaches its end goes on
+    /// in the next 64 bytes' mask, which the steps after it use in turn: one mask per 64
+    /// bytes of uniform lines, no byte compared twice. The hints `hints.0[*hints.2..]` that
+    /// a match passes give the distance from there on. Stops where none of the three
+    /// distances has 4 equal bytes in the next 16, or less than 64 bytes before `e`: returns
+    /// the position reached (no literals pending) and the last distance used (0: none).
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn hinted(
@@ -964,41 +972,58 @@ impl FastDeflate {
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
         let input = &input[..e];
-        let mut hi = *hint_idx;
+        // The hints not passed yet.
+        let mut rest = &hints[(*hint_idx).min(hints.len())..];
         let pos_of = |h: u64| (h >> HINT_SHIFT) as usize + base;
-        let mut next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
-        let mut last = 0;
-        // The match token's distance part and distance symbol, for distance `td`.
-        let (mut td, mut tok, mut dc) = (0, 0, 0);
-        let four = |m: u64| m & (m >> 1) & (m >> 2) & (m >> 3);
+        let mut next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
+        // The match token for distance `td` (0: no match yet, the last distance used
+        // otherwise): its distance part, length 0; its distance symbol is `tok >> 27`.
+        let (mut td, mut tok) = (0, 0u32);
+        // Bit k of `four(m)` set iff bits k..k+4 of `m` are (pairs, then pairs of pairs).
+        let four = |m: u64| {
+            let m2 = m & (m >> 1);
+            m2 & (m2 >> 2)
+        };
+        // The mask: bit i set iff `input[w + i] == input[w + i - d]`; none when `w > p`
+        // (`NONE`, or a match cut at its longest before the last mask's start): then
+        // `p.wrapping_sub(w)` is over 2^62 (inputs are shorter than 2^62 bytes).
+        const NONE: usize = usize::MAX >> 1;
+        let (mut w, mut m) = (NONE, 0u64);
         // `d` is in 1..=WINDOW (a hint's distance); `d <= p - lo` is checked below.
         'blocks: loop {
             if self.ntok + 16 > TOKEN_CAP {
                 self.flush_block(input, p, out, false);
             }
-            // Each step writes at most 13 literals (k < 13) and a match: `steps` fit.
-            let steps = (TOKEN_CAP - self.ntok) / 16;
             let mut n = self.ntok;
             let (toks, lit_freq, dist_freq) =
                 (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
-            for _ in 0..steps {
-                if p + 64 > e {
-                    self.ntok = n;
-                    break 'blocks;
+            // Each step writes at most 13 literals (k < 13) and a match.
+            while n + 16 <= TOKEN_CAP {
+                // The next 16 positions (and the 3 after them) must be in the mask.
+                if p.wrapping_sub(w) > 48 {
+                    if p + 64 > e {
+                        self.ntok = n;
+                        break 'blocks;
+                    }
+                    w = p;
+                    m = if d <= p - lo { eq_mask(input, p, d) } else { 0 };
                 }
-                let (mut m, mut m4) = (0, 0);
-                if d <= p - lo {
-                    m = eq_mask(input, p, d);
-                    m4 = four(m);
-                }
-                if m4 & 0x1fff == 0 {
+                let mut s = p - w;
+                let mut mp = m >> s;
+                let mut m4 = four(mp) & 0x1fff;
+                if m4 == 0 {
                     // Not in the next 16 bytes: a number one digit longer or shorter?
+                    if p + 64 > e {
+                        self.ntok = n;
+                        break 'blocks;
+                    }
                     let mut found = false;
                     for nd in [d - 1, d + 1] {
                         if (1..=WINDOW).contains(&nd) && nd <= p - lo {
                             let mm = eq_mask(input, p, nd);
                             if four(mm) & 0x1fff != 0 {
-                                (m, m4, d, found) = (mm, four(mm), nd, true);
+                                (w, s, m, mp, d) = (p, 0, mm, mm, nd);
+                                (m4, found) = (four(mm) & 0x1fff, true);
                                 break;
                             }
                         }
@@ -1010,41 +1035,73 @@ impl FastDeflate {
                 }
                 if d != td {
                     td = d;
-                    let t;
-                    (t, dc) = dist_token((d - 1) as u32);
-                    tok = t | 256;
+                    tok = dist_token((d - 1) as u32).0 | 256;
                 }
+                // `m4` has a bit set among its low 13: `k < 13` (the mask says so to the
+                // compiler).
                 let k = m4.trailing_zeros() as usize & 15;
-                // The run of equal bytes from `k`, extended past the 64 compared.
-                let mut len = (!(m >> k)).trailing_zeros() as usize;
-                if k + len == 64 {
-                    len += extend(input, p + 64 - d, p + 64, e.min(p + k + MAX_MATCH));
+                // The run of equal bytes from `k` (the bits above the mask's end are 0 in
+                // `mp`: the run stops there at the latest).
+                let mut len = (!(mp >> k)).trailing_zeros() as usize;
+                if s + k + len == 64 {
+                    // On in the next masks (their bytes are `d` back from `w + 64 >= p`,
+                    // so at or after `lo` too), the last one kept for the next steps.
+                    loop {
+                        let q = w + 64;
+                        if q + 64 > e || len >= MAX_MATCH {
+                            // `q <= e` (the mask's bytes are in `input`), and `len <
+                            // MAX_MATCH` or the end is before `q`: `extend` measures 0.
+                            let end = e.min(p + k + MAX_MATCH).max(q);
+                            len += extend(input, q - d, q, end);
+                            w = NONE;
+                            break;
+                        }
+                        w = q;
+                        m = eq_mask(input, q, d);
+                        let r = (!m).trailing_zeros() as usize;
+                        len += r;
+                        if r < 64 {
+                            break;
+                        }
+                    }
+                    len = len.min(MAX_MATCH);
                 }
-                let t = &mut toks[n..n + 16];
-                for (t, &b) in t.iter_mut().zip(&input[p..p + k]) {
+                debug_assert!(
+                    input[p + k..p + k + len] == input[p + k - d..p + k + len - d],
+                    "hinted match of unequal bytes"
+                );
+                let t: &mut [u32; 16] = (&mut toks[n..n + 16]).try_into().unwrap();
+                // `p <= w + 48` and the mask's `w + 64 <= e`: the 16 bytes are in `input`.
+                let src: &[u8; 16] = input[p..p + 16].try_into().unwrap();
+                for (t, &b) in t[..k].iter_mut().zip(&src[..k]) {
                     *t = b as u32 | LIT;
                     lit_freq[b as usize] += 1;
                 }
                 t[k] = tok + len as u32;
                 n += k + 1;
                 lit_freq[257 + LEN_SYM[len] as usize] += 1;
-                dist_freq[dc as usize & 31] += 1;
-                last = d;
+                dist_freq[(tok >> 27) as usize & 31] += 1;
                 p += k + len;
-                while p >= next_at {
+                if p >= next_at {
+                    let d0 = d;
                     // Usually one hint (the next line's).
-                    d = (hints[hi] & HINT_DIST) as usize + 1;
-                    hi += 1;
-                    next_at = match hints.get(hi) {
-                        Some(&h) => pos_of(h),
-                        None => usize::MAX,
-                    };
+                    while let Some((&h, r)) = rest.split_first() {
+                        if pos_of(h) > p {
+                            break;
+                        }
+                        d = (h & HINT_DIST) as usize + 1;
+                        rest = r;
+                    }
+                    next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
+                    if d != d0 {
+                        w = NONE;
+                    }
                 }
             }
             self.ntok = n;
         }
-        *hint_idx = hi;
-        (p, last)
+        *hint_idx = hints.len() - rest.len();
+        (p, td)
     }
 
     #[inline(always)]
