@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::event::Layer;
 use crate::files::{self, PathTable, PATHS_CAP};
 use crate::format::{Encoder, End, Header, Line};
-use crate::hash::hash16;
+use crate::hash::{hash16, Hash16};
 use crate::record::{
     ArgValue, Record, StaticRecord, StaticView, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
     KIND_STATIC, MAX_RECORD,
@@ -341,9 +341,8 @@ impl Writer {
 
     /// The `FH` record of `path` (hash `hash`), hinted with the previous `FH` line: the two
     /// share their text up to the path, and often most of the path.
-    fn fh_line(&mut self, tid: u32, path: &Text, hash: &crate::hash::Hash16) {
-        let start = self.json.len();
-        let at = self.stream_pos + start as u64;
+    fn fh_line(&mut self, tid: u32, path: &Text, hash: &Hash16) {
+        let (start, at, _) = self.next_line(tid);
         self.enc.fh(&mut self.json, tid, path, hash);
         if let Some(h) = self
             .last_fh
