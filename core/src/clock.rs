@@ -153,7 +153,15 @@ impl Anchor {
 }
 
 #[cfg(not(loom))]
-static ANCHOR: Anchor = Anchor::new();
+static ANCHOR: sync::Padded<Anchor> = sync::Padded(Anchor::new());
+
+/// The word behind [`ticks`]'s choice, for code that reads the clock itself (the C header's
+/// inline region start, `dftracer_fast_`): while it is even, a [`ticks`] value is
+/// `rdtsc | TSC_TAG`; while it is odd, the caller must call [`ticks`].
+#[cfg(not(loom))]
+pub const fn tsc_word() -> &'static std::sync::atomic::AtomicU64 {
+    &ANCHOR.0.seq
+}
 #[cfg(loom)]
 loom::lazy_static! {
     static ref ANCHOR: Anchor = Anchor::new();

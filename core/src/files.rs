@@ -78,9 +78,9 @@ fn gen_of(state: u64) -> u32 {
 }
 
 /// Writer passes started (see the module docs).
-static PASS: AtomicU64 = AtomicU64::new(0);
+static PASS: crate::sync::Padded<AtomicU64> = crate::sync::Padded(AtomicU64::new(0));
 /// Highest writer pass that finished draining every ring.
-static DONE: AtomicU64 = AtomicU64::new(0);
+static DONE: crate::sync::Padded<AtomicU64> = crate::sync::Padded(AtomicU64::new(0));
 
 /// Starts a writer pass: call before reading the ring list and the rings' heads; returns the
 /// pass number for [`end_pass`].

@@ -41,7 +41,7 @@ pub mod signals {
 // Child environment
 pub use crate::tracer::{child_env, export_env_at_init};
 // Recording sections
-pub use crate::tracer::{complete_ticks, ticks_in_unit};
+pub use crate::tracer::{complete_ticks, complete_ticks_bare, ticks_in_unit};
 pub use crate::tracer::{
     enter_hook, hook_busy, is_internal, mark_used, set_bind, ticks, ticks_span, Hook,
 };
@@ -53,6 +53,8 @@ pub use crate::files::{Pool as FilePool, PATHS_CAP, WAYS};
 pub use crate::hash::hash16;
 // Across shared objects
 pub use crate::api::{Api, BUILD_ID, SYMBOL as API_SYMBOL};
+#[cfg(not(loom))]
+pub use crate::clock::tsc_word;
 pub use crate::tracer::STATE as STATE_WORD;
 // Host facts and messages
 pub use crate::event::{MAX_KEY, MAX_STR};

@@ -16,6 +16,21 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Atom
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
+/// A value alone in its cache lines (128 bytes: adjacent-line prefetch pairs lines on x86),
+/// for a word that every event reads (the state word, the clock's anchor) kept apart from words
+/// the writer thread writes as it works, which would otherwise evict it from every recording
+/// core's cache over and over (false sharing).
+#[repr(align(128))]
+pub struct Padded<T>(pub T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// A fixed run of bytes shared by one writer and one reader, who agree (through atomics) on
 /// which ranges each may touch.
 pub(crate) struct Bytes {

@@ -47,15 +47,15 @@ pub use lifecycle::{
 use output::Output;
 use producer::LOCAL;
 pub use producer::{
-    complete, complete_static, complete_ticks, counter, end_ticks, enter_hook, hook_busy,
-    is_enabled, metadata, now, ticks, ticks_in_unit, ticks_span, Hook,
+    complete, complete_static, complete_ticks, complete_ticks_bare, counter, end_ticks, enter_hook,
+    hook_busy, is_enabled, metadata, now, ticks, ticks_in_unit, ticks_span, Hook,
 };
 pub use writer::flush;
 use writer::Writer;
 
 /// Bit 0: tracing enabled. Bits 1..: generation, bumped in each fork child so that threads
 /// re-attach their ring to the child's state.
-pub static STATE: AtomicU64 = AtomicU64::new(0);
+pub static STATE: crate::sync::Padded<AtomicU64> = crate::sync::Padded(AtomicU64::new(0));
 /// The live state; never freed (a fork child leaks its parent's copy).
 static SHARED: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 /// Lifecycle phase.
@@ -68,7 +68,7 @@ const PHASE_DONE: u8 = 3;
 /// `init` with a log file path tries again.
 const PHASE_FAILED: u8 = 4;
 /// Time unit for `now()` without touching SHARED.
-static UNIT: AtomicU8 = AtomicU8::new(1);
+static UNIT: crate::sync::Padded<AtomicU8> = crate::sync::Padded(AtomicU8::new(1));
 static HOOKS: Once = Once::new();
 /// A fork child's state: `FORK_PENDING` from the atfork handler until the first use builds
 /// it (`FORK_BUILDING` meanwhile).

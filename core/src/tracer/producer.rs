@@ -223,6 +223,17 @@ pub fn complete_ticks(
     let _ = LOCAL.try_with(|l| record_ticks_in(l, schema, t0, t1, vals, file));
 }
 
+/// [`complete_ticks`] of an event without values or file (a C/C++ region's end): the same
+/// record, through a path the compiler specialises for it (whole-word stores of a constant
+/// length, no argument marshalling), inlined into the caller.
+#[inline(always)]
+pub fn complete_ticks_bare(schema: &'static crate::Schema, t0: u64, t1: u64) {
+    let _ = LOCAL.try_with(
+        #[inline(always)]
+        |l| record_ticks_in(l, schema, t0, t1, &[], None),
+    );
+}
+
 /// [`complete_ticks`] on this thread's state `l`. No-op when tracing is off.
 #[inline(always)]
 fn record_ticks_in(

@@ -15,7 +15,7 @@ fn start(
 
 static API: Api = Api {
     build_id: BUILD_ID,
-    state: &dftracer_core::frontend::STATE_WORD,
+    state: &dftracer_core::frontend::STATE_WORD.0,
     config_from_env: dftracer_core::Config::from_env,
     start,
     join: crate::join_running,

@@ -63,8 +63,31 @@ unsafe impl Sync for Gate {}
 
 #[no_mangle]
 pub static dftracer_gate_: Gate = Gate {
-    state: &dftracer_core::frontend::STATE_WORD,
+    state: &dftracer_core::frontend::STATE_WORD.0,
     decided: START.decided_word(),
+};
+
+/// What the header's frame start reads to open a frame inline, without a call
+/// (`dftracer_frame_begin_` in `dftracer.h`, x86-64 with GCC or Clang): the state word (bit 0:
+/// tracing on), the clock's word (even: a tick is `rdtsc` tagged with bit 63, as
+/// [`dftracer_core::frontend::ticks`] reads it; odd: the header calls `dftracer_frame_open_`,
+/// which reads the clock the library's way) and the key of a frame's tag. Pointers, as in
+/// [`Gate`], so that a program's copy of this object still reads this library's words.
+#[repr(C)]
+pub struct Fast {
+    state: *const AtomicU64,
+    clock: *const AtomicU64,
+    frame_key: u64,
+}
+
+// SAFETY: two pointers to atomics that live as long as the library and a constant.
+unsafe impl Sync for Fast {}
+
+#[no_mangle]
+pub static dftracer_fast_: Fast = Fast {
+    state: &dftracer_core::frontend::STATE_WORD.0,
+    clock: dftracer_core::frontend::tsc_word(),
+    frame_key: crate::frame::FRAME_KEY as u64,
 };
 
 fn c_string(p: *const c_char) -> Option<String> {

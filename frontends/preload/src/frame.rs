@@ -2,9 +2,10 @@
 //! (`struct dftracer_frame_` in `dftracer.h`).
 //!
 //! A macro region's start, call site and first two int args are stored in the caller's own
-//! variable by `dftracer_frame_open_` ([`open`]) and the header's inline `_UPDATE_INT`, and the event
-//! is recorded by [`dftracer_frame_close_`] with the region's schema (a keyed one for int
-//! args): two calls per region, no region cell, no allocation, nothing shared. A string arg,
+//! variable by the header's inline start (or `dftracer_frame_open_`, [`open`], where it cannot
+//! read the clock itself) and its inline `_UPDATE_INT`, and the event is recorded by
+//! [`dftracer_frame_close_`] with the region's schema (a keyed one for int args): one call
+//! per region on x86-64 (two elsewhere), no region cell, no allocation, nothing shared. A string arg,
 //! a third int key or one of the reference's functions called with the frame's pointer moves
 //! the region into a region cell ([`into_cell`]), which then takes every update and the end.
 //!
@@ -30,7 +31,7 @@ use crate::region::{self, args_on, c_str, layer_of, DFTracerData};
 use crate::sites::{self, MAX_KEYED};
 
 /// What the tag of a frame at address `a` is: `a ^ FRAME_KEY`.
-const FRAME_KEY: usize = 0x5DF7_F4A3_E11C_0DE5;
+pub(crate) const FRAME_KEY: usize = 0x5DF7_F4A3_E11C_0DE5;
 
 const ENDED: u8 = 0;
 const OPEN: u8 = 1;
@@ -96,7 +97,10 @@ fn this_thread() -> libc::c_ulong {
     }
 }
 
-/// Opens the frame `f` (its caller checked that tracing is on): the start is read now.
+/// Opens the frame `f` (its caller checked that tracing is on): the start is read now. The
+/// header's `dftracer_frame_begin_` fills the same fields inline instead (x86-64, GCC or
+/// Clang) while tracing is on and the clock is the TSC (`dftracer_fast_`): the two must stay
+/// field for field the same.
 pub(crate) fn open(
     f: *mut Frame,
     site: *mut Site,
@@ -128,11 +132,20 @@ pub extern "C" fn dftracer_frame_close_(f: *mut Frame) {
     let fr = unsafe { &mut *f };
     match fr.mode {
         OPEN => {
-            fr.mode = ENDED;
             let t1 = dftracer_core::frontend::ticks();
+            fr.mode = ENDED;
             // errno: the clock and a ring push leave it; the core keeps it across attaching
             // a ring and waking the writer, and the slow paths here save it themselves.
-            crate::guarded(|| close(fr, t1));
+            crate::guarded(|| {
+                // The common region: no args, a call site seen before.
+                if fr.n == 0 {
+                    if let Some(s) = known_schema(fr) {
+                        dftracer_core::frontend::complete_ticks_bare(s, fr.ts, t1);
+                        return;
+                    }
+                }
+                close(fr, t1)
+            });
         }
         IN_CELL => {
             fr.mode = ENDED;
@@ -165,18 +178,12 @@ fn layer(fr: &Frame) -> Layer {
 /// The schema of the frame's name and category: its site's entry, the sites table's, or
 /// interned now (and remembered in both).
 fn schema(fr: &Frame) -> Option<&'static Schema> {
+    if let Some(s) = known_schema(fr) {
+        return Some(s);
+    }
     let layer = layer(fr);
     // SAFETY: a site is the caller's static `dftracer_site_`, two pointer words.
     let site = unsafe { fr.site.as_ref() };
-    if let Some(site) = site {
-        let e = site.entry.load(Ordering::Acquire);
-        // SAFETY: published entries are never freed.
-        if let Some(e) = unsafe { e.as_ref() } {
-            if e.name == fr.name as usize && e.cat == fr.cat as usize && e.layer == layer {
-                return Some(e.schema);
-            }
-        }
-    }
     let schema = match sites::site_schema(fr.name, fr.cat, layer) {
         Some(s) => s,
         None => {
@@ -203,6 +210,25 @@ fn schema(fr: &Frame) -> Option<&'static Schema> {
         }
     }
     Some(schema)
+}
+
+/// The schema of the frame's name and category when its call site, or the sites table, has
+/// it already (no interning, no allocation).
+#[inline(always)]
+fn known_schema(fr: &Frame) -> Option<&'static Schema> {
+    let layer = layer(fr);
+    // SAFETY: a site is the caller's static `dftracer_site_`, two pointer words.
+    if let Some(site) = unsafe { fr.site.as_ref() } {
+        let e = site.entry.load(Ordering::Acquire);
+        // SAFETY: published entries are never freed.
+        if let Some(e) = unsafe { e.as_ref() } {
+            if e.name == fr.name as usize && e.cat == fr.cat as usize && e.layer == layer {
+                return Some(e.schema);
+            }
+        }
+        return None;
+    }
+    sites::site_schema(fr.name, fr.cat, layer)
 }
 
 /// The frame's int args as keys and values (a key given twice under two pointers to the same

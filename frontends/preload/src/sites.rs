@@ -25,6 +25,9 @@ struct Site {
     /// The schema's name and category as words, for [`same`].
     name_w: Words,
     cat_w: Words,
+    /// Both strings' words lie in their pages at these addresses: [`site_schema`] compares
+    /// them a word at a time with no further check.
+    words_in_page: bool,
 }
 
 /// A string's bytes and its NUL as little-endian words with the masks of their bytes, for
@@ -141,12 +144,47 @@ pub fn site_schema(
     }
     // SAFETY: published entries are never freed.
     let e = unsafe { &*e };
-    (e.name == name as usize
-        && e.cat == cat as usize
-        && e.layer == layer
-        && same(name, &e.name_w, e.schema.name.as_bytes())
+    if e.name != name as usize || e.cat != cat as usize || e.layer != layer {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if e.words_in_page {
+        // SAFETY: the entry's addresses are these; their words lie in their pages (checked
+        // when the entry was made), and word i is read only when words 0..i matched (no NUL
+        // in them), so it starts inside the string.
+        let ok = unsafe { same_words(e.name, &e.name_w) && same_words(e.cat, &e.cat_w) };
+        return ok.then_some(e.schema);
+    }
+    (same(name, &e.name_w, e.schema.name.as_bytes())
         && same(cat, &e.cat_w, e.schema.cat.as_bytes()))
     .then_some(e.schema)
+}
+
+/// Whether the string at `a` holds `w`'s words (the first one unrolled: most names fit it).
+///
+/// # Safety
+/// `w.n >= 1`, and the `w.n` words from `a` lie in the page of `a`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn same_words(a: usize, w: &Words) -> bool {
+    // SAFETY: the caller's contract.
+    if unsafe { load_word(a) } & w.mask[0] != w.w[0] {
+        return false;
+    }
+    let mut i = 1;
+    while i < w.n {
+        // SAFETY: the caller's contract; words 0..i matched (no NUL in them).
+        if unsafe { load_word(a + 8 * i) } & w.mask[i] != w.w[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Whether the `w.n` words from `a` lie in its page (`w.n` 0: no words).
+fn in_page(a: usize, w: &Words) -> bool {
+    w.n != 0 && a % PAGE + w.n * 8 <= PAGE
 }
 
 /// Remembers that this call site's strings intern to `schema` (see [`site_schema`]).
@@ -160,6 +198,8 @@ pub fn remember_site(
     if name.is_null() || cat.is_null() || !slot.load(Ordering::Relaxed).is_null() {
         return;
     }
+    let name_w = Words::of(schema.name.as_bytes());
+    let cat_w = Words::of(schema.cat.as_bytes());
     publish_once(
         slot,
         Site {
@@ -167,8 +207,9 @@ pub fn remember_site(
             cat: cat as usize,
             layer,
             schema,
-            name_w: Words::of(schema.name.as_bytes()),
-            cat_w: Words::of(schema.cat.as_bytes()),
+            name_w,
+            cat_w,
+            words_in_page: in_page(name as usize, &name_w) && in_page(cat as usize, &cat_w),
         },
     );
 }
