@@ -174,6 +174,30 @@ impl Ring {
         Some(head)
     }
 
+    /// [`Ring::try_push`]'s common case alone, for a record of a constant length: `None`,
+    /// writing nothing, when the record would need padding at the buffer's end or the
+    /// producer's view of the tail does not show room (the caller then takes
+    /// [`Ring::try_push`], which handles both). Same contract otherwise.
+    #[inline(always)]
+    pub fn try_push_flat(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Option<usize> {
+        debug_assert!(len.is_multiple_of(8) && len >= 8 && len <= self.capacity() / 2);
+        let head = self.prod.0.head.load(Ordering::Relaxed);
+        let idx = head & self.mask;
+        if idx + len > self.mask + 1
+            || head.wrapping_sub(self.prod.0.tail_seen.load(Ordering::Relaxed)) + len
+                > self.mask + 1
+        {
+            return None;
+        }
+        // SAFETY: [idx, idx + len) is inside the buffer (checked) and inside the free region
+        // (the producer's view of the tail only lags the real one); only this producer writes
+        // it until head is published.
+        unsafe { self.buf.write(idx, len, fill) };
+        let head = head.wrapping_add(len);
+        self.prod.0.head.store(head, Ordering::Release);
+        Some(head)
+    }
+
     /// Hands complete records to `f`, oldest first, freeing their space, until about
     /// `max_bytes` were drained or `f` returns true. Returns the bytes drained.
     /// Must only be called by one consumer at a time.

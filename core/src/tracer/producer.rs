@@ -286,9 +286,18 @@ fn record_static_in(
         // Release::drop, on this thread, which nulls the pointer first).
         let ring = unsafe { &*ring };
         let len = STATIC_HEAD + 8 * vals.len();
-        if let Some(head) = ring.try_push(len, |buf| {
-            write_static(buf, schema, ts, dur, vals, file, times)
-        }) {
+        if let Some(head) = ring
+            .try_push_flat(
+                len,
+                #[inline(always)]
+                |buf| write_static(buf, schema, ts, dur, vals, file, times),
+            )
+            .or_else(|| {
+                ring.try_push(len, |buf| {
+                    write_static(buf, schema, ts, dur, vals, file, times)
+                })
+            })
+        {
             if ring.wants_drain_at(head) {
                 wake_writer();
             }

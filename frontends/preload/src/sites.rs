@@ -129,7 +129,7 @@ fn same_c_str(p: *const c_char, s: &[u8]) -> bool {
 /// `name` and `cat` pointers (string literals, as the macros pass them) found one. The strings
 /// are compared with the schema's every time, so a buffer reused for another name, or a library
 /// unloaded and another mapped in its place, never gets a stale name: it misses.
-#[inline]
+#[inline(always)]
 pub fn site_schema(
     name: *const c_char,
     cat: *const c_char,
