@@ -838,8 +838,10 @@ fn nulls_foreign_pointers_and_lifecycle_edges_are_harmless() {
 // ---------------------------------------------------------------- call sites, threads
 
 const SITES: &str = r#"
+#define _POSIX_C_SOURCE 200809L
 #include <dftracer/dftracer.h>
 #include <errno.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -877,8 +879,21 @@ static void *other(void *p) {
   finalize_region(d);
   return NULL;
 }
-int main(void) {
+int main(int argc, char **argv) {
   DFTRACER_C_INIT_NO_BIND(NULL, NULL, NULL);
+  (void)argv;
+  if (argc > 1) {
+    /* Waits until the library's clock is the TSC (a first event starts its calibration): the
+     * header then opens every frame below inline, without dftracer_frame_open_. */
+    { DFTRACER_C_REGION_START(warm); DFTRACER_C_REGION_END(warm); }
+    int tsc = 0;
+    for (int i = 0; i < 400 && !tsc; i++) {
+      tsc = &dftracer_fast_ != NULL && !(*dftracer_fast_.clock & 1);
+      struct timespec pause = {0, 10000000};
+      if (!tsc) nanosleep(&pause, NULL);
+    }
+    puts(tsc ? "tsc" : "no tsc");
+  }
   for (int i = 0; i < 3; i++) KEEP(work(i));
   for (int i = 0; i < 5; i++) KEEP(plain());
   for (int i = 0; i < 3; i++) { KEEP(two(i)); KEEP(mixed(i)); }
@@ -898,6 +913,8 @@ int main(void) {
     pthread_t t;
     if (pthread_create(&t, NULL, other, data_handed) != 0 || pthread_join(t, NULL) != 0) return 92;
     DFTRACER_C_REGION_UPDATE_INT(handed, "own", 2);
+    /* The reference's function on the macro's pointer, from the owner thread: taken. */
+    KEEP(update_metadata_int(data_handed, "ref_own", 5));
     DFTRACER_C_REGION_END(handed);
   }
   DFTRACER_C_FINI();
@@ -909,7 +926,12 @@ int main(void) {
 /// Runs `exe` traced into `o/trace` in the scratch dir, with nothing else of ours in its
 /// environment (no preload, no init mode, no configuration, metadata at its default).
 fn run_traced(s: &Scratch, exe: &Path) -> std::process::Output {
+    run_traced_with(s, exe, &[])
+}
+
+fn run_traced_with(s: &Scratch, exe: &Path, args: &[&str]) -> std::process::Output {
     Command::new(exe)
+        .args(args)
         .current_dir(&s.dir)
         .env("DFTRACER_ENABLE", "1")
         .env("DFTRACER_LOG_FILE", s.path("o/trace"))
@@ -926,6 +948,11 @@ fn run_traced(s: &Scratch, exe: &Path) -> std::process::Output {
 /// general path records: every call once, the name the string holds at that call, args;
 /// nested events nested; another thread's end or update of a macro region is ignored and the
 /// owner's end records it.
+///
+/// Run twice: at once (the library's clock is still the vDSO's while the TSC is calibrated,
+/// so the header calls `dftracer_frame_open_`), and after waiting for the TSC (the header
+/// then fills every frame inline: the same events, the same nesting, the same foreign-thread
+/// rules, whose owner check reads the thread the header wrote).
 #[test]
 fn macro_regions_per_call_site_and_per_thread() {
     let s = Scratch::new("capi-sites");
@@ -933,24 +960,39 @@ fn macro_regions_per_call_site_and_per_thread() {
     std::fs::write(&src, SITES).unwrap();
     let exe = build(&s, "gcc", "c99", &src, "sites");
     assert_eq!(ok(run_traced(&s, &exe)), "ok\n");
-    let t = only_app_trace(&s, "app");
-    assert_eq!(
-        counts(&t, 2),
-        map(&[
-            ("alph", 2),
-            ("alpha", 2),
-            ("beta", 2),
-            ("gamma", 2),
-            ("handed", 1),
-            ("inner", 3),
-            ("mixed", 3),
-            ("plain", 5),
-            ("two", 3),
-            ("work", 3),
-        ])
-    );
-    let works = events(&t, "work");
-    let inners = events(&t, "inner");
+    check_sites(&only_app_trace(&s, "app"), false);
+
+    let s2 = Scratch::new("capi-sites-tsc");
+    match ok(run_traced_with(&s2, &exe, &["tsc"])).as_str() {
+        "tsc\nok\n" => {}
+        "no tsc\nok\n" => eprintln!(
+            "note: the library's clock never became the TSC here (not invariant, or not the \
+             kernel's clocksource): the inline frame start was not exercised"
+        ),
+        other => panic!("{other}"),
+    }
+    check_sites(&only_app_trace(&s2, "app"), true);
+}
+
+fn check_sites(t: &Trace, warm: bool) {
+    let mut want = vec![
+        ("alph", 2),
+        ("alpha", 2),
+        ("beta", 2),
+        ("gamma", 2),
+        ("handed", 1),
+        ("inner", 3),
+        ("mixed", 3),
+        ("plain", 5),
+        ("two", 3),
+        ("work", 3),
+    ];
+    if warm {
+        want.push(("warm", 1));
+    }
+    assert_eq!(counts(t, 2), map(&want));
+    let works = events(t, "work");
+    let inners = events(t, "inner");
     for (i, (w, n)) in works.iter().zip(&inners).enumerate() {
         assert_eq!(w["args"]["i"], i as u64, "{w}");
         assert_eq!(w["cat"], "C_APP");
@@ -961,11 +1003,7 @@ fn macro_regions_per_call_site_and_per_thread() {
     // Integer args only (a keyed schema's static record) and the same with a string arg (the
     // general path): the same keys in the same order, the last value of a repeated key.
     let keys = |e: &J| -> Vec<String> { e["args"].as_object().unwrap().keys().cloned().collect() };
-    for (i, (a, b)) in events(&t, "two")
-        .iter()
-        .zip(events(&t, "mixed"))
-        .enumerate()
-    {
+    for (i, (a, b)) in events(t, "two").iter().zip(events(t, "mixed")).enumerate() {
         assert_eq!(keys(a), ["hhash", "step", "rank"], "{a}");
         assert_eq!(keys(b), ["hhash", "step", "rank", "s"], "{b}");
         assert_eq!(
@@ -977,8 +1015,23 @@ fn macro_regions_per_call_site_and_per_thread() {
             (&b["args"]["step"], &b["args"]["hhash"])
         );
     }
-    let handed = events(&t, "handed")[0];
+    let handed = events(t, "handed")[0];
     assert_eq!(handed["args"]["own"], 2, "{handed}");
+    assert_eq!(handed["args"]["ref_own"], 5, "{handed}");
+    // Every region on the trace's clock: between the process's start and end records.
+    let at = |name: &str| events(t, name)[0]["ts"].as_u64().unwrap();
+    let (start, stop) = (at("start"), at("end"));
+    for e in t
+        .lines
+        .iter()
+        .filter(|l| l["ph"] == 1 && l["cat"] == "C_APP")
+    {
+        let (ts, dur) = (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
+        assert!(
+            start <= ts && ts + dur <= stop,
+            "{e} not within {start}..{stop}"
+        );
+    }
     assert!(handed["args"].get("foreign").is_none(), "{handed}");
 }
 
