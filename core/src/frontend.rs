@@ -41,7 +41,7 @@ pub mod signals {
 // Child environment
 pub use crate::tracer::{child_env, export_env_at_init};
 // Recording sections
-pub use crate::tracer::{complete_ticks, complete_ticks_bare, ticks_in_unit};
+pub use crate::tracer::{complete_ticks, complete_ticks_inline, ticks_in_unit};
 pub use crate::tracer::{
     enter_hook, hook_busy, is_internal, mark_used, set_bind, ticks, ticks_span, Hook,
 };

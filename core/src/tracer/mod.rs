@@ -47,8 +47,8 @@ pub use lifecycle::{
 use output::Output;
 use producer::LOCAL;
 pub use producer::{
-    complete, complete_static, complete_ticks, complete_ticks_bare, counter, end_ticks, enter_hook,
-    hook_busy, is_enabled, metadata, now, ticks, ticks_in_unit, ticks_span, Hook,
+    complete, complete_static, complete_ticks, complete_ticks_inline, counter, end_ticks,
+    enter_hook, hook_busy, is_enabled, metadata, now, ticks, ticks_in_unit, ticks_span, Hook,
 };
 pub use writer::flush;
 use writer::Writer;

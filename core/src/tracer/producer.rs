@@ -223,15 +223,20 @@ pub fn complete_ticks(
     let _ = LOCAL.try_with(|l| record_ticks_in(l, schema, t0, t1, vals, file));
 }
 
-/// [`complete_ticks`] of an event without values or file (a C/C++ region's end): the same
-/// record, through a path the compiler specialises for it (whole-word stores of a constant
-/// length, no argument marshalling), inlined into the caller.
+/// [`complete_ticks`] of an event without file (a C/C++ region's end), inlined into the
+/// caller: the same record, through a path the compiler specialises when the number of
+/// values is a constant there (whole-word stores of a constant length, no argument
+/// marshalling).
 #[inline(always)]
-pub fn complete_ticks_bare(schema: &'static crate::Schema, t0: u64, t1: u64) {
-    let _ = LOCAL.try_with(
-        #[inline(always)]
-        |l| record_ticks_in(l, schema, t0, t1, &[], None),
-    );
+pub fn complete_ticks_inline(schema: &'static crate::Schema, t0: u64, t1: u64, vals: &[u64]) {
+    // The thread's state by address (a closure of one instruction, always inlined, where a
+    // closure doing the work is a function of its own at every call site beyond the first).
+    let Ok(l) = LOCAL.try_with(|l| l as *const Local) else {
+        return;
+    };
+    // SAFETY: this thread's LOCAL, a thread-local without a destructor: it lives as long as
+    // the thread, and nothing else on this thread holds a reference into it now.
+    record_ticks_in(unsafe { &*l }, schema, t0, t1, vals, None);
 }
 
 /// [`complete_ticks`] on this thread's state `l`. No-op when tracing is off.
@@ -286,18 +291,43 @@ fn record_static_in(
         // Release::drop, on this thread, which nulls the pointer first).
         let ring = unsafe { &*ring };
         let len = STATIC_HEAD + 8 * vals.len();
-        if let Some(head) = ring
-            .try_push_flat(
-                len,
-                #[inline(always)]
-                |buf| write_static(buf, schema, ts, dur, vals, file, times),
-            )
-            .or_else(|| {
-                ring.try_push(len, |buf| {
-                    write_static(buf, schema, ts, dur, vals, file, times)
-                })
-            })
-        {
+        if let Some(head) = ring.try_push_flat(
+            len,
+            #[inline(always)]
+            |buf| write_static(buf, schema, ts, dur, vals, file, times),
+        ) {
+            if ring.wants_drain_at(head) {
+                wake_writer();
+            }
+            return;
+        }
+    }
+    record_static_rest(l, s, schema, ts, dur, vals, file, times);
+}
+
+/// [`record_static_in`] past its common case, out of line: a record that wraps the ring's
+/// end (padding first), a full ring, or a thread without its ring yet.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)] // the hot path's own arguments, passed on
+fn record_static_rest(
+    l: &Local,
+    s: u64,
+    schema: &'static crate::Schema,
+    ts: u64,
+    dur: u64,
+    vals: &[u64],
+    file: Option<crate::files::FileHandle>,
+    times: u8,
+) {
+    let ring = l.ring.get();
+    if l.gen.get() == s && !ring.is_null() {
+        // SAFETY: as in `record_static_in`.
+        let ring = unsafe { &*ring };
+        let len = STATIC_HEAD + 8 * vals.len();
+        if let Some(head) = ring.try_push(len, |buf| {
+            write_static(buf, schema, ts, dur, vals, file, times)
+        }) {
             if ring.wants_drain_at(head) {
                 wake_writer();
             }

@@ -316,6 +316,8 @@ struct KeyedPtrSite {
     words: [Words; 2],
     texts: [&'static [u8]; 2],
     found: KeyedPtrs,
+    /// Every key's words lie in its page at its address (see [`Site::words_in_page`]).
+    words_in_page: bool,
 }
 
 static KEYED_PTRS: [AtomicPtr<KeyedPtrSite>; SITE_SLOTS] =
@@ -336,13 +338,24 @@ fn keyed_ptr_slot(
 /// [`keyed_schema`] for a frame's key pointers (one or two), when an earlier region of
 /// `base` found it under the same pointers and the texts there are still the same (compared
 /// a word at a time, as [`site_schema`] does: a buffer reused for another key misses).
-#[inline]
+#[inline(always)]
 pub fn keyed_by_ptrs(base: &'static Schema, keys: &[*const c_char]) -> Option<KeyedPtrs> {
     let e = keyed_ptr_slot(base, keys).load(Ordering::Acquire);
     // SAFETY: published entries are never freed.
     let e = unsafe { e.as_ref() }?;
     if e.base != base as *const Schema as usize || e.n != keys.len() {
         return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if e.words_in_page {
+        for (i, &k) in keys.iter().enumerate() {
+            // SAFETY: as in `site_schema`: the entry's address, its words in its page (checked
+            // when the entry was made), each word read only when the ones before matched.
+            if e.ptrs[i] != k as usize || !unsafe { same_words(e.ptrs[i], &e.words[i]) } {
+                return None;
+            }
+        }
+        return Some(e.found);
     }
     for (i, &k) in keys.iter().enumerate() {
         if e.ptrs[i] != k as usize || k.is_null() || !same(k, &e.words[i], e.texts[i]) {
@@ -368,10 +381,12 @@ pub fn remember_keyed_ptrs(
     let mut ptrs = [0usize; 2];
     let mut words = [Words::of(b""); 2];
     let mut owned: [&'static [u8]; 2] = [b""; 2];
+    let mut words_in_page = true;
     for i in 0..keys.len() {
         ptrs[i] = keys[i] as usize;
         owned[i] = Box::leak(texts[i].to_vec().into_boxed_slice());
         words[i] = Words::of(owned[i]);
+        words_in_page &= !keys[i].is_null() && in_page(ptrs[i], &words[i]);
     }
     publish_once(
         slot,
@@ -382,6 +397,7 @@ pub fn remember_keyed_ptrs(
             words,
             texts: owned,
             found,
+            words_in_page,
         },
     );
 }
