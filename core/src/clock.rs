@@ -293,16 +293,47 @@ mod history {
     }
 
     /// [`ns_at`] of `t0` and of `t1 >= t0`: one look-up when both are under the newest
-    /// conversion (the common case: the writer converts what was just recorded).
+    /// conversion (the common case: the writer converts what was just recorded), none when
+    /// `last` holds it: `last` keeps the newest conversion read and the count it was read
+    /// at. While the count is the same, that conversion is still the newest, and its slot
+    /// unchanged (the publisher writes slot `n % LEN` before the count becomes `n + 1`, and
+    /// slot `n - 1` again only at count `n - 1 + LEN`): the same values as a fresh read.
     #[inline(always)]
-    pub fn ns_pair(t0: u64, t1: u64) -> (u64, u64) {
+    pub fn ns_pair(t0: u64, t1: u64, last: &mut super::Newest) -> (u64, u64) {
         let n = COUNT.load(Ordering::Acquire);
         if n != 0 && t1 >= t0 {
-            if let Some(c) = read_once(n - 1).filter(|c| t0 >= c.base_tsc) {
-                return (c.predict(t0), c.predict(t1));
+            if n == last.count && t0 >= last.conv.base_tsc {
+                return (last.conv.predict(t0), last.conv.predict(t1));
+            }
+            if let Some(c) = read_once(n - 1) {
+                *last = super::Newest { count: n, conv: c };
+                if t0 >= c.base_tsc {
+                    return (c.predict(t0), c.predict(t1));
+                }
             }
         }
         (ns_at(t0), ns_at(t1))
+    }
+}
+
+/// The newest published conversion as a reader last read it ([`span_with`]), and the
+/// count of conversions then (0: none read).
+#[derive(Clone, Copy, Debug)]
+pub struct Newest {
+    count: u64,
+    conv: Conversion,
+}
+
+impl Default for Newest {
+    fn default() -> Newest {
+        Newest {
+            count: 0,
+            conv: Conversion {
+                base_tsc: 0,
+                base_ns: 0,
+                mult: 0,
+            },
+        }
     }
 }
 
@@ -534,8 +565,15 @@ pub fn now_in(unit: TimeMetric) -> u64 {
 /// truncated times, never negative).
 #[inline]
 pub fn span(unit: TimeMetric, t0: u64, t1: u64) -> (u64, u64) {
+    span_with(unit, t0, t1, &mut Newest::default())
+}
+
+/// [`span`], with `last` keeping the newest conversion between calls (a reader converting
+/// many spans, the writer: no look-up while no conversion was published since).
+#[inline(always)]
+pub fn span_with(unit: TimeMetric, t0: u64, t1: u64, last: &mut Newest) -> (u64, u64) {
     let (n0, n1) = if t0 & t1 & TSC_TAG != 0 {
-        history::ns_pair(t0 & !TSC_TAG, t1 & !TSC_TAG)
+        history::ns_pair(t0 & !TSC_TAG, t1 & !TSC_TAG, last)
     } else {
         (ticks_ns(t0), ticks_ns(t1))
     };
@@ -603,6 +641,36 @@ mod tests {
             early < ts && ts - early < 2_000_000_000_000,
             "{early} vs {ts}"
         );
+        // A kept conversion gives what a fresh look-up gives, in every unit, before and
+        // after a new conversion is published (old ticks, ticks under the new one, pairs
+        // across it, reversed pairs).
+        let mut last = Newest::default();
+        let units = [
+            TimeMetric::Ns,
+            TimeMetric::Us,
+            TimeMetric::Ms,
+            TimeMetric::Sec,
+        ];
+        let check = |last: &mut Newest, t0: u64, t1: u64| {
+            for u in units {
+                assert_eq!(span_with(u, t0, t1, last), span(u, t0, t1), "{t0} {t1}");
+            }
+        };
+        let old: Vec<u64> = (0..100).map(|_| ticks()).collect();
+        for w in old.windows(2) {
+            check(&mut last, w[0], w[1]);
+            check(&mut last, w[1], w[0]);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(
+            REANCHOR_NS / 1_000_000 + 50,
+        ));
+        recalibrate(true);
+        for i in 0..100 {
+            let t = ticks();
+            check(&mut last, old[i], t);
+            check(&mut last, t, ticks());
+            check(&mut last, old[i], old[(i + 1) % 100]);
+        }
         recalibrate(false);
         assert!(!tsc_in_use());
         // Withdrawn: ticks are epoch nanoseconds again, and old raw ticks still convert.

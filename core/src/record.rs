@@ -401,6 +401,21 @@ impl<'a> StaticRecord<'a> {
     #[allow(unsafe_code)]
     #[inline]
     pub unsafe fn decode(buf: &'a [u8]) -> Option<StaticRecord<'a>> {
+        // SAFETY: this function's contract.
+        unsafe { StaticRecord::decode_with(buf, &mut crate::clock::Newest::default()) }
+    }
+
+    /// [`StaticRecord::decode`], converting raw times with the conversion `clock` keeps
+    /// ([`crate::clock::span_with`]): the writer's, kept across records.
+    ///
+    /// # Safety
+    /// As [`StaticRecord::decode`].
+    #[allow(unsafe_code)]
+    #[inline(always)]
+    pub unsafe fn decode_with(
+        buf: &'a [u8],
+        clock: &mut crate::clock::Newest,
+    ) -> Option<StaticRecord<'a>> {
         let head: &[u8; STATIC_HEAD] = buf.get(..STATIC_HEAD)?.try_into().ok()?;
         if head[4] != KIND_STATIC {
             return None;
@@ -424,7 +439,7 @@ impl<'a> StaticRecord<'a> {
         };
         let (ts, dur) = match head[7] {
             0 => (word(4), word(5)),
-            t => crate::clock::span(TimeMetric::from_code(t), word(4), word(5)),
+            t => crate::clock::span_with(TimeMetric::from_code(t), word(4), word(5), clock),
         };
         Some(StaticRecord {
             // The writer of a static record stores its schema's layer (byte 5).

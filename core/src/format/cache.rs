@@ -2,7 +2,7 @@
 //! padded constant pieces, per (name, cat, layer, tid) the middle of other complete lines;
 //! both tables two-way set-associative, owned by the [`super::Encoder`].
 
-use super::cursor::{HighDigits, IdText, COPY_PAD, NUM_MAX};
+use super::cursor::{HighDigits, LineHead, COPY_PAD, NUM_MAX};
 use super::escape::Out;
 use super::Ctx;
 use crate::event::Schema;
@@ -26,8 +26,8 @@ pub struct PrefixCache {
     /// Index in `named` of the middle used last (consecutive lines are mostly of one kind):
     /// compared first, without hashing.
     pub(super) named_mru: usize,
-    /// The last static line's id, and the high digits of its ts.
-    pub(super) id: IdText,
+    /// The high digits of the last cached-middle line's ts (a static line's are its
+    /// template's [`LineHead`]).
     pub(super) ts_hi: HighDigits,
 }
 
@@ -40,7 +40,6 @@ impl Default for PrefixCache {
             named_victim: [0; CACHE_SLOTS],
             named: Vec::new(),
             named_mru: 0,
-            id: IdText::default(),
             ts_hi: HighDigits::default(),
         }
     }
@@ -64,7 +63,8 @@ pub(super) struct Named {
 /// middle, `ts`, `,"dur":`, `dur`, `,"ph":1` and (with metadata) `,"args":{"hhash":"..."`;
 /// with metadata one piece `,"<key>":` per schema key (a record may fill fewer slots: the
 /// rest are skipped), then `,"<file_key>":"` before the file hash; the last piece ends the
-/// line. Pieces are stored back to back
+/// line. A line's id, middle and ts come from its [`LineHead`] (piece 0 is not copied).
+/// Pieces are stored back to back
 /// and followed by [`COPY_PAD`] zero bytes, so each is copied in whole 32-byte moves.
 #[derive(Default)]
 pub(super) struct Template {
@@ -83,6 +83,9 @@ pub(super) struct Template {
     pub(super) bound: usize,
     /// Stream position of the last line written from this template (0: none).
     pub(super) last_at: u64,
+    /// `{"id":`, the id, the middle (piece 0) and the ts's high digits of the last line
+    /// written from this template: a line's head is mostly one copy of it.
+    pub(super) head: LineHead,
 }
 
 impl Template {
@@ -111,6 +114,7 @@ impl Template {
         cuts.push(0);
         middle(text, ctx, &t(schema.name), &t(schema.cat), layer, tid);
         cuts.push(text.len() as u32);
+        self.head = LineHead::new(text);
         text.extend_from_slice(b",\"dur\":");
         cuts.push(text.len() as u32);
         text.extend_from_slice(b",\"ph\":1");

@@ -38,24 +38,103 @@ pub(super) struct HighDigits {
     txt: [u8; 32],
 }
 
-/// The decimal text of the last static line's id: consecutive static lines have ids one
-/// apart, so the next id is mostly its last digit incremented in place.
-pub(super) struct IdText {
-    last: u64,
-    len: usize,
-    /// The digits of `last`, then bytes that are never kept (read in one 32-byte move).
-    txt: [u8; 32],
+/// Where a [`LineHead`]'s id ends (and its middle begins): room for `{"id":` and 20 digits.
+const ID_END: usize = 6 + 20;
+
+/// The head of a template's lines, `{"id":<id>,"name":...,"ts":<ts's high digits>`, as
+/// its last line wrote it: consecutive lines of a template have ids one apart (mostly its
+/// last digit incremented in place) and timestamps that share all but their last four
+/// digits, so a line's head is mostly one copy.
+pub(super) struct LineHead {
+    /// `{"id":` and the id's digits, ending at [`ID_END`]; the middle; the high digits of
+    /// the last timestamp (`q`); room for 20 of them and [`COPY_PAD`] more bytes.
+    buf: Vec<u8>,
+    mid_len: usize,
+    id: u64,
+    id_len: usize,
+    /// The timestamp's value but its last four digits, as written after the middle (0:
+    /// nothing written: a timestamp below 10,000 is written whole).
+    q: u64,
+    q_len: usize,
 }
 
-impl Default for IdText {
-    fn default() -> IdText {
-        let mut txt = [0; 32];
-        txt[0] = b'0';
-        IdText {
-            last: 0,
-            len: 1,
-            txt,
+impl LineHead {
+    /// A head with this middle, its id 0 and no timestamp digits.
+    pub(super) fn new(middle: &[u8]) -> LineHead {
+        let mut buf = vec![0; ID_END + middle.len() + 20 + COPY_PAD];
+        buf[ID_END - 7..ID_END].copy_from_slice(b"{\"id\":0");
+        buf[ID_END..ID_END + middle.len()].copy_from_slice(middle);
+        LineHead {
+            buf,
+            mid_len: middle.len(),
+            id: 0,
+            id_len: 1,
+            q: 0,
+            q_len: 0,
         }
+    }
+}
+
+impl Default for LineHead {
+    fn default() -> LineHead {
+        LineHead::new(b"")
+    }
+}
+
+/// Writes `{"id":<id>`, `h`'s middle and `ts` at `d` (the head updated first: the id's
+/// last digit incremented in place when `id` is one more than the last id and that digit
+/// is not 9, else rendered again when it changed; the timestamp's high digits rendered
+/// again when they changed); returns the end.
+///
+/// # Safety
+/// `d` writable for `6 + 20 + middle + 20 + COPY_PAD` bytes (at most `6 + 20 + middle +
+/// 20` are kept).
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_head(d: *mut u8, h: &mut LineHead, id: u64, ts: u64) -> *mut u8 {
+    let b = h.buf.as_mut_ptr();
+    let mid_end = ID_END + h.mid_len;
+    // SAFETY: `buf` holds `ID_END + mid_len + 20 + COPY_PAD` bytes (`new`): the id's digits
+    // (`n <= 20`) and `{"id":` lie within `[0, ID_END)`, the timestamp's high digits (at most
+    // 16: `q <= u64::MAX / 10^4`) within `[mid_end, mid_end + 20)`. The copy reads `n`
+    // rounded up to 32 bytes from `from`: at most `mid_end + 16 + 31 - from` from `from`,
+    // within the buffer. On `d`: the copy keeps `6 + id_len + mid_len + q_len` bytes and
+    // writes up to 31 past them; then at most 20 digits (`put_num`) or 4 are kept: within
+    // the contract.
+    unsafe {
+        let last = b.add(ID_END - 1);
+        if h.id.checked_add(1) == Some(id) && *last != b'9' {
+            *last += 1;
+            h.id = id;
+        } else if id != h.id {
+            let n = ndigits(id);
+            write_digits(b.add(ID_END - n), id, n);
+            std::ptr::copy_nonoverlapping(b"{\"id\":".as_ptr(), b.add(ID_END - n - 6), 6);
+            h.id_len = n;
+            h.id = id;
+        }
+        let q = ts / 10_000;
+        let hi = if q == 0 {
+            0
+        } else {
+            if q != h.q {
+                let n = ndigits(q);
+                write_digits(b.add(mid_end), q, n);
+                h.q = q;
+                h.q_len = n;
+            }
+            h.q_len
+        };
+        let from = ID_END - 6 - h.id_len;
+        let d = put_piece(d, b.add(from), mid_end + hi - from);
+        if q == 0 {
+            return put_num(d, ts);
+        }
+        let r = (ts - q * 10_000) as u32;
+        let (a, c) = ((r / 100) as usize * 2, (r % 100) as usize * 2);
+        std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(a), d, 2);
+        std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(c), d.add(2), 2);
+        d.add(4)
     }
 }
 
@@ -75,35 +154,6 @@ pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
             Slot::Int => put_int(d, v as i64),
             Slot::UInt => put_num(d, v),
         }
-    }
-}
-
-/// Writes `id` in decimal at `d` from the text of the last id `it` wrote (one more than it
-/// and not ending in 9: its last digit incremented in place); returns the end.
-///
-/// # Safety
-/// `d` writable for 32 bytes (20 are kept at most).
-#[allow(unsafe_code)]
-#[inline(always)]
-pub(super) unsafe fn put_id(d: *mut u8, id: u64, it: &mut IdText) -> *mut u8 {
-    // `len` is 1..=20: the mask only spares a bounds check.
-    let last = (it.len - 1) & 31;
-    if it.last.checked_add(1) == Some(id) && it.txt[last] != b'9' {
-        it.txt[last] += 1;
-        it.last = id;
-    } else if id != it.last {
-        // SAFETY: at most 20 digits into the 32-byte text.
-        let end = unsafe { put_num(it.txt.as_mut_ptr(), id) };
-        // SAFETY: `end` is within `txt`, after its start.
-        it.len = unsafe { end.offset_from(it.txt.as_ptr()) } as usize;
-        it.last = id;
-    }
-    // SAFETY: `txt`'s 32 bytes are read and `d`'s 32 written (the contract); `it.len <= 20`
-    // of them are kept.
-    unsafe {
-        let x = std::ptr::read_unaligned(it.txt.as_ptr().cast::<[u128; 2]>());
-        std::ptr::write_unaligned(d.cast::<[u128; 2]>(), x);
-        d.add(it.len)
     }
 }
 
@@ -473,12 +523,13 @@ mod tests {
         }
     }
 
-    /// Ids one apart (incremented in place, across 9s and powers of ten), repeated, and
-    /// jumps format as `to_string` does.
+    /// Heads of lines with ids one apart (incremented in place, across 9s and powers of
+    /// ten), repeated and jumping, and timestamps near and far (high digits kept and
+    /// rendered again, below 10,000, extremes): `{"id":<id>` + middle + ts as `to_string`.
     #[test]
-    fn put_id_matches_itoa() {
-        let mut cases: Vec<u64> = (0..2_100).collect();
-        cases.extend([
+    fn put_head_matches_itoa() {
+        let mut ids: Vec<u64> = (0..2_100).collect();
+        ids.extend([
             5,
             5,
             0,
@@ -490,21 +541,39 @@ mod tests {
             u64::MAX - 1,
             u64::MAX,
         ]);
-        cases.extend((0..30).map(|i| 10u64.pow(19) - 15 + i));
-        cases.extend([u64::MAX, 0, 9, 10, 11]);
-        let mut it = IdText::default();
-        for v in cases {
-            let mut out = b"ab".to_vec();
-            out.reserve(32);
-            #[allow(unsafe_code)]
-            // SAFETY: 32 spare bytes reserved; `n <= 20` of them are written (kept).
-            unsafe {
-                let d = out.as_mut_ptr().add(2);
-                let n = put_id(d, v, &mut it).offset_from(d) as usize;
-                assert!(n <= 20);
-                out.set_len(2 + n);
+        ids.extend((0..30).map(|i| 10u64.pow(19) - 15 + i));
+        ids.extend([u64::MAX, 0, 9, 10, 11]);
+        let mut tss = vec![
+            0u64,
+            1,
+            9_999,
+            10_000,
+            10_001,
+            99_999_999,
+            u64::MAX,
+            u64::MAX - 1,
+        ];
+        tss.extend((0..1_500).map(|i| 1_796_000_779_668_786 + i * 7));
+        tss.extend([10u64.pow(19), 10u64.pow(19) - 1, 123, 1_796_000_779_668_786]);
+        for middle in [&b""[..], b",\"name\":\"fn\",\"ts\":", &[b'm'; 100][..]] {
+            let mut h = LineHead::new(middle);
+            for (i, &id) in ids.iter().enumerate() {
+                let ts = tss[i % tss.len()];
+                let want = format!("{{\"id\":{id}{}{ts}", std::str::from_utf8(middle).unwrap());
+                let mut out = b"ab".to_vec();
+                let room = 6 + 20 + middle.len() + 20 + COPY_PAD;
+                out.reserve(room);
+                #[allow(unsafe_code)]
+                // SAFETY: `room` spare bytes reserved (put_head's contract); the `n` kept are
+                // written.
+                unsafe {
+                    let d = out.as_mut_ptr().add(2);
+                    let n = put_head(d, &mut h, id, ts).offset_from(d) as usize;
+                    assert!(n <= room - COPY_PAD);
+                    out.set_len(2 + n);
+                }
+                assert_eq!(out[2..], *want.as_bytes(), "{id} {ts}");
             }
-            assert_eq!(out[2..], *v.to_string().as_bytes(), "{v}");
         }
     }
 }

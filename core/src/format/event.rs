@@ -1,10 +1,8 @@
 //! Event lines: complete events (ph 1: the generic line, with a cached middle or without,
 //! and a static record's line from its template) and counters (ph 2).
 
-use super::cache::{middle, named_prefix, template, PrefixCache, ID_OPEN};
-use super::cursor::{
-    put16, put_id, put_num, put_piece, put_slot, put_split, reserved, Put, COPY_PAD,
-};
+use super::cache::{middle, named_prefix, template, PrefixCache, Template};
+use super::cursor::{put16, put_head, put_num, put_piece, put_slot, reserved, Put, COPY_PAD};
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
 use crate::hash::Hash16;
@@ -159,7 +157,8 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 /// The line is written through a raw cursor without a check per write. The bound is proven
 /// once per line instead: the template's `bound` counts `{"id":`, every piece, [`NUM_MAX`](super::cursor::NUM_MAX)
 /// bytes for each of the `3 + keys` numbers and 16 for the file hash; the line writes
-/// `{"id":`, each piece at most once, the id, ts and dur, at most `keys` slot values (the
+/// `{"id":`, the id, the middle and the ts (the template's [`LineHead`](super::cursor::LineHead)), each piece but
+/// the middle at most once, dur, at most `keys` slot values (the
 /// loop runs over the schema's keys) and the hash only with the file piece. `bound +
 /// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
 /// count the indexes rely on is checked against the record's shape.
@@ -191,10 +190,17 @@ pub(super) fn complete_static(
         file,
     );
     let prev = std::mem::replace(&mut t.last_at, at);
-    let t = &*t;
-    let (id_text, ts_hi) = (&mut cache.id, &mut cache.ts_hi);
+    let Template {
+        text,
+        pieces,
+        merged,
+        bound,
+        head,
+        ..
+    } = t;
+    let (merged, bound) = (*merged, *bound);
     let keys = schema.keys.len();
-    let pieces = &t.pieces[..];
+    let pieces = &pieces[..];
     // The one shape check: the template was built for this (schema, file, metadata).
     let want = if ctx.metadata {
         4 + keys + file as usize
@@ -202,9 +208,9 @@ pub(super) fn complete_static(
         3
     };
     assert!(pieces.len() == want, "json: template shape");
-    // `reserve` leaves at least `t.bound + COPY_PAD` spare bytes (or panics).
-    out.reserve(t.bound + COPY_PAD);
-    let text = t.text.as_ptr();
+    // `reserve` leaves at least `bound + COPY_PAD` spare bytes (or panics).
+    out.reserve(bound + COPY_PAD);
+    let text = text.as_ptr();
     let start = out.len();
     let vals = rec.vals.chunks_exact(8);
     // Every slot filled: pieces 2 and 3 are copied as one (`merged`).
@@ -212,7 +218,7 @@ pub(super) fn complete_static(
     #[allow(unsafe_code)]
     // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
     // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
-    // most COPY_PAD). Piece indexes are `< want == pieces.len()`: 0..=2, `3 + i` for
+    // most COPY_PAD). Piece indexes are `< want == pieces.len()`: 1..=2, `3 + i` for
     // `i < keys`, `3 + keys` and, with a file, `4 + keys`; when every slot is filled, `4 + i`
     // for `i < keys` and, with a file, `4 + keys`. `merged` (pieces 2 and 3, built with
     // metadata, where `want >= 4`) lies in `text` as every piece does, and every piece is
@@ -224,16 +230,13 @@ pub(super) fn complete_static(
             let (a, n) = *pieces.get_unchecked(i);
             put_piece(d, text.add(a as usize), n as usize)
         };
-        std::ptr::copy_nonoverlapping(ID_OPEN.as_ptr(), base, ID_OPEN.len());
-        let mut d = put_id(base.add(ID_OPEN.len()), id, id_text);
-        d = piece(d, 0);
-        d = put_split::<4>(d, rec.ts, ts_hi);
+        let mut d = put_head(base, head, id, rec.ts);
         d = piece(d, 1);
         d = put_num(d, rec.dur);
         if !ctx.metadata {
             d = piece(d, 2);
         } else if full {
-            let (a, n) = t.merged;
+            let (a, n) = merged;
             d = put_piece(d, text.add(a as usize), n as usize);
             for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
                 d = put_slot(d, slot, v);
@@ -258,7 +261,7 @@ pub(super) fn complete_static(
             d = piece(d, end);
         }
         let n = d.offset_from(base) as usize;
-        assert!(n <= t.bound, "json: line bound exceeded");
+        assert!(n <= bound, "json: line bound exceeded");
         out.set_len(start + n);
     }
     prev

@@ -58,6 +58,8 @@ pub(super) struct Writer {
     ended: bool,
     /// Open buckets when aggregation is on.
     agg: Option<Aggregator>,
+    /// The clock conversion static records' raw times were last converted with.
+    clock: crate::clock::Newest,
 }
 
 /// The door of a producer whose ring is full: encodes a bounded part of `ring` under the
@@ -116,6 +118,7 @@ impl Writer {
             last_member_ns: sys::monotonic_ns(),
             ended: false,
             agg,
+            clock: crate::clock::Newest::default(),
         }
     }
 
@@ -226,7 +229,7 @@ impl Writer {
                 // this process (a fork child's copy included: same addresses, same static
                 // data).
                 #[allow(unsafe_code)]
-                if let Some(rec) = unsafe { StaticRecord::decode(bytes) } {
+                if let Some(rec) = unsafe { StaticRecord::decode_with(bytes, &mut wr.clock) } {
                     wr.encode_static(sh, tid, &rec.view());
                 }
             } else {
