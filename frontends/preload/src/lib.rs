@@ -498,6 +498,7 @@ pub extern "C" fn dftracer_preload_active() -> i32 {
 
 #[cfg(not(test))]
 extern "C" fn constructor() {
+    real::measure_errno();
     guarded(start);
 }
 

@@ -293,18 +293,65 @@ macro_rules! real {
     }};
 }
 
+/// Where `errno` lies relative to the thread pointer (0: not measured yet). libc reaches its
+/// own `errno` through the initial-exec TLS model, so its TLS block is static and `errno` is
+/// at one offset from every thread's pointer: measured once ([`measure_errno`]), the slot
+/// is two instructions instead of a call to `__errno_location` (every hook saves and
+/// restores `errno` around its recording).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+static ERRNO_OFFSET: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+/// The calling thread's pointer (`%fs:0`, the TCB's own address).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let v: usize;
+    // SAFETY: on x86-64 Linux %fs:0 holds the thread control block's own address; the load
+    // changes nothing but `v`.
+    unsafe {
+        std::arch::asm!("mov {v}, qword ptr fs:[0]", v = out(reg) v,
+                        options(nostack, readonly, preserves_flags))
+    };
+    v
+}
+
+/// Measures [`ERRNO_OFFSET`] (once, at load).
+pub fn measure_errno() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        // SAFETY: __errno_location returns this thread's errno slot.
+        let slot = unsafe { libc::__errno_location() } as isize;
+        let off = slot.wrapping_sub(thread_pointer() as isize);
+        ERRNO_OFFSET.store(off, Ordering::Relaxed);
+    }
+}
+
+/// This thread's `errno` slot.
+#[inline(always)]
+fn errno_slot() -> *mut libc::c_int {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let off = ERRNO_OFFSET.load(Ordering::Relaxed);
+        if off != 0 {
+            return thread_pointer().wrapping_add_signed(off) as *mut libc::c_int;
+        }
+    }
+    // SAFETY: __errno_location has no preconditions.
+    unsafe { libc::__errno_location() }
+}
+
 /// This thread's `errno`.
 #[inline(always)]
 pub fn errno() -> i32 {
-    // SAFETY: __errno_location returns this thread's errno slot, always valid.
-    unsafe { *libc::__errno_location() }
+    // SAFETY: this thread's errno slot, always valid.
+    unsafe { *errno_slot() }
 }
 
 /// Sets `errno`.
 #[inline(always)]
 pub fn set_errno(v: i32) {
-    // SAFETY: __errno_location returns this thread's errno slot.
-    unsafe { *libc::__errno_location() = v };
+    // SAFETY: this thread's errno slot.
+    unsafe { *errno_slot() = v };
 }
 
 pub fn getpid() -> i32 {
