@@ -1180,7 +1180,10 @@ impl FastDeflate {
 
         let best = dyn_bits.min(fixed_bits).min(stored);
         let start = out.len();
-        out.resize(start + ((self.bc as u64 + best) / 8) as usize + 16, 0);
+        out.resize(
+            start + ((self.bc as u64 + best) / 8) as usize + EMIT_SLACK,
+            0,
+        );
         let mut w = Bits {
             buf: &mut out[..],
             pos: start,
@@ -1289,7 +1292,10 @@ impl FastDeflate {
         // Every option's size counts all it writes (end of the open block, header): `best`
         // bits are written (zeroing room for the largest option would clear a stored span).
         let start = out.len();
-        out.resize(start + ((self.bc as u64 + best) / 8) as usize + 24, 0);
+        out.resize(
+            start + ((self.bc as u64 + best) / 8) as usize + 8 + EMIT_SLACK,
+            0,
+        );
         let mut w = Bits {
             buf: &mut out[..],
             pos: start,
@@ -1571,50 +1577,106 @@ fn pairs_fit(tabs: &Tabs, (lit_freq, dist_freq): Freqs) -> Pairs {
     }
 }
 
-/// The code of token `t`, and its length in bits (at most 48).
+/// The code of token `t`, and its length in bits (at most 48). `dist` caches the code of the
+/// last match's distance part (`t >> 10`: its symbol and extra bits) and its length: on
+/// hinted lines most matches of a block are at one distance, so that part is one compare.
 #[inline(always)]
-fn token_code(t: u32, sym_tab: &[u32; 1024], dist_tab: &[u32; 32]) -> (u64, u32) {
+fn token_code(
+    t: u32,
+    sym_tab: &[u32; 1024],
+    dist_tab: &[u32; 32],
+    dist: &mut (u32, u64, u32),
+) -> (u64, u32) {
     let sv = sym_tab[(t & 0x3ff) as usize];
     if t >= LIT {
         ((sv >> 8) as u64, sv & 0xff)
     } else {
-        let dv = dist_tab[(t >> 27) as usize];
-        let x = ((t >> 10) & 0x1fff) as u64;
-        // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
-        let dbits = (dv >> 16) as u64 | x.wrapping_shl(dv);
+        let dp = t >> 10;
+        if dp != dist.0 {
+            let dv = dist_tab[(t >> 27) as usize];
+            let x = (dp & 0x1fff) as u64;
+            // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
+            *dist = (dp, (dv >> 16) as u64 | x.wrapping_shl(dv), (dv >> 8) & 0xff);
+        }
         (
-            (sv >> 8) as u64 | dbits.wrapping_shl(sv),
-            (sv & 0xff) + ((dv >> 8) & 0xff),
+            (sv >> 8) as u64 | dist.1.wrapping_shl(sv),
+            (sv & 0xff) + dist.2,
         )
     }
 }
 
+/// Tokens written between two checks of the room left in the output: at most 48 bits each,
+/// so a run writes at most `6 * EMIT_RUN + 1` bytes and stores 8 bytes at its last position.
+const EMIT_RUN: usize = 256;
+/// Bytes reserved past a block's exact size: 16 for the last stores, and the room of one run
+/// (so that the runs at a block's end need no bounds checks either).
+const EMIT_SLACK: usize = 16 + 6 * EMIT_RUN + 9;
+
 /// The tokens with the given codes (no end-of-block); `freq` counts them.
 fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
-    let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
-    // The writer's state in locals, so that it stays in registers.
+    let fit = pairs_fit(tabs, freq);
+    let mut st = (w.pos, w.bb, w.bc);
+    let mut dist = (u32::MAX, 0u64, 0u32);
     let buf = &mut *w.buf;
     assert!(buf.len() >= 8);
+    for run in tokens.chunks(EMIT_RUN) {
+        // The room is as computed for the block (`flush_block`): the check only decides
+        // whether the stores need their own bounds checks.
+        if st.0 + 6 * EMIT_RUN + 9 <= buf.len() {
+            st = emit_run::<true>(buf, st, run, tabs, fit, &mut dist);
+        } else {
+            st = emit_run::<false>(buf, st, run, tabs, fit, &mut dist);
+        }
+    }
+    (w.pos, w.bb, w.bc) = st;
+}
+
+/// [`emit_body`] of up to [`EMIT_RUN`] tokens from `(pos, bb, bc)`; `ROOM`: the buffer has
+/// at least `6 * EMIT_RUN + 9` bytes from `pos` on.
+#[inline(always)]
+fn emit_run<const ROOM: bool>(
+    buf: &mut [u8],
+    (mut pos, mut bb, mut bc): (usize, u64, u32),
+    tokens: &[u32],
+    tabs: &Tabs,
+    fit: Pairs,
+    dist: &mut (u32, u64, u32),
+) -> (usize, u64, u32) {
+    debug_assert!(tokens.len() <= EMIT_RUN);
+    let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
     let lim = buf.len() - 8;
-    let (mut pos, mut bb, mut bc) = (w.pos, w.bb, w.bc);
+    let start = pos;
     // Writes the whole bytes of `bb`. `pos` stays below `lim` (the buffer has room for the
-    // block's exact size and 8 bytes): the clamp only spares a bounds check.
+    // block's exact size and 8 bytes): without `ROOM`, the clamp only spares a bounds check.
     let mut flush = |pos: &mut usize, bb: &mut u64, bc: &mut u32| {
         debug_assert!(*pos <= lim);
-        let i = (*pos).min(lim);
-        buf[i..i + 8].copy_from_slice(&bb.to_le_bytes());
+        if ROOM {
+            debug_assert!(*pos - start <= 6 * EMIT_RUN + 1);
+            // SAFETY: `ROOM`: the buffer has `6 * EMIT_RUN + 9` bytes from `start`, and
+            // `pos` is at most `6 * EMIT_RUN + 1` past it (the run's tokens are at most 48
+            // bits each, fewer than 8 bits were pending): the 8 bytes are inside `buf`.
+            #[allow(unsafe_code)]
+            unsafe {
+                buf.as_mut_ptr()
+                    .add(*pos)
+                    .cast::<[u8; 8]>()
+                    .write_unaligned(bb.to_le_bytes());
+            }
+        } else {
+            let i = (*pos).min(lim);
+            buf[i..i + 8].copy_from_slice(&bb.to_le_bytes());
+        }
         *pos += (*bc >> 3) as usize;
         *bb >>= *bc & !7;
         *bc &= 7;
     };
     let mut single = tokens;
-    let fit = pairs_fit(tabs, freq);
     if fit == Pairs::All {
         let pairs = tokens.chunks_exact(2);
         single = pairs.remainder();
         for pr in pairs {
-            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab);
-            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab);
+            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab, dist);
+            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab, dist);
             bb |= (v0 | v1 << n0) << bc;
             bc += n0 + n1;
             flush(&mut pos, &mut bb, &mut bc);
@@ -1623,8 +1685,8 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
         let pairs = tokens.chunks_exact(2);
         single = pairs.remainder();
         for pr in pairs {
-            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab);
-            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab);
+            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab, dist);
+            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab, dist);
             if pr[0] < LIT && pr[1] < LIT {
                 // Two matches: a flush each.
                 bb |= v0 << bc;
@@ -1640,14 +1702,12 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
         }
     }
     for &t in single {
-        let (v, n) = token_code(t, sym_tab, dist_tab);
+        let (v, n) = token_code(t, sym_tab, dist_tab, dist);
         bb |= v << bc;
         bc += n;
         flush(&mut pos, &mut bb, &mut bc);
     }
-    w.pos = pos;
-    w.bb = bb;
-    w.bc = bc;
+    (pos, bb, bc)
 }
 
 #[cfg(test)]
