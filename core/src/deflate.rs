@@ -184,11 +184,46 @@ fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
 }
 
 /// Bit k (k < 64) set iff `b[i + k] == b[i - d + k]` (`d <= i`).
-#[inline(always)]
+#[cfg(test)]
 fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
+    // SAFETY: `WIDE` is false: no AVX2 instruction.
+    #[allow(unsafe_code)]
+    unsafe {
+        eq_mask_w::<false>(b, i, d)
+    }
+}
+
+/// [`eq_mask`]; `WIDE`: with two 32-byte AVX2 compares instead of four 16-byte SSE2 ones.
+///
+/// # Safety
+/// With `WIDE`, the CPU must have AVX2 (the caller is compiled with it: see
+/// [`FastDeflate::hinted`]).
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn eq_mask_w<const WIDE: bool>(b: &[u8], i: usize, d: usize) -> u64 {
     // One slice of both: its length tells the compiler that the two below are in it.
     let w = &b[i - d..i + 64];
     let (x, y): (&[u8; 64], &[u8; 64]) = (w[d..].try_into().unwrap(), w[..64].try_into().unwrap());
+    #[cfg(target_arch = "x86_64")]
+    if WIDE {
+        use core::arch::x86_64::{
+            __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
+        };
+        // SAFETY: AVX2 is available (this function's contract); the unaligned loads read
+        // the 64 bytes of `x` and `y` (arrays of exactly 64 bytes), 32 at a time.
+        unsafe {
+            let (xp, yp) = (x.as_ptr() as *const __m256i, y.as_ptr() as *const __m256i);
+            let lo = _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+                _mm256_loadu_si256(xp),
+                _mm256_loadu_si256(yp),
+            )) as u32 as u64;
+            let hi = _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+                _mm256_loadu_si256(xp.add(1)),
+                _mm256_loadu_si256(yp.add(1)),
+            )) as u32 as u64;
+            return lo | hi << 32;
+        }
+    }
     let mut m = 0u64;
     for c in 0..4 {
         m |= (eq16(&x[16 * c..16 * c + 16], &y[16 * c..16 * c + 16]) as u64) << (16 * c);
@@ -959,9 +994,61 @@ impl FastDeflate {
     /// a match passes give the distance from there on. Stops where none of the three
     /// distances has 4 equal bytes in the next 16, or less than 64 bytes before `e`: returns
     /// the position reached (no literals pending) and the last distance used (0: none).
+    ///
+    /// On x86_64 CPUs with AVX2 (detected at run time), the masks are two 32-byte compares.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn hinted(
+        &mut self,
+        input: &[u8],
+        lo: usize,
+        p: usize,
+        e: usize,
+        d: usize,
+        hints: (&[u64], usize, &mut usize),
+        out: &mut Vec<u8>,
+    ) -> (usize, usize) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (just detected).
+            #[allow(unsafe_code)]
+            return unsafe { self.hinted_avx2(input, lo, p, e, d, hints, out) };
+        }
+        // SAFETY: not `WIDE`: no AVX2 instruction.
+        #[allow(unsafe_code)]
+        unsafe {
+            self.hinted_with::<false>(input, lo, p, e, d, hints, out)
+        }
+    }
+
+    /// [`FastDeflate::hinted`] compiled with AVX2.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::too_many_arguments, unsafe_code)]
+    #[target_feature(enable = "avx2")]
+    unsafe fn hinted_avx2(
+        &mut self,
+        input: &[u8],
+        lo: usize,
+        p: usize,
+        e: usize,
+        d: usize,
+        hints: (&[u64], usize, &mut usize),
+        out: &mut Vec<u8>,
+    ) -> (usize, usize) {
+        // SAFETY: this function runs only where AVX2 is available (its contract).
+        unsafe { self.hinted_with::<true>(input, lo, p, e, d, hints, out) }
+    }
+
+    /// The body of [`FastDeflate::hinted`]; `WIDE`: masks by [`eq_mask_w`] with AVX2.
+    ///
+    /// # Safety
+    /// With `WIDE`, the CPU must have AVX2.
+    #[allow(clippy::too_many_arguments, unsafe_code)]
+    #[inline(always)]
+    unsafe fn hinted_with<const WIDE: bool>(
         &mut self,
         input: &[u8],
         lo: usize,
@@ -971,6 +1058,10 @@ impl FastDeflate {
         (hints, base, hint_idx): (&[u64], usize, &mut usize),
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
+        let eq_mask = |b: &[u8], i: usize, d: usize| {
+            // SAFETY: with `WIDE`, AVX2 is available (this function's contract).
+            unsafe { eq_mask_w::<WIDE>(b, i, d) }
+        };
         let input = &input[..e];
         // The hints not passed yet.
         let mut rest = &hints[(*hint_idx).min(hints.len())..];
@@ -1084,15 +1175,16 @@ impl FastDeflate {
                 p += k + len;
                 if p >= next_at {
                     let d0 = d;
-                    // Usually one hint (the next line's).
-                    while let Some((&h, r)) = rest.split_first() {
-                        if pos_of(h) > p {
-                            break;
-                        }
+                    // Usually one hint (the next line's); `rest[0]` is at `next_at`.
+                    loop {
+                        let (&h, r) = rest.split_first().unwrap();
                         d = (h & HINT_DIST) as usize + 1;
                         rest = r;
+                        next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
+                        if next_at > p {
+                            break;
+                        }
                     }
-                    next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
                     if d != d0 {
                         w = NONE;
                     }
@@ -2161,6 +2253,13 @@ mod tests {
                     b[i + k] ^= 0x55;
                 }
                 let m = eq_mask(&b, i, d);
+                #[cfg(target_arch = "x86_64")]
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2 (just detected).
+                    #[allow(unsafe_code)]
+                    let wide = unsafe { eq_mask_w::<true>(&b, i, d) };
+                    assert_eq!(wide, m, "d {d}");
+                }
                 for k in 0..64 {
                     assert_eq!(m >> k & 1 == 1, b[i + k] == b[i + k - d], "d {d} k {k}");
                 }
