@@ -1711,16 +1711,58 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
     let mut dist = (u32::MAX, 0u64, 0u32);
     let buf = &mut *w.buf;
     assert!(buf.len() >= 8);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("bmi2") {
+        // SAFETY: the CPU has BMI2 (just detected).
+        #[allow(unsafe_code)]
+        unsafe {
+            st = emit_runs_bmi2(buf, st, tokens, tabs, fit, &mut dist);
+        }
+        (w.pos, w.bb, w.bc) = st;
+        return;
+    }
+    st = emit_runs(buf, st, tokens, tabs, fit, &mut dist);
+    (w.pos, w.bb, w.bc) = st;
+}
+
+/// [`emit_runs`] compiled with BMI2 (shifts by any register: fewer moves to `cl`).
+///
+/// # Safety
+/// The CPU must have BMI2.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+#[target_feature(enable = "bmi1,bmi2")]
+unsafe fn emit_runs_bmi2(
+    buf: &mut [u8],
+    st: (usize, u64, u32),
+    tokens: &[u32],
+    tabs: &Tabs,
+    fit: Pairs,
+    dist: &mut (u32, u64, u32),
+) -> (usize, u64, u32) {
+    emit_runs(buf, st, tokens, tabs, fit, dist)
+}
+
+/// The tokens in runs of [`EMIT_RUN`] (see [`emit_body`]).
+#[inline(always)]
+fn emit_runs(
+    buf: &mut [u8],
+    mut st: (usize, u64, u32),
+    tokens: &[u32],
+    tabs: &Tabs,
+    fit: Pairs,
+    dist: &mut (u32, u64, u32),
+) -> (usize, u64, u32) {
     for run in tokens.chunks(EMIT_RUN) {
         // The room is as computed for the block (`flush_block`): the check only decides
         // whether the stores need their own bounds checks.
         if st.0 + 6 * EMIT_RUN + 9 <= buf.len() {
-            st = emit_run::<true>(buf, st, run, tabs, fit, &mut dist);
+            st = emit_run::<true>(buf, st, run, tabs, fit, dist);
         } else {
-            st = emit_run::<false>(buf, st, run, tabs, fit, &mut dist);
+            st = emit_run::<false>(buf, st, run, tabs, fit, dist);
         }
     }
-    (w.pos, w.bb, w.bc) = st;
+    st
 }
 
 /// [`emit_body`] of up to [`EMIT_RUN`] tokens from `(pos, bb, bc)`; `ROOM`: the buffer has
