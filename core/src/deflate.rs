@@ -28,15 +28,18 @@
 //!   position, so incompressible data is cheap.
 //! - Line hints ([`FastDeflate::compress_hinted`]): for a line the writer rendered from a
 //!   template, the distance to the previous line of that template. From a hinted line on, the
-//!   LZ compares 64 bytes with the bytes that distance back at once (SSE2 on x86_64: a 64-bit
-//!   mask of equal bytes), starts a match at the first 4 equal bytes among the next 16 (else
+//!   LZ compares 64 bytes with the bytes that distance back at once (SSE2 on x86_64, two
+//!   32-byte AVX2 compares where the CPU has AVX2, detected at run time: a 64-bit mask of
+//!   equal bytes), starts a match at the first 4 equal bytes among the next 16 (else
 //!   at the distance ± 1: a number one digit longer or shorter) and takes the run of equal
 //!   bytes as its length: no hash probe, no scoring, one room check per match. A mask serves
 //!   every match that starts in its first 48 bytes, and a run reaching its end goes on in the
 //!   next 64 bytes' mask (kept for the matches after it): on uniform lines one mask per 64
 //!   bytes, no byte compared twice. Where none of the three distances has 4 equal bytes in
-//!   the next 16, the general path above takes over until the next hinted line. Hints are
-//!   advice: every match is of bytes compared equal. (Exact spans from the template encoder,
+//!   the next 16, the general path above takes over until the next hinted line. A hint that
+//!   repeats the current distance changes nothing: they are passed in a tight loop, and the
+//!   matches look only for the next hint of another distance. Hints are advice: every match
+//!   is of bytes compared equal. (Exact spans from the template encoder,
 //!   where each line's fields are, were tried in place of the masks and dropped: measuring
 //!   the text between fields costs as much as the masks, and cutting a line at its fields
 //!   more: 830-1,000 instructions per line against 355, `benches/record/deflate.md`.)
@@ -55,7 +58,11 @@
 //!   token; the writer tables hold each symbol's bits with their count (a length's extra bits
 //!   included), so a literal is one lookup, a match two. When the block's longest literal and
 //!   longest match (with its distance) fit twice in 57 bits, two tokens are written per flush;
-//!   else, when a literal and the longest token do, two tokens of which one is a literal.
+//!   else, when a literal and the longest token do, two tokens of which one is a literal. The
+//!   last match's distance code is kept (on hinted lines most matches of a block share one
+//!   distance), the room left is checked once per 256 tokens (a block reserves that much past
+//!   its exact size), and the writer is compiled with BMI2 where the CPU has it (shifts by any
+//!   register).
 //!
 //! Each [`FastDeflate::compress`] call writes one complete, self-contained stream (last block
 //! BFINAL, byte-aligned end), so its output can be the body of a gzip member on its own.
@@ -229,6 +236,23 @@ unsafe fn eq_mask_w<const WIDE: bool>(b: &[u8], i: usize, d: usize) -> u64 {
         m |= (eq16(&x[16 * c..16 * c + 16], &y[16 * c..16 * c + 16]) as u64) << (16 * c);
     }
     m
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test hook: the baseline paths (SSE2 masks, emission without BMI2) even where the CPU
+    /// has AVX2 and BMI2, so that the tests cover both.
+    static BASELINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the paths compiled for AVX2 / BMI2 may be taken (where the CPU has them).
+#[inline(always)]
+fn wide_ok() -> bool {
+    #[cfg(test)]
+    if BASELINE.with(|b| b.get()) {
+        return false;
+    }
+    true
 }
 
 /// Bit k (k < 16) set iff `x[k] == y[k]` (16-byte slices).
@@ -1009,7 +1033,7 @@ impl FastDeflate {
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
+        if wide_ok() && std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (just detected).
             #[allow(unsafe_code)]
             return unsafe { self.hinted_avx2(input, lo, p, e, d, hints, out) };
@@ -1725,7 +1749,7 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
     let buf = &mut *w.buf;
     assert!(buf.len() >= 8);
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("bmi2") {
+    if wide_ok() && std::is_x86_feature_detected!("bmi2") {
         // SAFETY: the CPU has BMI2 (just detected).
         #[allow(unsafe_code)]
         unsafe {
@@ -2446,6 +2470,19 @@ mod tests {
         dist.lens = [15; 32];
         t.fill(&lit, &dist);
         assert_eq!(pairs_fit(&t, (&lf, &df)), Pairs::None);
+    }
+
+    /// The hinted and emission tests again on the baseline paths (no AVX2 masks, no BMI2
+    /// emission): where the CPU has both, the tests above take the other paths.
+    #[test]
+    fn deflate_baseline_paths_roundtrip() {
+        BASELINE.with(|b| b.set(true));
+        deflate_json_lines();
+        deflate_fuzzish_roundtrips();
+        deflate_hints_find_the_line_of_the_same_kind_and_wrong_ones_cost_only_ratio();
+        deflate_hinted_lines_digit_changes_ends_and_long_runs();
+        deflate_stream_pushes_roundtrip_with_history();
+        BASELINE.with(|b| b.set(false));
     }
 
     #[test]
