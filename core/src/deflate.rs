@@ -1113,7 +1113,9 @@ impl FastDeflate {
             let (toks, lit_freq, dist_freq) =
                 (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
             // Each step writes at most 13 literals (k < 13) and a match.
-            while n + 16 <= TOKEN_CAP {
+            // (Written as a bound on `n`, not `n + 16`: the compiler then knows that `n + 16`
+            // below does not overflow, and the token slice needs no check of its own.)
+            while n <= TOKEN_CAP - 16 {
                 // The next 16 positions (and the 3 after them) must be in the mask.
                 if p.wrapping_sub(w) > 48 {
                     if p + 64 > e {
