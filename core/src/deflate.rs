@@ -28,15 +28,18 @@
 //!   position, so incompressible data is cheap.
 //! - Line hints ([`FastDeflate::compress_hinted`]): for a line the writer rendered from a
 //!   template, the distance to the previous line of that template. From a hinted line on, the
-//!   LZ compares 64 bytes with the bytes that distance back at once (SSE2 on x86_64: a 64-bit
-//!   mask of equal bytes), starts a match at the first 4 equal bytes among the next 16 (else
+//!   LZ compares 64 bytes with the bytes that distance back at once (SSE2 on x86_64, two
+//!   32-byte AVX2 compares where the CPU has AVX2, detected at run time: a 64-bit mask of
+//!   equal bytes), starts a match at the first 4 equal bytes among the next 16 (else
 //!   at the distance ± 1: a number one digit longer or shorter) and takes the run of equal
 //!   bytes as its length: no hash probe, no scoring, one room check per match. A mask serves
 //!   every match that starts in its first 48 bytes, and a run reaching its end goes on in the
 //!   next 64 bytes' mask (kept for the matches after it): on uniform lines one mask per 64
 //!   bytes, no byte compared twice. Where none of the three distances has 4 equal bytes in
-//!   the next 16, the general path above takes over until the next hinted line. Hints are
-//!   advice: every match is of bytes compared equal. (Exact spans from the template encoder,
+//!   the next 16, the general path above takes over until the next hinted line. A hint that
+//!   repeats the current distance changes nothing: they are passed in a tight loop, and the
+//!   matches look only for the next hint of another distance. Hints are advice: every match
+//!   is of bytes compared equal. (Exact spans from the template encoder,
 //!   where each line's fields are, were tried in place of the masks and dropped: measuring
 //!   the text between fields costs as much as the masks, and cutting a line at its fields
 //!   more: 830-1,000 instructions per line against 355, `benches/record/deflate.md`.)
@@ -55,7 +58,11 @@
 //!   token; the writer tables hold each symbol's bits with their count (a length's extra bits
 //!   included), so a literal is one lookup, a match two. When the block's longest literal and
 //!   longest match (with its distance) fit twice in 57 bits, two tokens are written per flush;
-//!   else, when a literal and the longest token do, two tokens of which one is a literal.
+//!   else, when a literal and the longest token do, two tokens of which one is a literal. The
+//!   last match's distance code is kept (on hinted lines most matches of a block share one
+//!   distance), the room left is checked once per 256 tokens (a block reserves that much past
+//!   its exact size), and the writer is compiled with BMI2 where the CPU has it (shifts by any
+//!   register).
 //!
 //! Each [`FastDeflate::compress`] call writes one complete, self-contained stream (last block
 //! BFINAL, byte-aligned end), so its output can be the body of a gzip member on its own.
@@ -184,16 +191,68 @@ fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
 }
 
 /// Bit k (k < 64) set iff `b[i + k] == b[i - d + k]` (`d <= i`).
-#[inline(always)]
+#[cfg(test)]
 fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
+    // SAFETY: `WIDE` is false: no AVX2 instruction.
+    #[allow(unsafe_code)]
+    unsafe {
+        eq_mask_w::<false>(b, i, d)
+    }
+}
+
+/// [`eq_mask`]; `WIDE`: with two 32-byte AVX2 compares instead of four 16-byte SSE2 ones.
+///
+/// # Safety
+/// With `WIDE`, the CPU must have AVX2 (the caller is compiled with it: see
+/// [`FastDeflate::hinted`]).
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn eq_mask_w<const WIDE: bool>(b: &[u8], i: usize, d: usize) -> u64 {
     // One slice of both: its length tells the compiler that the two below are in it.
     let w = &b[i - d..i + 64];
     let (x, y): (&[u8; 64], &[u8; 64]) = (w[d..].try_into().unwrap(), w[..64].try_into().unwrap());
+    #[cfg(target_arch = "x86_64")]
+    if WIDE {
+        use core::arch::x86_64::{
+            __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
+        };
+        // SAFETY: AVX2 is available (this function's contract); the unaligned loads read
+        // the 64 bytes of `x` and `y` (arrays of exactly 64 bytes), 32 at a time.
+        unsafe {
+            let (xp, yp) = (x.as_ptr() as *const __m256i, y.as_ptr() as *const __m256i);
+            let lo = _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+                _mm256_loadu_si256(xp),
+                _mm256_loadu_si256(yp),
+            )) as u32 as u64;
+            let hi = _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+                _mm256_loadu_si256(xp.add(1)),
+                _mm256_loadu_si256(yp.add(1)),
+            )) as u32 as u64;
+            return lo | hi << 32;
+        }
+    }
     let mut m = 0u64;
     for c in 0..4 {
         m |= (eq16(&x[16 * c..16 * c + 16], &y[16 * c..16 * c + 16]) as u64) << (16 * c);
     }
     m
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test hook: the baseline paths (SSE2 masks, emission without BMI2) even where the CPU
+    /// has AVX2 and BMI2, so that the tests cover both.
+    static BASELINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the paths compiled for AVX2 / BMI2 may be taken (where the CPU has them).
+#[inline(always)]
+fn wide_ok() -> bool {
+    #[cfg(test)]
+    if BASELINE.with(|b| b.get()) {
+        return false;
+    }
+    true
 }
 
 /// Bit k (k < 16) set iff `x[k] == y[k]` (16-byte slices).
@@ -959,9 +1018,61 @@ impl FastDeflate {
     /// a match passes give the distance from there on. Stops where none of the three
     /// distances has 4 equal bytes in the next 16, or less than 64 bytes before `e`: returns
     /// the position reached (no literals pending) and the last distance used (0: none).
+    ///
+    /// On x86_64 CPUs with AVX2 (detected at run time), the masks are two 32-byte compares.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn hinted(
+        &mut self,
+        input: &[u8],
+        lo: usize,
+        p: usize,
+        e: usize,
+        d: usize,
+        hints: (&[u64], usize, &mut usize),
+        out: &mut Vec<u8>,
+    ) -> (usize, usize) {
+        #[cfg(target_arch = "x86_64")]
+        if wide_ok() && std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (just detected).
+            #[allow(unsafe_code)]
+            return unsafe { self.hinted_avx2(input, lo, p, e, d, hints, out) };
+        }
+        // SAFETY: not `WIDE`: no AVX2 instruction.
+        #[allow(unsafe_code)]
+        unsafe {
+            self.hinted_with::<false>(input, lo, p, e, d, hints, out)
+        }
+    }
+
+    /// [`FastDeflate::hinted`] compiled with AVX2.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::too_many_arguments, unsafe_code)]
+    #[target_feature(enable = "avx2")]
+    unsafe fn hinted_avx2(
+        &mut self,
+        input: &[u8],
+        lo: usize,
+        p: usize,
+        e: usize,
+        d: usize,
+        hints: (&[u64], usize, &mut usize),
+        out: &mut Vec<u8>,
+    ) -> (usize, usize) {
+        // SAFETY: this function runs only where AVX2 is available (its contract).
+        unsafe { self.hinted_with::<true>(input, lo, p, e, d, hints, out) }
+    }
+
+    /// The body of [`FastDeflate::hinted`]; `WIDE`: masks by [`eq_mask_w`] with AVX2.
+    ///
+    /// # Safety
+    /// With `WIDE`, the CPU must have AVX2.
+    #[allow(clippy::too_many_arguments, unsafe_code)]
+    #[inline(always)]
+    unsafe fn hinted_with<const WIDE: bool>(
         &mut self,
         input: &[u8],
         lo: usize,
@@ -971,6 +1082,10 @@ impl FastDeflate {
         (hints, base, hint_idx): (&[u64], usize, &mut usize),
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
+        let eq_mask = |b: &[u8], i: usize, d: usize| {
+            // SAFETY: with `WIDE`, AVX2 is available (this function's contract).
+            unsafe { eq_mask_w::<WIDE>(b, i, d) }
+        };
         let input = &input[..e];
         // The hints not passed yet.
         let mut rest = &hints[(*hint_idx).min(hints.len())..];
@@ -998,7 +1113,9 @@ impl FastDeflate {
             let (toks, lit_freq, dist_freq) =
                 (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
             // Each step writes at most 13 literals (k < 13) and a match.
-            while n + 16 <= TOKEN_CAP {
+            // (Written as a bound on `n`, not `n + 16`: the compiler then knows that `n + 16`
+            // below does not overflow, and the token slice needs no check of its own.)
+            while n <= TOKEN_CAP - 16 {
                 // The next 16 positions (and the 3 after them) must be in the mask.
                 if p.wrapping_sub(w) > 48 {
                     if p + 64 > e {
@@ -1084,15 +1201,28 @@ impl FastDeflate {
                 p += k + len;
                 if p >= next_at {
                     let d0 = d;
-                    // Usually one hint (the next line's).
-                    while let Some((&h, r)) = rest.split_first() {
-                        if pos_of(h) > p {
+                    // Usually one hint (the next line's); `rest[0]` is at `next_at`.
+                    let (&h, r) = rest.split_first().unwrap();
+                    d = (h & HINT_DIST) as usize + 1;
+                    rest = r;
+                    // The hints after it: more at or before `p` (rare) give the distance;
+                    // those after `p` that give the same distance change nothing, so the
+                    // next one that matters is the next other distance (uniform lines: the
+                    // next line of another length). `hint_idx` is set from `p` on return.
+                    loop {
+                        let Some((&h, r)) = rest.split_first() else {
+                            next_at = usize::MAX;
+                            break;
+                        };
+                        let hd = (h & HINT_DIST) as usize + 1;
+                        next_at = pos_of(h);
+                        if next_at <= p {
+                            d = hd;
+                        } else if hd != d {
                             break;
                         }
-                        d = (h & HINT_DIST) as usize + 1;
                         rest = r;
                     }
-                    next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
                     if d != d0 {
                         w = NONE;
                     }
@@ -1100,7 +1230,8 @@ impl FastDeflate {
             }
             self.ntok = n;
         }
-        *hint_idx = hints.len() - rest.len();
+        // The hints passed: those at or before `p` (hints skipped ahead above are not).
+        *hint_idx = hints.partition_point(|&h| pos_of(h) <= p);
         (p, td)
     }
 
@@ -1180,7 +1311,10 @@ impl FastDeflate {
 
         let best = dyn_bits.min(fixed_bits).min(stored);
         let start = out.len();
-        out.resize(start + ((self.bc as u64 + best) / 8) as usize + 16, 0);
+        out.resize(
+            start + ((self.bc as u64 + best) / 8) as usize + EMIT_SLACK,
+            0,
+        );
         let mut w = Bits {
             buf: &mut out[..],
             pos: start,
@@ -1289,7 +1423,10 @@ impl FastDeflate {
         // Every option's size counts all it writes (end of the open block, header): `best`
         // bits are written (zeroing room for the largest option would clear a stored span).
         let start = out.len();
-        out.resize(start + ((self.bc as u64 + best) / 8) as usize + 24, 0);
+        out.resize(
+            start + ((self.bc as u64 + best) / 8) as usize + 8 + EMIT_SLACK,
+            0,
+        );
         let mut w = Bits {
             buf: &mut out[..],
             pos: start,
@@ -1571,50 +1708,148 @@ fn pairs_fit(tabs: &Tabs, (lit_freq, dist_freq): Freqs) -> Pairs {
     }
 }
 
-/// The code of token `t`, and its length in bits (at most 48).
+/// The code of token `t`, and its length in bits (at most 48). `dist` caches the code of the
+/// last match's distance part (`t >> 10`: its symbol and extra bits) and its length: on
+/// hinted lines most matches of a block are at one distance, so that part is one compare.
 #[inline(always)]
-fn token_code(t: u32, sym_tab: &[u32; 1024], dist_tab: &[u32; 32]) -> (u64, u32) {
+fn token_code(
+    t: u32,
+    sym_tab: &[u32; 1024],
+    dist_tab: &[u32; 32],
+    dist: &mut (u32, u64, u32),
+) -> (u64, u32) {
     let sv = sym_tab[(t & 0x3ff) as usize];
     if t >= LIT {
         ((sv >> 8) as u64, sv & 0xff)
     } else {
-        let dv = dist_tab[(t >> 27) as usize];
-        let x = ((t >> 10) & 0x1fff) as u64;
-        // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
-        let dbits = (dv >> 16) as u64 | x.wrapping_shl(dv);
+        let dp = t >> 10;
+        if dp != dist.0 {
+            let dv = dist_tab[(t >> 27) as usize];
+            let x = (dp & 0x1fff) as u64;
+            // Shifts by a table entry shift by its low byte (see `Tabs`), masked to 6 bits.
+            *dist = (dp, (dv >> 16) as u64 | x.wrapping_shl(dv), (dv >> 8) & 0xff);
+        }
         (
-            (sv >> 8) as u64 | dbits.wrapping_shl(sv),
-            (sv & 0xff) + ((dv >> 8) & 0xff),
+            (sv >> 8) as u64 | dist.1.wrapping_shl(sv),
+            (sv & 0xff) + dist.2,
         )
     }
 }
 
+/// Tokens written between two checks of the room left in the output: at most 48 bits each,
+/// so a run writes at most `6 * EMIT_RUN + 1` bytes and stores 8 bytes at its last position.
+const EMIT_RUN: usize = 256;
+/// Bytes reserved past a block's exact size: 16 for the last stores, and the room of one run
+/// (so that the runs at a block's end need no bounds checks either).
+const EMIT_SLACK: usize = 16 + 6 * EMIT_RUN + 9;
+
 /// The tokens with the given codes (no end-of-block); `freq` counts them.
 fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
-    let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
-    // The writer's state in locals, so that it stays in registers.
+    let fit = pairs_fit(tabs, freq);
+    let mut st = (w.pos, w.bb, w.bc);
+    let mut dist = (u32::MAX, 0u64, 0u32);
     let buf = &mut *w.buf;
     assert!(buf.len() >= 8);
+    #[cfg(target_arch = "x86_64")]
+    if wide_ok() && std::is_x86_feature_detected!("bmi2") {
+        // SAFETY: the CPU has BMI2 (just detected).
+        #[allow(unsafe_code)]
+        unsafe {
+            st = emit_runs_bmi2(buf, st, tokens, tabs, fit, &mut dist);
+        }
+        (w.pos, w.bb, w.bc) = st;
+        return;
+    }
+    st = emit_runs(buf, st, tokens, tabs, fit, &mut dist);
+    (w.pos, w.bb, w.bc) = st;
+}
+
+/// [`emit_runs`] compiled with BMI2 (shifts by any register: fewer moves to `cl`).
+///
+/// # Safety
+/// The CPU must have BMI2.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+#[target_feature(enable = "bmi1,bmi2")]
+unsafe fn emit_runs_bmi2(
+    buf: &mut [u8],
+    st: (usize, u64, u32),
+    tokens: &[u32],
+    tabs: &Tabs,
+    fit: Pairs,
+    dist: &mut (u32, u64, u32),
+) -> (usize, u64, u32) {
+    emit_runs(buf, st, tokens, tabs, fit, dist)
+}
+
+/// The tokens in runs of [`EMIT_RUN`] (see [`emit_body`]).
+#[inline(always)]
+fn emit_runs(
+    buf: &mut [u8],
+    mut st: (usize, u64, u32),
+    tokens: &[u32],
+    tabs: &Tabs,
+    fit: Pairs,
+    dist: &mut (u32, u64, u32),
+) -> (usize, u64, u32) {
+    for run in tokens.chunks(EMIT_RUN) {
+        // The room is as computed for the block (`flush_block`): the check only decides
+        // whether the stores need their own bounds checks.
+        if st.0 + 6 * EMIT_RUN + 9 <= buf.len() {
+            st = emit_run::<true>(buf, st, run, tabs, fit, dist);
+        } else {
+            st = emit_run::<false>(buf, st, run, tabs, fit, dist);
+        }
+    }
+    st
+}
+
+/// [`emit_body`] of up to [`EMIT_RUN`] tokens from `(pos, bb, bc)`; `ROOM`: the buffer has
+/// at least `6 * EMIT_RUN + 9` bytes from `pos` on.
+#[inline(always)]
+fn emit_run<const ROOM: bool>(
+    buf: &mut [u8],
+    (mut pos, mut bb, mut bc): (usize, u64, u32),
+    tokens: &[u32],
+    tabs: &Tabs,
+    fit: Pairs,
+    dist: &mut (u32, u64, u32),
+) -> (usize, u64, u32) {
+    debug_assert!(tokens.len() <= EMIT_RUN);
+    let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
     let lim = buf.len() - 8;
-    let (mut pos, mut bb, mut bc) = (w.pos, w.bb, w.bc);
+    let start = pos;
     // Writes the whole bytes of `bb`. `pos` stays below `lim` (the buffer has room for the
-    // block's exact size and 8 bytes): the clamp only spares a bounds check.
+    // block's exact size and 8 bytes): without `ROOM`, the clamp only spares a bounds check.
     let mut flush = |pos: &mut usize, bb: &mut u64, bc: &mut u32| {
         debug_assert!(*pos <= lim);
-        let i = (*pos).min(lim);
-        buf[i..i + 8].copy_from_slice(&bb.to_le_bytes());
+        if ROOM {
+            debug_assert!(*pos - start <= 6 * EMIT_RUN + 1);
+            // SAFETY: `ROOM`: the buffer has `6 * EMIT_RUN + 9` bytes from `start`, and
+            // `pos` is at most `6 * EMIT_RUN + 1` past it (the run's tokens are at most 48
+            // bits each, fewer than 8 bits were pending): the 8 bytes are inside `buf`.
+            #[allow(unsafe_code)]
+            unsafe {
+                buf.as_mut_ptr()
+                    .add(*pos)
+                    .cast::<[u8; 8]>()
+                    .write_unaligned(bb.to_le_bytes());
+            }
+        } else {
+            let i = (*pos).min(lim);
+            buf[i..i + 8].copy_from_slice(&bb.to_le_bytes());
+        }
         *pos += (*bc >> 3) as usize;
         *bb >>= *bc & !7;
         *bc &= 7;
     };
     let mut single = tokens;
-    let fit = pairs_fit(tabs, freq);
     if fit == Pairs::All {
         let pairs = tokens.chunks_exact(2);
         single = pairs.remainder();
         for pr in pairs {
-            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab);
-            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab);
+            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab, dist);
+            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab, dist);
             bb |= (v0 | v1 << n0) << bc;
             bc += n0 + n1;
             flush(&mut pos, &mut bb, &mut bc);
@@ -1623,8 +1858,8 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
         let pairs = tokens.chunks_exact(2);
         single = pairs.remainder();
         for pr in pairs {
-            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab);
-            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab);
+            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab, dist);
+            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab, dist);
             if pr[0] < LIT && pr[1] < LIT {
                 // Two matches: a flush each.
                 bb |= v0 << bc;
@@ -1640,14 +1875,12 @@ fn emit_body(w: &mut Bits, tokens: &[u32], tabs: &Tabs, freq: Freqs) {
         }
     }
     for &t in single {
-        let (v, n) = token_code(t, sym_tab, dist_tab);
+        let (v, n) = token_code(t, sym_tab, dist_tab, dist);
         bb |= v << bc;
         bc += n;
         flush(&mut pos, &mut bb, &mut bc);
     }
-    w.pos = pos;
-    w.bb = bb;
-    w.bc = bc;
+    (pos, bb, bc)
 }
 
 #[cfg(test)]
@@ -2101,6 +2334,13 @@ mod tests {
                     b[i + k] ^= 0x55;
                 }
                 let m = eq_mask(&b, i, d);
+                #[cfg(target_arch = "x86_64")]
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2 (just detected).
+                    #[allow(unsafe_code)]
+                    let wide = unsafe { eq_mask_w::<true>(&b, i, d) };
+                    assert_eq!(wide, m, "d {d}");
+                }
                 for k in 0..64 {
                     assert_eq!(m >> k & 1 == 1, b[i + k] == b[i + k - d], "d {d} k {k}");
                 }
@@ -2232,6 +2472,19 @@ mod tests {
         dist.lens = [15; 32];
         t.fill(&lit, &dist);
         assert_eq!(pairs_fit(&t, (&lf, &df)), Pairs::None);
+    }
+
+    /// The hinted and emission tests again on the baseline paths (no AVX2 masks, no BMI2
+    /// emission): where the CPU has both, the tests above take the other paths.
+    #[test]
+    fn deflate_baseline_paths_roundtrip() {
+        BASELINE.with(|b| b.set(true));
+        deflate_json_lines();
+        deflate_fuzzish_roundtrips();
+        deflate_hints_find_the_line_of_the_same_kind_and_wrong_ones_cost_only_ratio();
+        deflate_hinted_lines_digit_changes_ends_and_long_runs();
+        deflate_stream_pushes_roundtrip_with_history();
+        BASELINE.with(|b| b.set(false));
     }
 
     #[test]
