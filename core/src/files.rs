@@ -62,7 +62,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::hash::{hash16, FastBuild, Hash16};
@@ -103,9 +103,17 @@ pub struct FileRef {
     retired: AtomicU64,
     /// The writer's mark: which [`PathTable`] entry holds this path's `FH` (0: none).
     pub(crate) fh: AtomicU64,
+    /// Whether `hash` holds the path's hash: [`HASH_NONE`], [`HASH_WRITING`] (one reader
+    /// computed it and is storing it) or [`HASH_READY`]. The hash is computed by the first
+    /// reader (an encoder: the writer, as a rule), not by the thread that opens the file.
+    hash_state: AtomicU8,
     hash: UnsafeCell<Hash16>,
     path: UnsafeCell<Vec<u8>>,
 }
+
+const HASH_NONE: u8 = 0;
+const HASH_WRITING: u8 = 1;
+const HASH_READY: u8 = 2;
 
 // SAFETY: `hash` and `path` are written only by the holder of a claim (CLAIMED set, no
 // pins, see `try_claim`) and read only through a `Pinned` (a pin, taken with acquire after
@@ -127,6 +135,7 @@ impl FileRef {
             state: AtomicU64::new(0),
             retired: AtomicU64::new(0),
             fh: AtomicU64::new(0),
+            hash_state: AtomicU8::new(HASH_NONE),
             hash: UnsafeCell::new([0; 16]),
             path: UnsafeCell::new(Vec::new()),
         }
@@ -139,6 +148,7 @@ impl FileRef {
             state: AtomicU64::new(1),
             retired: AtomicU64::new(0),
             fh: AtomicU64::new(0),
+            hash_state: AtomicU8::new(HASH_READY),
             hash: UnsafeCell::new(hash16(path)),
             path: UnsafeCell::new(path.to_vec()),
         }
@@ -202,8 +212,10 @@ impl Claim {
             }
             v.clear();
             v.extend_from_slice(path);
-            *f.hash.get() = hash16(path);
         }
+        // The hash is its first reader's work ([`Pinned::hash`]): md5 is ~800 instructions,
+        // which the opening thread (the program's) no longer pays.
+        f.hash_state.store(HASH_NONE, Ordering::Relaxed);
         f.fh.store(0, Ordering::Relaxed);
         // Adding CLAIMED to a word that has it clears it and carries into the generation;
         // + 1 is the caller's pin. Release: pins that see the new generation see the path.
@@ -293,9 +305,32 @@ impl Pinned {
         unsafe { &*self.file.path.get() }
     }
 
-    pub fn hash(&self) -> &Hash16 {
-        // SAFETY: as in `path`.
-        unsafe { &*self.file.hash.get() }
+    /// The path's hash (`hash16`), computed by the first caller for this generation of the
+    /// slot and kept for the others.
+    pub fn hash(&self) -> Hash16 {
+        let f = self.file;
+        if f.hash_state.load(Ordering::Acquire) == HASH_READY {
+            // SAFETY: READY was stored (Release) after the hash was written, by the one
+            // caller that moved NONE to WRITING; it is written again only after a new claim
+            // (no pins then), and this caller holds a pin.
+            return unsafe { *f.hash.get() };
+        }
+        let h = hash16(self.path());
+        if f.hash_state
+            .compare_exchange(
+                HASH_NONE,
+                HASH_WRITING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            // SAFETY: only the caller that moved NONE to WRITING writes, and nobody reads
+            // until READY.
+            unsafe { *f.hash.get() = h };
+            f.hash_state.store(HASH_READY, Ordering::Release);
+        }
+        h
     }
 
     pub fn handle(&self) -> FileHandle {
@@ -612,7 +647,7 @@ mod tests {
         let a = P.intern(b"/d/a").unwrap();
         let a2 = P.intern(b"/d/a").unwrap();
         assert!(std::ptr::eq(a.file(), a2.file()) && a.gen == a2.gen);
-        assert_eq!(a.hash(), &hash16(b"/d/a"));
+        assert_eq!(a.hash(), hash16(b"/d/a"));
         let h = a.handle();
         drop(a2);
         // 31 more paths fill the (single) bucket while `a` stays pinned.
@@ -634,6 +669,31 @@ mod tests {
         // A cached path comes back to the same slot and generation.
         let c = P.intern(b"/d/new").unwrap();
         assert!(std::ptr::eq(c.file(), n.file()) && c.gen == n.gen);
+    }
+
+    /// The hash is computed by its first readers, racing: every one gets the path's hash,
+    /// and a slot reused for another path hashes that path.
+    #[test]
+    fn lazy_hash_is_the_paths_under_racing_readers_and_reuse() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        static P: Pool<32> = Pool::new();
+        for round in 0..50 {
+            let path = format!("/lazy/{round}/file.bin");
+            let a = P.intern(path.as_bytes()).unwrap();
+            let h = a.handle();
+            let seen: Vec<Hash16> = std::thread::scope(|s| {
+                let ts: Vec<_> = (0..4)
+                    .map(|_| s.spawn(move || h.pin_transient().unwrap().hash()))
+                    .collect();
+                ts.into_iter().map(|t| t.join().unwrap()).collect()
+            });
+            for got in seen {
+                assert_eq!(got, hash16(path.as_bytes()));
+            }
+            assert_eq!(a.hash(), hash16(path.as_bytes()));
+            drop(a);
+            pass();
+        }
     }
 
     #[test]
@@ -710,7 +770,7 @@ mod tests {
                         match h.pin_transient() {
                             Some(p) => {
                                 assert_eq!(p.path(), &path[..]);
-                                assert_eq!(p.hash(), &hash16(&path));
+                                assert_eq!(p.hash(), hash16(&path));
                             }
                             None => {
                                 assert!(racy, "a record's slot is never reused early");

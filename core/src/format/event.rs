@@ -242,7 +242,7 @@ pub(super) fn complete_static(
                 d = put_slot(d, slot, v);
                 d = piece(d, 4 + i);
             }
-            if let Some(h) = fhash {
+            if let Some(h) = &fhash {
                 d = put16(d, h);
                 d = piece(d, 4 + keys);
             }
@@ -253,7 +253,7 @@ pub(super) fn complete_static(
                 d = put_slot(d, slot, v);
             }
             let mut end = 3 + keys;
-            if let Some(h) = fhash {
+            if let Some(h) = &fhash {
                 d = piece(d, end);
                 d = put16(d, h);
                 end += 1;

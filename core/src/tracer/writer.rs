@@ -316,8 +316,9 @@ impl Writer {
                             bytes: f.path(),
                             orig_len: f.path().len(),
                         };
-                        self.fh_line(tid, &path, f.hash());
-                        self.paths.insert(f.path(), *f.hash())
+                        let hash = f.hash();
+                        self.fh_line(tid, &path, &hash);
+                        self.paths.insert(f.path(), hash)
                     }
                 };
                 fh.store(mark, Ordering::Relaxed);
