@@ -223,12 +223,17 @@ pub fn complete_ticks(
     let _ = LOCAL.try_with(|l| record_ticks_in(l, schema, t0, t1, vals, file));
 }
 
-/// [`complete_ticks`] of an event without file (a C/C++ region's end), inlined into the
-/// caller: the same record, through a path the compiler specialises when the number of
+/// [`complete_ticks`] inlined into the caller (a C/C++ region's end, a preload hook's record): the same record, through a path the compiler specialises when the number of
 /// values is a constant there (whole-word stores of a constant length, no argument
 /// marshalling).
 #[inline(always)]
-pub fn complete_ticks_inline(schema: &'static crate::Schema, t0: u64, t1: u64, vals: &[u64]) {
+pub fn complete_ticks_inline(
+    schema: &'static crate::Schema,
+    t0: u64,
+    t1: u64,
+    vals: &[u64],
+    file: Option<crate::files::FileHandle>,
+) {
     // The thread's state by address (a closure of one instruction, always inlined, where a
     // closure doing the work is a function of its own at every call site beyond the first).
     let Ok(l) = LOCAL.try_with(|l| l as *const Local) else {
@@ -236,7 +241,7 @@ pub fn complete_ticks_inline(schema: &'static crate::Schema, t0: u64, t1: u64, v
     };
     // SAFETY: this thread's LOCAL, a thread-local without a destructor: it lives as long as
     // the thread, and nothing else on this thread holds a reference into it now.
-    record_ticks_in(unsafe { &*l }, schema, t0, t1, vals, None);
+    record_ticks_in(unsafe { &*l }, schema, t0, t1, vals, file);
 }
 
 /// [`complete_ticks`] on this thread's state `l`. No-op when tracing is off.

@@ -219,7 +219,7 @@ fn quick_close(fr: &Frame, t1: u64) -> bool {
     };
     let n = fr.n as usize;
     if n == 0 || !args_on() {
-        dftracer_core::frontend::complete_ticks_inline(base, fr.ts, t1, &[]);
+        dftracer_core::frontend::complete_ticks_inline(base, fr.ts, t1, &[], None);
         return true;
     }
     if n > 2 {
@@ -234,7 +234,7 @@ fn quick_close(fr: &Frame, t1: u64) -> bool {
     let v = [fr.val[0] as u64, fr.val[1] as u64];
     // One text under two pointers: one arg, the later value.
     let vals = if found.dup { &v[1..] } else { &v[..n] };
-    dftracer_core::frontend::complete_ticks_inline(keyed, fr.ts, t1, vals);
+    dftracer_core::frontend::complete_ticks_inline(keyed, fr.ts, t1, vals, None);
     true
 }
 

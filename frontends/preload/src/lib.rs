@@ -235,7 +235,7 @@ pub(crate) fn record_static(
     } else {
         (&[][..], None)
     };
-    dftracer_core::frontend::complete_ticks(schema, t0, t1, vals, file);
+    dftracer_core::frontend::complete_ticks_inline(schema, t0, t1, vals, file);
 }
 
 impl Busy {
