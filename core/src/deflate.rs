@@ -1202,26 +1202,14 @@ impl FastDeflate {
                 if p >= next_at {
                     let d0 = d;
                     // Usually one hint (the next line's); `rest[0]` is at `next_at`.
-                    let (&h, r) = rest.split_first().unwrap();
-                    d = (h & HINT_DIST) as usize + 1;
-                    rest = r;
-                    // The hints after it: more at or before `p` (rare) give the distance;
-                    // those after `p` that give the same distance change nothing, so the
-                    // next one that matters is the next other distance (uniform lines: the
-                    // next line of another length). `hint_idx` is set from `p` on return.
                     loop {
-                        let Some((&h, r)) = rest.split_first() else {
-                            next_at = usize::MAX;
-                            break;
-                        };
-                        let hd = (h & HINT_DIST) as usize + 1;
-                        next_at = pos_of(h);
-                        if next_at <= p {
-                            d = hd;
-                        } else if hd != d {
+                        let (&h, r) = rest.split_first().unwrap();
+                        d = (h & HINT_DIST) as usize + 1;
+                        rest = r;
+                        next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
+                        if next_at > p {
                             break;
                         }
-                        rest = r;
                     }
                     if d != d0 {
                         w = NONE;
@@ -1230,8 +1218,7 @@ impl FastDeflate {
             }
             self.ntok = n;
         }
-        // The hints passed: those at or before `p` (hints skipped ahead above are not).
-        *hint_idx = hints.partition_point(|&h| pos_of(h) <= p);
+        *hint_idx = hints.len() - rest.len();
         (p, td)
     }
 
