@@ -223,7 +223,8 @@ pub fn complete_ticks(
     let _ = LOCAL.try_with(|l| record_ticks_in(l, schema, t0, t1, vals, file));
 }
 
-/// [`complete_ticks`] inlined into the caller (a C/C++ region's end, a preload hook's record): the same record, through a path the compiler specialises when the number of
+/// [`complete_ticks`] inlined into the caller (a C/C++ region's end, a preload hook's
+/// record): the same record, through a path the compiler specialises when the number of
 /// values is a constant there (whole-word stores of a constant length, no argument
 /// marshalling).
 #[inline(always)]

@@ -5,9 +5,10 @@
 //! variable by the header's inline start (or `dftracer_frame_open_`, [`open`], where it cannot
 //! read the clock itself) and its inline `_UPDATE_INT`, and the event is recorded by
 //! [`dftracer_frame_close_`] with the region's schema (a keyed one for int args): one call
-//! per region on x86-64 (two elsewhere), no region cell, no allocation, nothing shared. A string arg,
-//! a third int key or one of the reference's functions called with the frame's pointer moves
-//! the region into a region cell ([`into_cell`]), which then takes every update and the end.
+//! per region on x86-64 (two elsewhere), no region cell, no allocation, nothing shared. A
+//! string arg, a third int key or one of the reference's functions called with the frame's
+//! pointer moves the region into a region cell ([`into_cell`]), which then takes every update
+//! and the end.
 //!
 //! - **The frame's pointer is the reference's `struct DFTracerData *`** (the macros' `data_fn`
 //!   / `data_<name>`): its `profiler` field is a tag of the frame's own address, and the
