@@ -2,7 +2,9 @@
 //! and a static record's line from its template) and counters (ph 2).
 
 use super::cache::{middle, named_prefix, template, PrefixCache, Template};
-use super::cursor::{put16, put_head, put_num, put_piece, put_slot, reserved, Put, COPY_PAD};
+use super::cursor::{
+    put16, put_head, put_lit8, put_num, put_piece, put_slot, reserved, Put, COPY_PAD,
+};
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
 use crate::hash::Hash16;
@@ -218,7 +220,8 @@ pub(super) fn complete_static(
     #[allow(unsafe_code)]
     // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
     // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
-    // most COPY_PAD). Piece indexes are `< want == pieces.len()`: 1..=2, `3 + i` for
+    // most COPY_PAD; piece 1, `,"dur":`, is written as a literal: 8 bytes, 7 kept, as the
+    // template's bound counts). Piece indexes are `< want == pieces.len()`: 2, `3 + i` for
     // `i < keys`, `3 + keys` and, with a file, `4 + keys`; when every slot is filled, `4 + i`
     // for `i < keys` and, with a file, `4 + keys`. `merged` (pieces 2 and 3, built with
     // metadata, where `want >= 4`) lies in `text` as every piece does, and every piece is
@@ -231,7 +234,8 @@ pub(super) fn complete_static(
             put_piece(d, text.add(a as usize), n as usize)
         };
         let mut d = put_head(base, head, id, rec.ts);
-        d = piece(d, 1);
+        // Piece 1 is `,"dur":` in every template: one 8-byte store (7 bytes kept).
+        d = put_lit8(d, b",\"dur\":\0", 7);
         d = put_num(d, rec.dur);
         if !ctx.metadata {
             d = piece(d, 2);
