@@ -108,6 +108,8 @@ impl Template {
             bytes: s.as_bytes(),
             orig_len: s.len(),
         };
+        // An empty slot until built whole (a build that panics leaves no half template).
+        self.key = [0, 0];
         let (text, cuts) = (&mut self.text, &mut self.cuts);
         text.clear();
         cuts.clear();
@@ -239,7 +241,9 @@ pub(super) fn named_prefix<'c>(
     Some((&slot.prefix, n, &mut slot.last_at))
 }
 
-/// The template of (schema, tid, file) for this file's context, built on a miss.
+/// The template of (schema, tid, file) for this file's context, built on a miss. Its
+/// `pieces` hold `4 + keys + file` pieces with metadata, else 3 (checked whenever it
+/// becomes the template used last, which a repeat returns without a check).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn template<'c>(
@@ -254,10 +258,14 @@ pub(super) fn template<'c>(
 ) -> &'c mut Template {
     let key = Template::key(ctx, schema, tid, file);
     // The template used last: its set's victim is already the other way. (An empty slot's
-    // key `[0, 0]` never equals a schema's key.)
+    // key `[0, 0]` never equals a schema's key.) It had its shape checked below when it
+    // became the one used last, and is unchanged since: only a miss (which sets `mru`
+    // again) builds.
     if key == mru.0 {
         return &mut statics[mru.1 & (2 * CACHE_SLOTS - 1)];
     }
+    // No template is the one used last while a miss may rebuild it.
+    *mru = ([0, 0], 0);
     let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
     let set = set & (CACHE_SLOTS - 1);
@@ -273,8 +281,17 @@ pub(super) fn template<'c>(
     };
     // The other way is replaced next.
     victim[set] = 1 - way as u8;
+    let t = &mut statics[2 * set + way];
+    // The shape check the line's piece indexes rely on (see `complete_static`): the
+    // template was built for this (schema, file, metadata).
+    let want = if ctx.metadata {
+        4 + schema.keys.len() + file as usize
+    } else {
+        3
+    };
+    assert!(t.pieces.len() == want, "json: template shape");
     *mru = (key, 2 * set + way);
-    &mut statics[2 * set + way]
+    t
 }
 
 /// The start of every complete line.

@@ -163,7 +163,8 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 /// the middle at most once, dur, at most `keys` slot values (the
 /// loop runs over the schema's keys) and the hash only with the file piece. `bound +
 /// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
-/// count the indexes rely on is checked against the record's shape.
+/// count the indexes rely on was checked against the record's shape by
+/// [`template`](super::cache::template) (at a miss; a repeat returns the same template).
 ///
 /// The line starts at position `line.at` of the writer's stream (all JSON bytes it wrote so
 /// far); returns the position of the previous line written from the
@@ -203,13 +204,16 @@ pub(super) fn complete_static(
     let (merged, bound) = (*merged, *bound);
     let keys = schema.keys.len();
     let pieces = &pieces[..];
-    // The one shape check: the template was built for this (schema, file, metadata).
-    let want = if ctx.metadata {
-        4 + keys + file as usize
-    } else {
-        3
-    };
-    assert!(pieces.len() == want, "json: template shape");
+    // The shape `template` checked: `want` pieces.
+    let want = pieces.len();
+    debug_assert_eq!(
+        want,
+        if ctx.metadata {
+            4 + keys + file as usize
+        } else {
+            3
+        }
+    );
     // `reserve` leaves at least `bound + COPY_PAD` spare bytes (or panics).
     out.reserve(bound + COPY_PAD);
     let text = text.as_ptr();
