@@ -276,7 +276,14 @@ pub(super) fn template<'c>(
         1
     } else {
         let w = victim[set] as usize & 1;
-        statics[2 * set + w].build(ctx, schema, layer, tid, file);
+        // A copy made here: the caller's context then never has its address taken, and
+        // stays in registers on the hot path.
+        let ctx = Ctx {
+            pid: ctx.pid,
+            hhash: ctx.hhash,
+            metadata: ctx.metadata,
+        };
+        statics[2 * set + w].build(&ctx, schema, layer, tid, file);
         w
     };
     // The other way is replaced next.
