@@ -83,6 +83,8 @@ pub(super) struct Template {
     pub(super) bound: usize,
     /// Stream position of the last line written from this template (0: none).
     pub(super) last_at: u64,
+    /// Every piece from 3 on is at most 32 bytes (copied in one move).
+    pub(super) short: bool,
     /// `{"id":`, the id, the middle (piece 0) and the ts's high digits of the last line
     /// written from this template: a line's head is mostly one copy of it.
     pub(super) head: LineHead,
@@ -145,6 +147,7 @@ impl Template {
         self.pieces.clear();
         self.pieces
             .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
+        self.short = self.pieces.iter().skip(3).all(|&(_, n)| n <= 32);
         self.merged = match cuts.get(4) {
             Some(&end) if ctx.metadata => (cuts[2], end - cuts[2]),
             _ => (0, 0),

@@ -182,6 +182,22 @@ pub(super) unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
     unsafe { d.add(n) }
 }
 
+/// [`put_piece`] for `n <= 32`: one 32-byte move, no loop.
+///
+/// # Safety
+/// `n <= 32`; `s` readable and `d` writable for 32 bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_piece_short(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+    debug_assert!(n <= 32);
+    // SAFETY: the contract.
+    unsafe {
+        let x = std::ptr::read_unaligned(s.cast::<[u128; 2]>());
+        std::ptr::write_unaligned(d.cast::<[u128; 2]>(), x);
+        d.add(n)
+    }
+}
+
 /// Writes the 8 bytes of `s` at `d`, keeping the first `n`; returns `d + n`.
 ///
 /// # Safety

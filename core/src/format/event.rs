@@ -3,7 +3,8 @@
 
 use super::cache::{middle, named_prefix, template, PrefixCache, Template};
 use super::cursor::{
-    put16, put_head, put_lit8, put_num, put_piece, put_slot, reserved, Put, COPY_PAD,
+    put16, put_head, put_lit8, put_num, put_piece, put_piece_short, put_slot, reserved, Put,
+    COPY_PAD,
 };
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
@@ -199,9 +200,10 @@ pub(super) fn complete_static(
         merged,
         bound,
         head,
+        short,
         ..
     } = t;
-    let (merged, bound) = (*merged, *bound);
+    let (merged, bound, short) = (*merged, *bound, *short);
     let keys = schema.keys.len();
     let pieces = &pieces[..];
     // The shape `template` checked: `want` pieces.
@@ -246,14 +248,12 @@ pub(super) fn complete_static(
         } else if full {
             let (a, n) = merged;
             d = put_piece(d, text.add(a as usize), n as usize);
-            for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
-                d = put_slot(d, slot, v);
-                d = piece(d, 4 + i);
-            }
-            if let Some(h) = fhash {
-                d = put16(d, h);
-                d = piece(d, 4 + keys);
-            }
+            // Pieces after the slots are short (keys of a few letters): one move each.
+            d = if short {
+                full_slots::<true>(d, text, pieces, schema.keys, vals, fhash)
+            } else {
+                full_slots::<false>(d, text, pieces, schema.keys, vals, fhash)
+            };
         } else {
             d = piece(d, 2);
             for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
@@ -273,6 +273,49 @@ pub(super) fn complete_static(
         out.set_len(start + n);
     }
     prev
+}
+
+/// The slot values of a line that fills every slot, each followed by its piece `4 + i`,
+/// then the file hash and piece `4 + keys` (see [`complete_static`]); with `SHORT` (the
+/// template's pieces from 3 on are at most 32 bytes), each piece is copied in one move.
+///
+/// # Safety
+/// As in [`complete_static`]: `d` has room for the rest of the line's bound plus
+/// [`COPY_PAD`], `pieces` holds `4 + keys.len()` pieces (one more with a file) of `text`,
+/// each followed by COPY_PAD readable bytes, and with `SHORT` pieces from 3 on are at most 32
+/// bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn full_slots<const SHORT: bool>(
+    mut d: *mut u8,
+    text: *const u8,
+    pieces: &[(u32, u32)],
+    keys: &[(&str, crate::event::Slot)],
+    vals: std::slice::ChunksExact<'_, u8>,
+    fhash: Option<&Hash16>,
+) -> *mut u8 {
+    // SAFETY: piece indexes `4 + i` (`i < keys.len()`) and `4 + keys.len()` (with a file)
+    // are within `pieces` (the contract); `put_piece_short` needs `n <= 32`, true with
+    // `SHORT`; each write stays within the line's bound (see `complete_static`).
+    unsafe {
+        let piece = |d: *mut u8, i: usize| {
+            let (a, n) = *pieces.get_unchecked(i);
+            if SHORT {
+                put_piece_short(d, text.add(a as usize), n as usize)
+            } else {
+                put_piece(d, text.add(a as usize), n as usize)
+            }
+        };
+        for (i, (&(_, slot), v)) in keys.iter().zip(vals).enumerate() {
+            d = put_slot(d, slot, v);
+            d = piece(d, 4 + i);
+        }
+        if let Some(h) = fhash {
+            d = put16(d, h);
+            d = piece(d, 4 + keys.len());
+        }
+        d
+    }
 }
 
 /// `"name":…,"cat":…,"type":…,`: how the lines written into a growable buffer (long

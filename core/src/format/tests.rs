@@ -684,6 +684,18 @@ fn static_stream_equals_generic_lines() {
             &[("u", Slot::UInt)],
             "fhash",
         )),
+        // Pieces past 32 bytes (copied in a loop, not in one move).
+        leak(Schema::new(
+            Layer::Python,
+            "long_keys",
+            "py",
+            &[
+                ("a_key_name_of_more_than_thirty_two_bytes", Slot::Int),
+                ("k", Slot::UInt),
+                ("another_key_name_of_more_than_thirty_two_bytes", Slot::UInt),
+            ],
+            "a_file_key_of_more_than_thirty_two_bytes_too",
+        )),
     ];
     let paths: [&[u8]; 3] = [b"/data/a.bin", b"/data/\"q\"/b", b"/x"];
     let files: Vec<&'static FileRef> = paths
