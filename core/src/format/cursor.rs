@@ -245,6 +245,21 @@ pub(super) unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
             return d.add(2);
         }
     }
+    // 3 or 4 digits (sizes, counts): two pairs, the first one's leading zero dropped.
+    if v < 10_000 {
+        let (hi, lo) = ((v / 100) as usize, (v % 100) as usize);
+        // SAFETY: at most 4 bytes at `d` (the contract).
+        unsafe {
+            // `hi` in 1..=99. One digit: its pair is `0h`; the two bytes from the `h` (`h` and
+            // the next pair's first, in the table) are written, and `lo`'s pair overwrites the
+            // second.
+            let skip = (hi < 10) as usize;
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(hi * 2 + skip), d, 2);
+            let d = d.add(2 - skip);
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(lo * 2), d, 2);
+            return d.add(2);
+        }
+    }
     // Up to 8 digits: all eight at once (leading zeros dropped by a shift), one store.
     if v < 100_000_000 {
         let z = digits8(v as u32);
