@@ -1,7 +1,7 @@
 //! The write cursor: a line written into space reserved once ([`reserved`], [`Put`]: every
 //! write checked against the line's bound) or, for template lines, through raw pointers
-//! (`put_*`: the bound proven once per line by the caller). All of the format's unsafe code
-//! is here.
+//! (`put_*`: the bound proven once per line by the caller). The format's unsafe code is
+//! here, but for the template line's pointer walk over these writes (`event.rs`).
 
 use super::escape::{escape_into, Out};
 use crate::event::Slot;
