@@ -83,6 +83,8 @@ pub(super) struct Template {
     pub(super) bound: usize,
     /// Stream position of the last line written from this template (0: none).
     pub(super) last_at: u64,
+    /// Every piece from 3 on is at most 32 bytes (copied in one move).
+    pub(super) short: bool,
     /// `{"id":`, the id, the middle (piece 0) and the ts's high digits of the last line
     /// written from this template: a line's head is mostly one copy of it.
     pub(super) head: LineHead,
@@ -108,6 +110,8 @@ impl Template {
             bytes: s.as_bytes(),
             orig_len: s.len(),
         };
+        // An empty slot until built whole (a build that panics leaves no half template).
+        self.key = [0, 0];
         let (text, cuts) = (&mut self.text, &mut self.cuts);
         text.clear();
         cuts.clear();
@@ -143,6 +147,7 @@ impl Template {
         self.pieces.clear();
         self.pieces
             .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
+        self.short = self.pieces.iter().skip(3).all(|&(_, n)| n <= 32);
         self.merged = match cuts.get(4) {
             Some(&end) if ctx.metadata => (cuts[2], end - cuts[2]),
             _ => (0, 0),
@@ -239,7 +244,9 @@ pub(super) fn named_prefix<'c>(
     Some((&slot.prefix, n, &mut slot.last_at))
 }
 
-/// The template of (schema, tid, file) for this file's context, built on a miss.
+/// The template of (schema, tid, file) for this file's context, built on a miss. Its
+/// `pieces` hold `4 + keys + file` pieces with metadata, else 3 (checked whenever it
+/// becomes the template used last, which a repeat returns without a check).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn template<'c>(
@@ -254,10 +261,14 @@ pub(super) fn template<'c>(
 ) -> &'c mut Template {
     let key = Template::key(ctx, schema, tid, file);
     // The template used last: its set's victim is already the other way. (An empty slot's
-    // key `[0, 0]` never equals a schema's key.)
+    // key `[0, 0]` never equals a schema's key.) It had its shape checked below when it
+    // became the one used last, and is unchanged since: only a miss (which sets `mru`
+    // again) builds.
     if key == mru.0 {
         return &mut statics[mru.1 & (2 * CACHE_SLOTS - 1)];
     }
+    // No template is the one used last while a miss may rebuild it.
+    *mru = ([0, 0], 0);
     let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
     let set = set & (CACHE_SLOTS - 1);
@@ -268,13 +279,29 @@ pub(super) fn template<'c>(
         1
     } else {
         let w = victim[set] as usize & 1;
-        statics[2 * set + w].build(ctx, schema, layer, tid, file);
+        // A copy made here: the caller's context then never has its address taken, and
+        // stays in registers on the hot path.
+        let ctx = Ctx {
+            pid: ctx.pid,
+            hhash: ctx.hhash,
+            metadata: ctx.metadata,
+        };
+        statics[2 * set + w].build(&ctx, schema, layer, tid, file);
         w
     };
     // The other way is replaced next.
     victim[set] = 1 - way as u8;
+    let t = &mut statics[2 * set + way];
+    // The shape check the line's piece indexes rely on (see `complete_static`): the
+    // template was built for this (schema, file, metadata).
+    let want = if ctx.metadata {
+        4 + schema.keys.len() + file as usize
+    } else {
+        3
+    };
+    assert!(t.pieces.len() == want, "json: template shape");
     *mru = (key, 2 * set + way);
-    &mut statics[2 * set + way]
+    t
 }
 
 /// The start of every complete line.

@@ -1,7 +1,7 @@
 //! The write cursor: a line written into space reserved once ([`reserved`], [`Put`]: every
 //! write checked against the line's bound) or, for template lines, through raw pointers
-//! (`put_*`: the bound proven once per line by the caller). All of the format's unsafe code
-//! is here.
+//! (`put_*`: the bound proven once per line by the caller). The format's unsafe code is
+//! here, but for the template line's pointer walk over these writes (`event.rs`).
 
 use super::escape::{escape_into, Out};
 use crate::event::Slot;
@@ -182,6 +182,36 @@ pub(super) unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
     unsafe { d.add(n) }
 }
 
+/// [`put_piece`] for `n <= 32`: one 32-byte move, no loop.
+///
+/// # Safety
+/// `n <= 32`; `s` readable and `d` writable for 32 bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_piece_short(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+    debug_assert!(n <= 32);
+    // SAFETY: the contract.
+    unsafe {
+        let x = std::ptr::read_unaligned(s.cast::<[u128; 2]>());
+        std::ptr::write_unaligned(d.cast::<[u128; 2]>(), x);
+        d.add(n)
+    }
+}
+
+/// Writes the 8 bytes of `s` at `d`, keeping the first `n`; returns `d + n`.
+///
+/// # Safety
+/// `d` writable for 8 bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) unsafe fn put_lit8(d: *mut u8, s: &[u8; 8], n: usize) -> *mut u8 {
+    // SAFETY: the contract.
+    unsafe {
+        std::ptr::write_unaligned(d.cast::<[u8; 8]>(), *s);
+        d.add(n)
+    }
+}
+
 /// Copies the 16 bytes of `h` to `d`; returns `d + 16`.
 ///
 /// # Safety
@@ -215,12 +245,56 @@ pub(super) unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
             return d.add(2);
         }
     }
+    // 3 or 4 digits (sizes, counts): two pairs, the first one's leading zero dropped.
+    if v < 10_000 {
+        let (hi, lo) = ((v / 100) as usize, (v % 100) as usize);
+        // SAFETY: at most 4 bytes at `d` (the contract).
+        unsafe {
+            // `hi` in 1..=99. One digit: its pair is `0h`; the two bytes from the `h` (`h` and
+            // the next pair's first, in the table) are written, and `lo`'s pair overwrites the
+            // second.
+            let skip = (hi < 10) as usize;
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(hi * 2 + skip), d, 2);
+            let d = d.add(2 - skip);
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(lo * 2), d, 2);
+            return d.add(2);
+        }
+    }
+    // Up to 8 digits: all eight at once (leading zeros dropped by a shift), one store.
+    if v < 100_000_000 {
+        let z = digits8(v as u32);
+        // `v >= 100`: `z` has a nonzero digit, and at most 5 leading zeros.
+        let lead = (z.trailing_zeros() / 8) as usize;
+        let s = (z | 0x3030_3030_3030_3030) >> (8 * lead);
+        // SAFETY: 8 bytes at `d` written (the contract: 20), `8 - lead` kept.
+        unsafe {
+            std::ptr::write_unaligned(d.cast::<[u8; 8]>(), s.to_le_bytes());
+            return d.add(8 - lead);
+        }
+    }
     let n = ndigits(v);
     // SAFETY: `n <= 20` bytes at `d` are writable (the contract).
     unsafe {
         write_digits(d, v, n);
         d.add(n)
     }
+}
+
+/// The 8 decimal digits of `v < 10^8` (leading zeros included) as the bytes of a
+/// little-endian word, the first digit in the lowest byte, values 0..=9 (not ASCII): the
+/// two halves' 4 digits in 32-bit lanes, split into 2-digit numbers in 16-bit lanes, then
+/// into digits in bytes (each lane's quotient by a multiply and shift, exact in range; no
+/// product carries into the next lane).
+#[inline(always)]
+fn digits8(v: u32) -> u64 {
+    debug_assert!(v < 100_000_000);
+    let x = (v / 10_000) as u64 | ((v % 10_000) as u64) << 32;
+    // x / 100 per 32-bit lane (x < 10^4: (x * 5243) >> 19 is exact).
+    let q = ((x * 5243) >> 19) & 0x0000_007F_0000_007F;
+    let y = q | (x - q * 100) << 16;
+    // y / 10 per 16-bit lane (y < 100: (y * 103) >> 10 is exact).
+    let t = ((y * 103) >> 10) & 0x000F_000F_000F_000F;
+    t | (y - t * 10) << 8
 }
 
 /// Writes the `n` (= `ndigits(v)`) decimal digits of `v` at `d`, back to front, two at a time.
@@ -479,6 +553,53 @@ mod tests {
             assert_eq!(out, (v as i64).to_string().as_bytes(), "{v}");
         }
     }
+    /// The raw writers [`put_num`] and [`put_int`] (every digit count, both sides of each
+    /// power of ten, 0, `u64::MAX`, negative values) write what `to_string` does, after
+    /// other bytes, and never more than their bound.
+    #[test]
+    fn put_num_raw_matches_itoa() {
+        let mut cases = vec![0u64, 1, 9, 10, 99, 100, 101, u64::MAX, u64::MAX - 1];
+        let mut p = 1u64;
+        while let Some(n) = p.checked_mul(10) {
+            cases.extend([p - 1, p, p + 1, n - 1, p * 5 + 3]);
+            p = n;
+        }
+        cases.extend([p - 1, p, p + 1, 99_999_999, 100_000_000, 12_345_678]);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push(x >> (x % 64));
+        }
+        cases.extend(0..20_000);
+        for v in cases {
+            for signed in [false, true] {
+                let want = if signed {
+                    (v as i64).to_string()
+                } else {
+                    v.to_string()
+                };
+                let mut out = b"ab".to_vec();
+                out.reserve(NUM_MAX + COPY_PAD);
+                #[allow(unsafe_code)]
+                // SAFETY: NUM_MAX spare bytes reserved (both writers' contract).
+                unsafe {
+                    let d = out.as_mut_ptr().add(2);
+                    let end = if signed {
+                        put_int(d, v as i64)
+                    } else {
+                        put_num(d, v)
+                    };
+                    let n = end.offset_from(d) as usize;
+                    assert!(n <= NUM_MAX);
+                    out.set_len(2 + n);
+                }
+                assert_eq!(out[2..], *want.as_bytes(), "{v} {signed}");
+            }
+        }
+    }
+
     /// Runs of nearby values (the cached high digits hit) and jumps (they miss) format as
     /// `to_string` does, for both splits, written after other bytes.
     #[test]

@@ -2,7 +2,10 @@
 //! and a static record's line from its template) and counters (ph 2).
 
 use super::cache::{middle, named_prefix, template, PrefixCache, Template};
-use super::cursor::{put16, put_head, put_num, put_piece, put_slot, reserved, Put, COPY_PAD};
+use super::cursor::{
+    put16, put_head, put_lit8, put_num, put_piece, put_piece_short, put_slot, reserved, Put,
+    COPY_PAD,
+};
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
 use crate::hash::Hash16;
@@ -161,7 +164,8 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 /// the middle at most once, dur, at most `keys` slot values (the
 /// loop runs over the schema's keys) and the hash only with the file piece. `bound +
 /// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
-/// count the indexes rely on is checked against the record's shape.
+/// count the indexes rely on was checked against the record's shape by
+/// [`template`](super::cache::template) (at a miss; a repeat returns the same template).
 ///
 /// The line starts at position `line.at` of the writer's stream (all JSON bytes it wrote so
 /// far); returns the position of the previous line written from the
@@ -196,18 +200,22 @@ pub(super) fn complete_static(
         merged,
         bound,
         head,
+        short,
         ..
     } = t;
-    let (merged, bound) = (*merged, *bound);
+    let (merged, bound, short) = (*merged, *bound, *short);
     let keys = schema.keys.len();
     let pieces = &pieces[..];
-    // The one shape check: the template was built for this (schema, file, metadata).
-    let want = if ctx.metadata {
-        4 + keys + file as usize
-    } else {
-        3
-    };
-    assert!(pieces.len() == want, "json: template shape");
+    // The shape `template` checked: `want` pieces.
+    let want = pieces.len();
+    debug_assert_eq!(
+        want,
+        if ctx.metadata {
+            4 + keys + file as usize
+        } else {
+            3
+        }
+    );
     // `reserve` leaves at least `bound + COPY_PAD` spare bytes (or panics).
     out.reserve(bound + COPY_PAD);
     let text = text.as_ptr();
@@ -218,7 +226,8 @@ pub(super) fn complete_static(
     #[allow(unsafe_code)]
     // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
     // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
-    // most COPY_PAD). Piece indexes are `< want == pieces.len()`: 1..=2, `3 + i` for
+    // most COPY_PAD; piece 1, `,"dur":`, is written as a literal: 8 bytes, 7 kept, as the
+    // template's bound counts). Piece indexes are `< want == pieces.len()`: 2, `3 + i` for
     // `i < keys`, `3 + keys` and, with a file, `4 + keys`; when every slot is filled, `4 + i`
     // for `i < keys` and, with a file, `4 + keys`. `merged` (pieces 2 and 3, built with
     // metadata, where `want >= 4`) lies in `text` as every piece does, and every piece is
@@ -231,21 +240,20 @@ pub(super) fn complete_static(
             put_piece(d, text.add(a as usize), n as usize)
         };
         let mut d = put_head(base, head, id, rec.ts);
-        d = piece(d, 1);
+        // Piece 1 is `,"dur":` in every template: one 8-byte store (7 bytes kept).
+        d = put_lit8(d, b",\"dur\":\0", 7);
         d = put_num(d, rec.dur);
         if !ctx.metadata {
             d = piece(d, 2);
         } else if full {
             let (a, n) = merged;
             d = put_piece(d, text.add(a as usize), n as usize);
-            for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
-                d = put_slot(d, slot, v);
-                d = piece(d, 4 + i);
-            }
-            if let Some(h) = &fhash {
-                d = put16(d, h);
-                d = piece(d, 4 + keys);
-            }
+            // Pieces after the slots are short (keys of a few letters): one move each.
+            d = if short {
+                full_slots::<true>(d, text, pieces, schema.keys, vals, fhash.as_ref())
+            } else {
+                full_slots::<false>(d, text, pieces, schema.keys, vals, fhash.as_ref())
+            };
         } else {
             d = piece(d, 2);
             for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
@@ -265,6 +273,49 @@ pub(super) fn complete_static(
         out.set_len(start + n);
     }
     prev
+}
+
+/// The slot values of a line that fills every slot, each followed by its piece `4 + i`,
+/// then the file hash and piece `4 + keys` (see [`complete_static`]); with `SHORT` (the
+/// template's pieces from 3 on are at most 32 bytes), each piece is copied in one move.
+///
+/// # Safety
+/// As in [`complete_static`]: `d` has room for the rest of the line's bound plus
+/// [`COPY_PAD`], `pieces` holds `4 + keys.len()` pieces (one more with a file) of `text`,
+/// each followed by COPY_PAD readable bytes, and with `SHORT` pieces from 3 on are at most 32
+/// bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn full_slots<const SHORT: bool>(
+    mut d: *mut u8,
+    text: *const u8,
+    pieces: &[(u32, u32)],
+    keys: &[(&str, crate::event::Slot)],
+    vals: std::slice::ChunksExact<'_, u8>,
+    fhash: Option<&Hash16>,
+) -> *mut u8 {
+    // SAFETY: piece indexes `4 + i` (`i < keys.len()`) and `4 + keys.len()` (with a file)
+    // are within `pieces` (the contract); `put_piece_short` needs `n <= 32`, true with
+    // `SHORT`; each write stays within the line's bound (see `complete_static`).
+    unsafe {
+        let piece = |d: *mut u8, i: usize| {
+            let (a, n) = *pieces.get_unchecked(i);
+            if SHORT {
+                put_piece_short(d, text.add(a as usize), n as usize)
+            } else {
+                put_piece(d, text.add(a as usize), n as usize)
+            }
+        };
+        for (i, (&(_, slot), v)) in keys.iter().zip(vals).enumerate() {
+            d = put_slot(d, slot, v);
+            d = piece(d, 4 + i);
+        }
+        if let Some(h) = fhash {
+            d = put16(d, h);
+            d = piece(d, 4 + keys.len());
+        }
+        d
+    }
 }
 
 /// `"name":…,"cat":…,"type":…,`: how the lines written into a growable buffer (long

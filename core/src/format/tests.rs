@@ -636,3 +636,183 @@ fn fh_line_is_the_meta_line() {
         }
     }
 }
+
+/// A long mixed stream through one cache, as the writer feeds it: schemas, threads, files
+/// and contexts (pid, metadata) alternating at random and in runs (the template used last
+/// hits, other ways hit, misses rebuild and evict), values 0, `u64::MAX`, negative ints and
+/// random magnitudes, timestamps at the scale of each time unit: every static line equals
+/// the generic line byte for byte, and the position it returns is 0 or that of the last line
+/// of its template.
+#[test]
+fn static_stream_equals_generic_lines() {
+    use crate::event::FileRef;
+    use crate::record::StaticRecord;
+    use std::collections::HashMap;
+    let leak = |s: Schema| -> &'static Schema { Box::leak(Box::new(s)) };
+    let schemas: Vec<&'static Schema> = vec![
+        leak(Schema::new(Layer::CApp, "fn", "C", &[], "fhash")),
+        leak(Schema::new(
+            Layer::CApp,
+            "fn_2int",
+            "C",
+            &[("step", Slot::Int), ("rank", Slot::Int)],
+            "fhash",
+        )),
+        leak(Schema::new(
+            Layer::LibcIo,
+            "pread64",
+            "POSIX",
+            &[
+                ("fd", Slot::Int),
+                ("count", Slot::UInt),
+                ("offset", Slot::UInt),
+                ("ret", Slot::Int),
+            ],
+            "fhash",
+        )),
+        leak(Schema::new(
+            Layer::LibcIo,
+            "lseek64",
+            "POSIX",
+            &[("whence", Slot::Int)],
+            "file_hash",
+        )),
+        leak(Schema::new(
+            Layer::Python,
+            "a_function_name_long_enough_for_a_middle_of_more_than_64_bytes",
+            "py",
+            &[("u", Slot::UInt)],
+            "fhash",
+        )),
+        // Pieces past 32 bytes (copied in a loop, not in one move).
+        leak(Schema::new(
+            Layer::Python,
+            "long_keys",
+            "py",
+            &[
+                ("a_key_name_of_more_than_thirty_two_bytes", Slot::Int),
+                ("k", Slot::UInt),
+                ("another_key_name_of_more_than_thirty_two_bytes", Slot::UInt),
+            ],
+            "a_file_key_of_more_than_thirty_two_bytes_too",
+        )),
+    ];
+    let paths: [&[u8]; 3] = [b"/data/a.bin", b"/data/\"q\"/b", b"/x"];
+    let files: Vec<&'static FileRef> = paths
+        .iter()
+        .map(|p| &*Box::leak(Box::new(FileRef::new(p))))
+        .collect();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // Timestamps of 2026 in each unit (ns, us, ms, s), and the extremes.
+    let scales = [
+        1_796_000_779_668_786_123u64,
+        1_796_000_779_668_786,
+        1_796_000_779_668,
+        1_796_000_779,
+    ];
+    let ctxs = [ctx(4242, true), ctx(4243, true), ctx(4242, false)];
+    let mut cache = PrefixCache::default();
+    let mut last: HashMap<(usize, usize, u32, bool), u64> = HashMap::new();
+    let (mut id, mut at) = (1u64, 1u64);
+    let (mut si, mut tid, mut ci, mut fi) = (0usize, 7u32, 0usize, None::<usize>);
+    let mut ts = scales[1];
+    for i in 0..60_000u64 {
+        // Runs of one kind of line (the template used last), broken at random.
+        let r = rnd();
+        if r % 8 == 0 {
+            si = (rnd() % schemas.len() as u64) as usize;
+        }
+        if r % 16 == 1 {
+            tid = [7, 8, 9, 123_456, u32::MAX][(rnd() % 5) as usize];
+        }
+        if r % 64 == 2 {
+            ci = (rnd() % ctxs.len() as u64) as usize;
+        }
+        if r % 8 == 3 {
+            fi = match rnd() % 4 {
+                0 => None,
+                k => Some(k as usize - 1),
+            };
+        }
+        if r % 500 == 4 {
+            ts = match rnd() % 6 {
+                k @ 0..=3 => scales[k as usize],
+                4 => 0,
+                _ => u64::MAX - 100_000_000,
+            };
+        }
+        ts = ts.saturating_add(rnd() % [3, 100, 20_000, 10_000_000][(i % 4) as usize]);
+        id = if r % 1_000 == 5 {
+            rnd() >> (rnd() % 64)
+        } else {
+            id.wrapping_add(1)
+        };
+        let dur = match rnd() % 5 {
+            0 => 0,
+            1 => rnd() % 10,
+            2 => rnd() % 100_000,
+            3 => u64::MAX,
+            _ => rnd() >> (rnd() % 64),
+        };
+        let schema = schemas[si];
+        let vals: Vec<u64> = (0..schema.keys.len() + 1)
+            .map(|_| match rnd() % 7 {
+                0 => 0,
+                1 => u64::MAX,
+                2 => (-((rnd() % 1_000_000) as i64)) as u64,
+                3 => i64::MIN as u64,
+                4 => rnd() % 10,
+                5 => rnd() % 100_000_000,
+                _ => rnd() >> (rnd() % 64),
+            })
+            .collect();
+        // Fewer values than keys at times (slots left out).
+        let n = if rnd() % 4 == 0 {
+            (rnd() % (schema.keys.len() as u64 + 2)) as usize
+        } else {
+            schema.keys.len()
+        };
+        let p = Pending::Static {
+            schema,
+            ts,
+            dur,
+            vals: &vals[..n],
+            file: fi.map(|k| files[k].handle()),
+        };
+        let mut buf = vec![0u8; p.len()];
+        p.write(&mut buf);
+        // SAFETY: written just above by Pending::write in this process.
+        #[allow(unsafe_code)]
+        let (srec, rec) = unsafe {
+            (
+                StaticRecord::decode(&buf).unwrap(),
+                Record::decode_trusted(&buf).unwrap(),
+            )
+        };
+        let c = &ctxs[ci];
+        let line = Line { id, tid, at };
+        let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
+        let prev = event::complete_static(&mut fast, &mut cache, c, line, &srec.view());
+        event::complete(&mut slow, None, c, line, &rec, &mut |p| {
+            crate::hash::hash16(p)
+        });
+        assert_eq!(
+            String::from_utf8_lossy(&fast),
+            String::from_utf8_lossy(&slow),
+            "line {i}"
+        );
+        let key = (si, ci, tid, fi.is_some() && c.metadata);
+        let want = last.insert(key, at).unwrap_or(0);
+        assert!(
+            prev == 0 || prev == want,
+            "line {i}: prev {prev}, want {want}"
+        );
+        at += fast.len() as u64;
+    }
+}
