@@ -200,7 +200,8 @@ fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
     }
 }
 
-/// [`eq_mask`]; `WIDE`: with two 32-byte AVX2 compares instead of four 16-byte SSE2 ones.
+/// Bit k (k < 64) set iff `b[i + k] == b[i - d + k]` (`d <= i`); `WIDE`: with two 32-byte
+/// AVX2 compares instead of four 16-byte SSE2 ones.
 ///
 /// # Safety
 /// With `WIDE`, the CPU must have AVX2 (the caller is compiled with it: see

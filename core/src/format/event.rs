@@ -154,7 +154,7 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 }
 
 /// A complete event of a static record ([`Record::schema`]): the same line [`complete`]
-/// writes, from the schema's [`Template`](super::cache::Template) and the record's numbers (no escaping, no decoding
+/// writes, from the schema's [`Template`] and the record's numbers (no escaping, no decoding
 /// of args).
 ///
 /// The line is written through a raw cursor without a check per write. The bound is proven
@@ -165,7 +165,7 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 /// loop runs over the schema's keys) and the hash only with the file piece. `bound +
 /// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
 /// count the indexes rely on was checked against the record's shape by
-/// [`template`](super::cache::template) (at a miss; a repeat returns the same template).
+/// [`template`] (at a miss; a repeat returns the same template).
 ///
 /// The line starts at position `line.at` of the writer's stream (all JSON bytes it wrote so
 /// far); returns the position of the previous line written from the
