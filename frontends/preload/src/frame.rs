@@ -82,14 +82,7 @@ fn tag(f: *const Frame) -> *mut std::ffi::c_void {
 fn this_thread() -> libc::c_ulong {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
-        let v: u64;
-        // SAFETY: on x86-64 Linux %fs:0 holds the thread control block's own address (the
-        // TLS ABI's tcb->self); the load changes nothing but `v`.
-        unsafe {
-            std::arch::asm!("mov {v}, qword ptr fs:[0]", v = out(reg) v,
-                            options(nostack, readonly, preserves_flags))
-        };
-        v as libc::c_ulong
+        crate::real::thread_pointer() as libc::c_ulong
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     // SAFETY: pthread_self has no preconditions.

@@ -301,10 +301,11 @@ macro_rules! real {
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 static ERRNO_OFFSET: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
 
-/// The calling thread's pointer (`%fs:0`, the TCB's own address).
+/// The calling thread's pointer (`%fs:0`, the TCB's own address, which glibc's
+/// `pthread_self` returns too): one load.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[inline(always)]
-fn thread_pointer() -> usize {
+pub(crate) fn thread_pointer() -> usize {
     let v: usize;
     // SAFETY: on x86-64 Linux %fs:0 holds the thread control block's own address; the load
     // changes nothing but `v`.
