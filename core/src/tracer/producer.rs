@@ -220,7 +220,7 @@ pub fn complete_ticks(
     vals: &[u64],
     file: Option<crate::files::FileHandle>,
 ) {
-    let _ = LOCAL.try_with(|l| record_ticks_in(l, schema, t0, t1, vals, file));
+    complete_ticks_inline(schema, t0, t1, vals, file);
 }
 
 /// [`complete_ticks`] inlined into the caller (a C/C++ region's end, a preload hook's
