@@ -81,6 +81,9 @@ def name_counts(d, drop=()):
     posix_s = 0.0
     for f in glob.glob(os.path.join(d, "*.pfw.gz")):
         for _, e in events(f):
+            if e.get("ph") == 3 and e.get("cat") in ("POSIX", "STDIO"):
+                # Folded calls (FORMAT.md "Folded calls"): counted, their time not I/O time.
+                c[e["name"]] += e.get("args", {}).get("dft_cnt", 0)
             if e.get("ph") in (1, "X") and e.get("cat") in ("POSIX", "STDIO"):
                 c[e["name"]] += 1
                 if e.get("cat") == "POSIX" and e["name"] not in drop:
@@ -95,7 +98,7 @@ def filtered_copy(src, dst, drop, prefix):
     for f in glob.glob(os.path.join(src, "*.pfw.gz")):
         with gzip.open(os.path.join(dst, prefix + os.path.basename(f)), "wt") as out:
             for line, e in events(f):
-                if e.get("ph") in (1, "X") and e.get("cat") in ("POSIX", "STDIO") and e["name"] in drop:
+                if e.get("ph") in (1, "X", 3) and e.get("cat") in ("POSIX", "STDIO") and e["name"] in drop:
                     continue
                 out.write(line + "\n")
 

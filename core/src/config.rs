@@ -128,6 +128,8 @@ pub struct Config {
     pub trace_interval_ms: u64,
     pub libuv_threads: u64,
     pub aggregation_enable: bool,
+    /// Low-information calls (`isatty`, `fstat` of a traced fd) counted, not written.
+    pub fold_calls: bool,
     pub aggregation_type: String,
     pub aggregation_file: Option<String>,
     /// Which events aggregation folds (derived from the three knobs above).
@@ -170,6 +172,7 @@ impl Default for Config {
             trace_interval_ms: 1000,
             libuv_threads: 1,
             aggregation_enable: false,
+            fold_calls: true,
             aggregation_type: "FULL".into(),
             aggregation_file: None,
             aggregation_selection: Selection::All,
@@ -418,6 +421,7 @@ pub static KNOBS: &[Knob] = &[
     bool_knob!("DFTRACER_DISABLE_STDIO", "features.io.stdio", "0", "1 disables stdio interception", stdio, true),
     bool_knob!("DFTRACER_DISABLE_HDF5", "features.io.hdf5", "0", "1 disables HDF5 interception (the file, dataset, group and attribute calls of a libhdf5 1.10 or later loaded in the process, bound at run time: category HDF5, FORMAT.md)", hdf5, true),
     bool_knob!("DFTRACER_DISABLE_MPIIO", "features.io.mpiio", "0", "1 disables MPI-IO interception (MPI_File_open, _close, the reads and writes (blocking, nonblocking, shared and ordered), _sync, _set_size, _seek, _seek_shared, _set_view of the MPI library loaded in the process, bound at run time: category MPIIO, FORMAT.md)", mpiio, true),
+    bool_knob!("DFTRACER_FOLD_CALLS", "features.io.fold_calls", "1", "calls on a traced fd that say nothing about its I/O (`isatty`; `fstat`, `fstat64`, `__fxstat*`, and `fstatat`, `__fxstatat*` and `statx` of the fd itself (`\"\"`, `AT_EMPTY_PATH`)), when they return 0, are counted in one ph 3 record per name, thread and TRACE_INTERVAL_MS bucket (`dft_cnt`, `dur_*`) instead of written one by one (FORMAT.md \"Folded calls\"); 0 writes each", fold_calls, false),
     bool_knob!("DFTRACER_TRACE_COMPRESSION", "tracer.compression", "1", "gzip members (.pfw.gz); 0 writes plain .pfw", compression, false),
     bool_knob!("DFTRACER_DISABLE_TIDS", "features.tid", "0", "1 writes tid 0 (not inverted, unlike the reference)", tids, true),
     bool_knob!("DFTRACER_BIND_SIGNALS", "internal.bind_signals", "1", "finish the trace when a catchable signal whose default action ends the process arrives while it has that action (TERM INT HUP QUIT ABRT PIPE ALRM USR1 USR2 VTALRM PROF XCPU XFSZ, and the faults), then die by it exactly as SIG_DFL would; the program still reads SIG_DFL. 0 installs nothing", bind_signals, false),

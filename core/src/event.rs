@@ -133,6 +133,10 @@ pub struct Schema {
     pub cat: &'static str,
     pub keys: &'static [(&'static str, Slot)],
     pub file_key: &'static str,
+    /// A low-information call ([`Schema::folded`]): the slot of its `ret`. Such a call that
+    /// returned 0 is counted in its (name, thread, interval) ph 3 record instead of written
+    /// as an event, unless `DFTRACER_FOLD_CALLS=0` (FORMAT.md "Folded calls").
+    pub fold: Option<u8>,
 }
 
 impl Schema {
@@ -160,7 +164,25 @@ impl Schema {
             cat,
             keys,
             file_key,
+            fold: None,
         }
+    }
+
+    /// This schema as a low-information call's (`isatty`, `fstat` of a traced fd): folded
+    /// into counts when its `ret` slot is 0. Panics (at compile time in a `static`) without
+    /// an int `ret` slot.
+    pub const fn folded(self) -> Schema {
+        let mut i = 0;
+        while i < self.keys.len() {
+            if eq(self.keys[i].0, "ret") && matches!(self.keys[i].1, Slot::Int) {
+                return Schema {
+                    fold: Some(i as u8),
+                    ..self
+                };
+            }
+            i += 1;
+        }
+        panic!("a folded schema needs an int `ret` slot")
     }
 }
 

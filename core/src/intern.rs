@@ -156,6 +156,7 @@ fn make(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> *mut Schema {
         cat: c,
         keys,
         file_key: "",
+        fold: None,
     }))
 }
 

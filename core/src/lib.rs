@@ -42,6 +42,7 @@ mod deflate;
 mod event;
 mod files;
 mod filter;
+mod fold;
 mod format;
 pub mod frontend;
 mod gzip;

@@ -65,6 +65,8 @@ pub struct End<'a> {
     pub cfg: &'a Config,
     /// Events folded into aggregated records (`None`: aggregation off).
     pub aggregated: Option<u64>,
+    /// Low-information calls counted in ph 3 records (`None`: `DFTRACER_FOLD_CALLS=0`).
+    pub folded: Option<u64>,
     pub bind: bool,
     pub tsc: bool,
     pub log_file: &'a str,
@@ -263,7 +265,7 @@ pub(super) fn end(out: &mut Vec<u8>, ctx: &Ctx, e: &End) {
         out.extend_from_slice(b"},\"cfg\":{");
         let c = e.cfg;
         let b = |v: bool| if v { "1" } else { "0" };
-        let fields: [(&str, String); 24] = [
+        let fields: [(&str, String); 25] = [
             ("enable", b(c.enable).into()),
             ("metadata", b(c.metadata).into()),
             ("core_affinity", b(c.core_affinity).into()),
@@ -286,6 +288,7 @@ pub(super) fn end(out: &mut Vec<u8>, ctx: &Ctx, e: &End) {
             // What was done: off when a bad rules file turned it off.
             ("aggregation_enable", b(e.aggregated.is_some()).into()),
             ("aggregation_type", format!("\"{}\"", c.aggregation_type)),
+            ("fold_calls", b(c.fold_calls).into()),
             ("bind", b(e.bind).into()),
             ("flush_interval_ms", c.flush_interval_ms.to_string()),
             ("ring_size", c.ring_size.to_string()),
@@ -322,6 +325,10 @@ pub(super) fn end(out: &mut Vec<u8>, ctx: &Ctx, e: &End) {
         if let Some(a) = &e.aggregated {
             out.extend_from_slice(b",\"aggregated\":");
             write_u64(out, *a);
+        }
+        if let Some(f) = &e.folded {
+            out.extend_from_slice(b",\"folded\":");
+            write_u64(out, *f);
         }
         out.extend_from_slice(b",\"num_events\":");
         write_u64(out, e.id - 1);

@@ -8,6 +8,7 @@ use crate::aggregate::Aggregator;
 use crate::config::Config;
 use crate::event::Layer;
 use crate::files::{self, PathTable, PATHS_CAP};
+use crate::fold::Folds;
 use crate::format::{Encoder, End, Header, Line};
 use crate::hash::{hash16, Hash16};
 use crate::record::{
@@ -58,6 +59,9 @@ pub(super) struct Writer {
     ended: bool,
     /// Open buckets when aggregation is on.
     agg: Option<Aggregator>,
+    /// Open buckets of folded calls (`DFTRACER_FOLD_CALLS`, on by default).
+    folds: Folds,
+    fold_calls: bool,
     /// The clock conversion static records' raw times were last converted with.
     clock: crate::clock::Newest,
 }
@@ -118,6 +122,8 @@ impl Writer {
             last_member_ns: sys::monotonic_ns(),
             ended: false,
             agg,
+            folds: Folds::default(),
+            fold_calls: cfg.fold_calls,
             clock: crate::clock::Newest::default(),
         }
     }
@@ -275,16 +281,25 @@ impl Writer {
     /// Writes the aggregation buckets that closed at least one interval ago (all: `all`).
     fn flush_buckets(&mut self, sh: &Shared, all: bool) {
         let width = agg_width(sh);
-        let Writer { agg, json, enc, .. } = self;
-        if let Some(agg) = agg.as_mut() {
-            let before = if all {
+        let Writer {
+            agg,
+            folds,
+            json,
+            enc,
+            ..
+        } = self;
+        let before = || {
+            if all {
                 u64::MAX
             } else {
                 let now = crate::clock::now_in(sh.cfg.time_metric);
                 (now - now % width).saturating_sub(width)
-            };
-            agg.flush(json, enc, before);
+            }
+        };
+        if let Some(agg) = agg.as_mut() {
+            agg.flush(json, enc, before());
         }
+        folds.flush(json, enc, before());
     }
 
     /// Decodes and encodes a record other than a static one taken by the fast path.
@@ -302,6 +317,12 @@ impl Writer {
     fn encode_static(&mut self, sh: &Shared, tid: u32, rec: &StaticView) {
         if !self.header_done {
             self.header(sh);
+        }
+        if self.fold_calls && Folds::wants(rec.schema, rec.vals) {
+            self.folds
+                .add(rec.schema, tid, rec.ts, rec.dur, agg_width(sh));
+            self.used[rec.layer as usize] = true;
+            return;
         }
         if let Some(f) = rec.file.filter(|_| sh.cfg.metadata) {
             let fh = &f.file().fh;
@@ -509,6 +530,7 @@ impl Writer {
             used_names: &used_names,
             cfg: &sh.cfg,
             aggregated: self.agg.as_ref().map(|a| a.folded),
+            folded: self.fold_calls.then_some(self.folds.folded),
             bind: sh.bind.load(Ordering::Relaxed),
             tsc: crate::clock::tsc_in_use(),
             log_file: &log_file,

@@ -550,7 +550,10 @@ fn run(s: &Scratch, exe: &Path, tag: &str, preload: Option<&Path>, strace: bool)
             .env("DFTRACER_DATA_DIR", s.path("data"))
             .env("DFTRACER_LOG_FILE", format!("{o}/trace"))
             .env("DFTRACER_INC_METADATA", "1")
-            .env("DFTRACER_TIME_METRIC", "NS");
+            .env("DFTRACER_TIME_METRIC", "NS")
+            // Each `fstat` as an event of its own, to be matched to its strace line (folded,
+            // the calls are timed by the same hook: `low_information_calls_are_counted`).
+            .env("DFTRACER_FOLD_CALLS", "0");
     }
     ok(c.output().unwrap())
 }

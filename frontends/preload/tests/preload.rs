@@ -103,6 +103,8 @@ fn every_interposed_call_records_the_right_event() {
     let exe = s.compile("all", &prog(ALL_CALLS));
     let out = ok(s
         .cmd(&exe, Some(&s.s("data")))
+        // Each call as its event (folded: `low_information_calls_are_counted`).
+        .env("DFTRACER_FOLD_CALLS", "0")
         .arg(s.path("data"))
         .output()
         .unwrap());
@@ -1658,4 +1660,138 @@ fn a_handler_that_passes_sigterm_on_still_leaves_a_complete_trace() {
             "{how}: the trace was finished before the process died"
         );
     }
+}
+
+/// The calls that say nothing about a file's I/O: `isatty`, and the fstat family on the fd.
+const LOW_INFO: &str = r#"
+static const char *path;
+static void *other(void *arg) {
+    (void)arg;
+    int fd = open(path, O_RDONLY);                                     CHECK(fd >= 0);
+    struct stat st;
+    CHECK(fstat(fd, &st) == 0 && fstat(fd, &st) == 0);
+    CHECK(close(fd) == 0);
+    return NULL;
+}
+int main(int argc, char **argv) {
+    (void)argc;
+    char f[512];
+    snprintf(f, sizeof f, "%s/f.bin", argv[1]);
+    path = f;
+    int fd = open(f, O_CREAT | O_RDWR | O_TRUNC, 0644);               CHECK(fd >= 0);
+    struct stat st;
+    struct statx sx;
+    for (int i = 0; i < 3; i++) CHECK(fstat(fd, &st) == 0);
+    for (int i = 0; i < 2; i++) CHECK(isatty(fd) == 0 && errno == ENOTTY);
+    CHECK(fstatat(fd, "", &st, AT_EMPTY_PATH) == 0);
+    CHECK(statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) == 0);
+    /* A failing call is an event, and errno is the call's. */
+    errno = 0;
+    CHECK(statx(fd, "", AT_EMPTY_PATH, 0x80000000U, &sx) == -1 && errno == EINVAL);
+    /* Untraced fd: nothing. */
+    CHECK(fstat(0, &st) == 0 || errno == EBADF);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, other, NULL) == 0 && pthread_join(t, NULL) == 0);
+    CHECK(write(fd, "x", 1) == 1);
+    CHECK(close(fd) == 0);
+    printf("done\n");
+    return 0;
+}
+"#;
+
+/// `DFTRACER_FOLD_CALLS` (on by default): `isatty` and the fstat family on a traced fd that
+/// returned 0 are counted in one ph 3 record per name, thread and interval bucket (`dft_cnt`
+/// exact, durations summed), not written one by one; a failing one is an event; the rest of
+/// the trace is unchanged; `end.args.folded` counts them. With `0`, each is an event again.
+#[test]
+fn low_information_calls_are_counted() {
+    let s = Scratch::new("lowinfo");
+    let exe = s.compile("lowinfo", &prog(LOW_INFO));
+    let run = |fold: Option<&str>| {
+        let _ = std::fs::remove_dir_all(s.path("o"));
+        let mut c = s.cmd(&exe, Some(&s.s("data")));
+        if let Some(v) = fold {
+            c.env("DFTRACER_FOLD_CALLS", v);
+        }
+        let out = ok(c.arg(s.path("data")).output().unwrap());
+        assert_eq!(out, "done\n", "the program's stdout is untouched");
+        s.only_trace()
+    };
+    let folded_names = ["fstat", "isatty", "fstatat", "statx"];
+    let t = run(None);
+    let main_tid = t.io()[0]["tid"].as_i64().unwrap();
+    // Events: the folded calls are gone, the failing statx stays, in order on each thread.
+    let on = |main: bool| -> Vec<&str> {
+        t.io()
+            .into_iter()
+            .filter(|e| (e["tid"] == main_tid) == main)
+            .map(|e| e["name"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(on(true), ["open", "statx", "write", "close"], "main thread");
+    assert_eq!(on(false), ["open", "close"], "the other thread");
+    let failed = t.io()[1];
+    assert_eq!(
+        (failed["name"].as_str(), failed["args"]["ret"].as_i64()),
+        (Some("statx"), Some(-1))
+    );
+    // ph 3 records: exact counts per name and thread, durations as aggregated records.
+    let mut counts = std::collections::BTreeMap::new();
+    for l in t.lines.iter().filter(|l| l["ph"] == 3) {
+        let (name, tid) = (
+            l["name"].as_str().unwrap().to_string(),
+            l["tid"].as_i64().unwrap(),
+        );
+        assert!(folded_names.contains(&name.as_str()), "{l}");
+        assert_eq!(
+            (l["cat"].as_str(), l["type"].as_i64()),
+            (Some("POSIX"), Some(3)),
+            "{l}"
+        );
+        assert!(
+            l["args"].get("fhash").is_none() && l["args"].get("fd").is_none(),
+            "{l}"
+        );
+        let a = &l["args"];
+        let n = a["dft_cnt"].as_u64().unwrap();
+        if n == 1 {
+            assert!(a["dur"].as_u64().is_some(), "{l}");
+        } else {
+            let (mn, mx, sum) = (
+                a["dur_min"].as_u64().unwrap(),
+                a["dur_max"].as_u64().unwrap(),
+                a["dur_sum"].as_u64().unwrap(),
+            );
+            assert!(mn <= mx && mx <= sum && sum <= mx * n, "{l}");
+        }
+        *counts.entry((name, tid == main_tid)).or_insert(0) += n;
+    }
+    let want: std::collections::BTreeMap<(String, bool), u64> = [
+        (("fstat".to_string(), true), 3),
+        (("fstat".to_string(), false), 2),
+        (("isatty".to_string(), true), 2),
+        (("fstatat".to_string(), true), 1),
+        (("statx".to_string(), true), 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(counts, want, "folded calls per name and thread");
+    let end = t.lines.last().unwrap();
+    assert_eq!(end["name"], "end");
+    assert_eq!(end["args"]["folded"], 9);
+    assert_eq!(end["args"]["cfg"]["fold_calls"], 1);
+    // The same program with folding off: every call is its event, and no ph 3 record.
+    let t = run(Some("0"));
+    let names = t.names();
+    for (name, n) in [("fstat", 5), ("isatty", 2), ("fstatat", 1), ("statx", 2)] {
+        assert_eq!(
+            names.iter().filter(|x| *x == name).count(),
+            n,
+            "{name}: {names:?}"
+        );
+    }
+    assert!(t.lines.iter().all(|l| l["ph"] != 3));
+    let end = t.lines.last().unwrap();
+    assert!(end["args"].get("folded").is_none(), "{end}");
+    assert_eq!(end["args"]["cfg"]["fold_calls"], 0);
 }

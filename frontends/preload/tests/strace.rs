@@ -768,7 +768,10 @@ fn compare(name: &str, setup: &str, run: &[String]) -> (Vec<String>, Vec<String>
         .env("DFTRACER_ENABLE", "1")
         .env("DFTRACER_INIT", "PRELOAD")
         .env("DFTRACER_DATA_DIR", &data)
-        .env("DFTRACER_LOG_FILE", root.join("o/trace"));
+        .env("DFTRACER_LOG_FILE", root.join("o/trace"))
+        // Every call as an event naming its file (folded calls name none; their totals are
+        // checked against strace by `folded_calls_match_strace`).
+        .env("DFTRACER_FOLD_CALLS", "0");
     run_ok(&mut c, &format!("{name} under the preload"));
     let (ours, stdio, unmapped) = trace_counts(&root.join("o"), &data);
     let _ = std::fs::remove_dir_all(&root);
@@ -969,4 +972,120 @@ fn finalize_makes_no_sync_call() {
         files >= 2 && reads >= 4,
         "{files} trace files, {reads} read events"
     );
+}
+
+/// Folded calls (`DFTRACER_FOLD_CALLS`, on by default) against strace in the same run: Python
+/// reading 20 files of the data dir with `open(p, "rb").read()` (two `fstat`s and an
+/// `isatty` per file, none written as an event). Every `fstat`-family system call on a data
+/// file's fd that strace sees is in our ph 3 counts (`dft_cnt`) or an event, and so is every
+/// `ioctl(TCGETS)`, libc's `isatty`: exactly, not within a tolerance.
+#[test]
+fn folded_calls_match_strace() {
+    if !have("strace") || !have("python3") {
+        println!("SKIP: strace or python3 is not installed (.ci/run installs both)");
+        return;
+    }
+    let root = fresh(
+        "folded",
+        "preload",
+        "i=0; while [ $i -lt 20 ]; do head -c 4096 /dev/urandom > data/f$i; i=$((i+1)); done",
+    );
+    let data = root.join("data").to_string_lossy().into_owned();
+    let log = root.join("strace.log");
+    let mut c = Command::new("strace");
+    c.args([
+        "-f",
+        "-qq",
+        "-y",
+        "-e",
+        "trace=fstat,newfstatat,statx,ioctl",
+        "-o",
+    ])
+    .arg(&log)
+    .args([
+        "python3",
+        "-c",
+        "import sys\nfor p in sys.argv[1:]:\n    open(p, 'rb').read()",
+    ])
+    .args((0..20).map(|i| format!("{data}/f{i}")));
+    base_env(&mut c, &root);
+    c.env("LD_PRELOAD", lib())
+        .env("DFTRACER_ENABLE", "1")
+        .env("DFTRACER_INIT", "PRELOAD")
+        .env("DFTRACER_DATA_DIR", &data)
+        .env("DFTRACER_LOG_FILE", root.join("o/trace"));
+    run_ok(&mut c, "python3 under strace and the preload");
+    // strace: calls on an fd whose path (`-y`: `3</.../data/f0>`) is a data file.
+    let (mut st_stat, mut st_tty) = (0u64, 0u64);
+    for l in std::fs::read_to_string(&log).unwrap().lines() {
+        let Some(call) = l.split_once(' ').map(|(_, rest)| rest.trim_start()) else {
+            continue;
+        };
+        let on_data = |c: &str| c.contains(&format!("</{}/", data.trim_start_matches('/')));
+        let Some((name, rest)) = call.split_once('(') else {
+            continue;
+        };
+        let first = rest.split(',').next().unwrap_or("");
+        if !on_data(first) {
+            continue;
+        }
+        match name {
+            "fstat" => st_stat += 1,
+            "newfstatat" | "statx" if rest.contains("AT_EMPTY_PATH") => st_stat += 1,
+            "ioctl" if rest.contains("TCGETS") => st_tty += 1,
+            _ => {}
+        }
+    }
+    let stat_names = [
+        "fstat",
+        "fstat64",
+        "__fxstat",
+        "__fxstat64",
+        "fstatat",
+        "fstatat64",
+        "__fxstatat",
+        "__fxstatat64",
+        "statx",
+    ];
+    // Every process's file (strace itself runs under the preload too): summed.
+    let (mut ours_stat, mut ours_tty, mut folded, mut end_folded) = (0u64, 0u64, 0u64, 0);
+    for f in std::fs::read_dir(root.join("o")).unwrap() {
+        for e in read_trace(&f.unwrap().path()) {
+            let n = match e["ph"].as_i64() {
+                Some(1) if e["type"] == 3 => 1,
+                Some(3) => {
+                    let n = e["args"]["dft_cnt"].as_u64().unwrap();
+                    folded += n;
+                    n
+                }
+                _ => {
+                    if e["name"] == "end" {
+                        end_folded += e["args"]["folded"].as_u64().unwrap();
+                    }
+                    continue;
+                }
+            };
+            let name = e["name"].as_str().unwrap();
+            if stat_names.contains(&name) {
+                ours_stat += n;
+            } else if name == "isatty" || name == "ioctl" {
+                ours_tty += n;
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    assert!(
+        st_stat >= 20 && st_tty >= 20,
+        "strace: {st_stat} fstat, {st_tty} TCGETS"
+    );
+    assert_eq!(
+        ours_stat, st_stat,
+        "fstat family on data files: ours vs strace"
+    );
+    assert_eq!(
+        ours_tty, st_tty,
+        "isatty (ioctl TCGETS) on data files: ours vs strace"
+    );
+    assert!(folded >= 60, "the calls were folded: {folded}");
+    assert_eq!(end_folded, folded, "end.args.folded");
 }

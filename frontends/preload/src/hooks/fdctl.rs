@@ -83,5 +83,5 @@ pub unsafe extern "C" fn isatty(fd: c_int) -> c_int {
     let Some(real) = real!(isatty: unsafe extern "C" fn(c_int) -> c_int) else {
         return missing(0);
     };
-    on_fd!("isatty", fd, real(fd), |ret| [ret: I(ret as i64)])
+    on_fd!(fold "isatty", fd, real(fd), |ret| [ret: I(ret as i64)])
 }

@@ -343,32 +343,47 @@ pub fn missing<T>(v: T) -> T {
 /// the extra args (`I`: signed, `U`: unsigned) and `fhash`, as a static-schema event (a
 /// pointer and a few integers in the ring). `call_expr` appears once per branch and is
 /// evaluated exactly once.
+///
+/// `on_fd!(fold "name", ...)`: a call that says nothing about the file's I/O (`isatty`,
+/// `fstat` of the fd; it must have an `I` `ret`): when it returns 0 the writer counts it in a
+/// ph 3 record instead of writing it ([`dftracer_core::Schema::folded`]).
 #[macro_export]
 macro_rules! on_fd {
-    ($name:expr, $fd:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
+    (fold $name:expr, $fd:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {
+        $crate::on_fd!(@mode folded, $name, $fd, $call, |$ret| [$($key: $kind($val)),*])
+    };
+    ($name:expr, $fd:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {
+        $crate::on_fd!(@mode plain, $name, $fd, $call, |$ret| [$($key: $kind($val)),*])
+    };
+    (@mode $mode:ident, $name:expr, $fd:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
         let fd: ::libc::c_int = $fd;
         match $crate::hooks::traced_fd(fd) {
             None => $call,
             // Out of line, so that the untraced path above stays a leaf that tail-jumps.
             Some(file) => $crate::hooks::out_of_line(move || {
-                $crate::on_fd!(@traced $name, fd, file, $call, |$ret| [$($key: $kind($val)),*])
+                $crate::on_fd!(@traced_as $mode, $name, fd, file, $call, |$ret| [$($key: $kind($val)),*])
             }),
         }
     }};
     // The traced path alone, for `file`, the traced file of `fd` (a shim that calls it from
     // a function of its own: its untraced path then needs no stack frame at all).
-    (@traced $name:expr, $fd:expr, $file:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
+    (@traced $name:expr, $fd:expr, $file:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {
+        $crate::on_fd!(@traced_as plain, $name, $fd, $file, $call, |$ret| [$($key: $kind($val)),*])
+    };
+    (@schema plain, $s:expr) => { $s };
+    (@schema folded, $s:expr) => { $s.folded() };
+    (@traced_as $mode:ident, $name:expr, $fd:expr, $file:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
         let (fd, file): (::libc::c_int, $crate::table::Interned) = ($fd, $file);
         match $crate::enter() {
                 None => $call,
                 Some(busy) => {
-                    static SCHEMA: ::dftracer_core::Schema = ::dftracer_core::Schema::new(
+                    static SCHEMA: ::dftracer_core::Schema = $crate::on_fd!(@schema $mode, ::dftracer_core::Schema::new(
                         ::dftracer_core::Layer::LibcIo,
                         $name,
                         "POSIX",
                         &[("fd", ::dftracer_core::Slot::Int), $((stringify!($key), $crate::slot!($kind)),)*],
                         "fhash",
-                    );
+                    ));
                     let t0 = $crate::ticks();
                     let $ret = $call;
                     let _errno = $crate::SavedErrno::new();

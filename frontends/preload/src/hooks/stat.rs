@@ -57,7 +57,7 @@ macro_rules! fd_stat {
             let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *mut c_void) -> c_int) else {
                 return missing(-1);
             };
-            on_fd!(stringify!($sym), fd, real(fd, buf), |ret| [ret: I(ret as i64)])
+            on_fd!(fold stringify!($sym), fd, real(fd, buf), |ret| [ret: I(ret as i64)])
         }
     };
 }
@@ -72,7 +72,7 @@ macro_rules! fd_xstat {
             let Some(real) = real!($sym: unsafe extern "C" fn(c_int, c_int, *mut c_void) -> c_int) else {
                 return missing(-1);
             };
-            on_fd!(stringify!($sym), fd, real(ver, fd, buf), |ret| [ret: I(ret as i64)])
+            on_fd!(fold stringify!($sym), fd, real(ver, fd, buf), |ret| [ret: I(ret as i64)])
         }
     };
 }
@@ -93,7 +93,7 @@ macro_rules! at_stat {
                 return missing(-1);
             };
             if empty_path(path, flags) {
-                return on_fd!(stringify!($sym), dirfd, real(dirfd, path, buf, flags), |ret| [
+                return on_fd!(fold stringify!($sym), dirfd, real(dirfd, path, buf, flags), |ret| [
                     flags: I(flags as i64),
                     ret: I(ret as i64)
                 ]);
@@ -117,7 +117,7 @@ macro_rules! at_xstat {
                 return missing(-1);
             };
             if empty_path(path, flags) {
-                return on_fd!(stringify!($sym), dirfd, real(ver, dirfd, path, buf, flags), |ret| [
+                return on_fd!(fold stringify!($sym), dirfd, real(ver, dirfd, path, buf, flags), |ret| [
                     flags: I(flags as i64),
                     ret: I(ret as i64)
                 ]);
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn statx(
     };
     if empty_path(path, flags) {
         return on_fd!(
-            "statx",
+            fold "statx",
             dirfd,
             real(dirfd, path, flags, mask, buf),
             |ret| [flags: I(flags as i64), ret: I(ret as i64)]
