@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ecosystem check: traces written by our examples are accepted by dftracer-utils 0.0.14 from
 # PyPI (installed here, never vendored): dftracer_validate passes every file and
-# dftracer_event_count equals the number of complete events (ph 1) we count ourselves.
+# dftracer_event_count equals the number of event lines (ph 1, and ph 3 for folded calls) we
+# count ourselves.
 source "$(dirname "$0")/../scripts/env.sh"
 cd "$ROOT"
 UTILS="$ROOT/.venv-utils"
@@ -28,7 +29,9 @@ n = 0
 for f in sys.argv[1:]:
     with gzip.open(f, "rt") as fh:
         for line in fh:
-            if json.loads(line).get("ph") == 1:
+            # Complete events and ph 3 records (folded calls, FORMAT.md "Folded calls"):
+            # dftracer_event_count counts each line of either as one event.
+            if json.loads(line).get("ph") in (1, 3):
                 n += 1
 print(n)
 PY
@@ -49,9 +52,11 @@ cargo build -q --release -p dftracer-preload -p dftracer-cli
 venv "$ROOT/.venv-dfa" dftracer-analyzer dftracer-utils==0.0.12
 data="$work/aggdata"; mkdir -p "$data"
 head -c 3000000 /dev/urandom > "$data/in.bin"
+# Folding off on both sides: the comparison is of aggregation alone (with it on, folded calls
+# would be ph 3 records in the plain trace too, without their args).
 for agg in 0 1; do
   mkdir -p "$work/agg$agg"
-  DFTRACER_ENABLE=1 DFTRACER_INIT=PRELOAD DFTRACER_ENABLE_AGGREGATION=$agg DFTRACER_DATA_DIR="$data" \
+  DFTRACER_ENABLE=1 DFTRACER_INIT=PRELOAD DFTRACER_ENABLE_AGGREGATION=$agg DFTRACER_FOLD_CALLS=0 DFTRACER_DATA_DIR="$data" \
     DFTRACER_LOG_FILE="$work/agg$agg/t" LD_PRELOAD="$ROOT/target/release/libdftracer_preload.so" \
     sh -c "dd if=$data/in.bin of=$data/out.bin bs=65536 2>/dev/null; dd if=$data/out.bin of=/dev/null bs=4096 2>/dev/null; cat $data/in.bin $data/out.bin >/dev/null"
 done
