@@ -670,7 +670,8 @@ mod tests {
 
     /// Heads of lines with ids one apart (incremented in place, across 9s and powers of
     /// ten), repeated and jumping, and timestamps near and far (high digits kept and
-    /// rendered again, below 10,000, extremes): `{"id":<id>` + middle + ts as `to_string`.
+    /// rendered again, below 10,000, extremes, small after the largest): `{"id":<id>` +
+    /// middle + ts as `to_string`.
     #[test]
     fn put_head_matches_itoa() {
         let mut ids: Vec<u64> = (0..2_100).collect();
@@ -700,6 +701,9 @@ mod tests {
         ];
         tss.extend((0..1_500).map(|i| 1_796_000_779_668_786 + i * 7));
         tss.extend([10u64.pow(19), 10u64.pow(19) - 1, 123, 1_796_000_779_668_786]);
+        // Small after the largest: `ts - base` wraps to below 10,000 (the base is
+        // 18446744073709550000).
+        tss.extend([u64::MAX, 5, u64::MAX - 1, 1_615, u64::MAX, 1_616, 9_999]);
         for middle in [&b""[..], b",\"name\":\"fn\",\"ts\":", &[b'm'; 100][..]] {
             let mut h = LineHead::new(middle);
             for (i, &id) in ids.iter().enumerate() {
