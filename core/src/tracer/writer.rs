@@ -92,7 +92,7 @@ pub(super) fn encode_orphan(sh: &Shared, bytes: &[u8]) {
 /// (`may_cut`). Out of line: the drain loop's test is then a branch not taken.
 #[cold]
 #[inline(never)]
-fn full(cut: &mut bool, may_cut: bool) -> bool {
+fn buffer_full(cut: &mut bool, may_cut: bool) -> bool {
     *cut = true;
     may_cut
 }
@@ -248,7 +248,7 @@ impl Writer {
                 None => wr.encode_bytes(sh, tid, bytes),
             }
             if wr.json.len() >= threshold {
-                return full(&mut cut, may_cut);
+                return buffer_full(&mut cut, may_cut);
             }
             false
         });
