@@ -577,8 +577,19 @@ pub fn span_with(unit: TimeMetric, t0: u64, t1: u64, last: &mut Newest) -> (u64,
     } else {
         (ticks_ns(t0), ticks_ns(t1))
     };
-    let a = in_unit(unit, n0);
-    (a, in_unit(unit, n1).saturating_sub(a))
+    // The default unit inline (one compare, not a jump table on the unit), the others out
+    // of line.
+    let (a, b) = match unit {
+        TimeMetric::Us => (n0 / 1_000, n1 / 1_000),
+        _ => in_unit_pair(unit, n0, n1),
+    };
+    (a, b.saturating_sub(a))
+}
+
+/// [`in_unit`] of `n0` and `n1`.
+#[inline(never)]
+fn in_unit_pair(unit: TimeMetric, n0: u64, n1: u64) -> (u64, u64) {
+    (in_unit(unit, n0), in_unit(unit, n1))
 }
 
 /// [`ticks`] value `t` in `unit`: what [`now_in`] gave at that instant.

@@ -47,14 +47,16 @@ const ID_END: usize = 6 + 20;
 /// digits, so a line's head is mostly one copy.
 pub(super) struct LineHead {
     /// `{"id":` and the id's digits, ending at [`ID_END`]; the middle; the high digits of
-    /// the last timestamp (`q`); room for 20 of them and [`COPY_PAD`] more bytes.
+    /// the last timestamp (`base / 10^4`); room for 20 of them and [`COPY_PAD`] more bytes.
     buf: Vec<u8>,
     mid_len: usize,
     id: u64,
     id_len: usize,
-    /// The timestamp's value but its last four digits, as written after the middle (0:
-    /// nothing written: a timestamp below 10,000 is written whole).
-    q: u64,
+    /// The timestamp's value with its last four digits zeroed, its other digits (`q_len`
+    /// of them) written after the middle (0, `q_len` 0: nothing written, a timestamp below
+    /// 10,000 is written whole). A timestamp from `base` to `base + 9,999` shares them: one
+    /// subtraction tells.
+    base: u64,
     q_len: usize,
 }
 
@@ -69,7 +71,7 @@ impl LineHead {
             mid_len: middle.len(),
             id: 0,
             id_len: 1,
-            q: 0,
+            base: 0,
             q_len: 0,
         }
     }
@@ -113,24 +115,24 @@ pub(super) unsafe fn put_head(d: *mut u8, h: &mut LineHead, id: u64, ts: u64) ->
             h.id_len = n;
             h.id = id;
         }
-        let q = ts / 10_000;
-        let hi = if q == 0 {
-            0
-        } else {
-            if q != h.q {
-                let n = ndigits(q);
+        if !matches!(ts.checked_sub(h.base), Some(r) if r < 10_000) {
+            let q = ts / 10_000;
+            let n = if q == 0 { 0 } else { ndigits(q) };
+            if n != 0 {
                 write_digits(b.add(mid_end), q, n);
-                h.q = q;
-                h.q_len = n;
             }
-            h.q_len
-        };
+            h.base = q * 10_000;
+            h.q_len = n;
+        }
+        let hi = h.q_len;
         let from = ID_END - 6 - h.id_len;
         let d = put_piece(d, b.add(from), mid_end + hi - from);
-        if q == 0 {
-            return put_num(d, ts);
+        // `ts - base` below 10,000 (just made so when it was not).
+        let r = ts - h.base;
+        if hi == 0 {
+            return put_num(d, r);
         }
-        let r = (ts - q * 10_000) as u32;
+        let r = r as u32;
         let (a, c) = ((r / 100) as usize * 2, (r % 100) as usize * 2);
         std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(a), d, 2);
         std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(c), d.add(2), 2);
@@ -260,10 +262,25 @@ pub(super) unsafe fn put_num(d: *mut u8, v: u64) -> *mut u8 {
             return d.add(2);
         }
     }
-    // Up to 8 digits: all eight at once (leading zeros dropped by a shift), one store.
+    // 5 or 6 digits (offsets, counters): three pairs, the first one's leading zero dropped
+    // as above.
+    if v < 1_000_000 {
+        let (hi, lo) = ((v / 10_000) as usize, (v % 10_000) as usize);
+        let (mid, lo) = (lo / 100, lo % 100);
+        // SAFETY: at most 6 bytes at `d` (the contract).
+        unsafe {
+            let skip = (hi < 10) as usize;
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(hi * 2 + skip), d, 2);
+            let d = d.add(2 - skip);
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(mid * 2), d, 2);
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(lo * 2), d.add(2), 2);
+            return d.add(4);
+        }
+    }
+    // 7 or 8 digits: all eight at once (leading zeros dropped by a shift), one store.
     if v < 100_000_000 {
         let z = digits8(v as u32);
-        // `v >= 100`: `z` has a nonzero digit, and at most 5 leading zeros.
+        // `v >= 10^6`: `z` has a nonzero digit, and at most 1 leading zero.
         let lead = (z.trailing_zeros() / 8) as usize;
         let s = (z | 0x3030_3030_3030_3030) >> (8 * lead);
         // SAFETY: 8 bytes at `d` written (the contract: 20), `8 - lead` kept.
@@ -367,10 +384,17 @@ pub(super) unsafe fn put_split<const LOW: u32>(d: *mut u8, v: u64, hd: &mut High
 #[allow(unsafe_code)]
 #[inline(always)]
 pub(super) unsafe fn put_int(d: *mut u8, v: i64) -> *mut u8 {
-    // SAFETY: one sign byte, then at most 20 digits: within the contract.
+    // A branch on the sign: values are mostly not negative, and then nothing is stored or
+    // computed for it.
+    // SAFETY: at most one sign byte, then at most 20 digits: within the contract.
     unsafe {
-        *d = b'-';
-        put_num(d.add((v < 0) as usize), v.unsigned_abs())
+        let (d, u) = if v < 0 {
+            *d = b'-';
+            (d.add(1), v.unsigned_abs())
+        } else {
+            (d, v as u64)
+        };
+        put_num(d, u)
     }
 }
 
@@ -646,7 +670,8 @@ mod tests {
 
     /// Heads of lines with ids one apart (incremented in place, across 9s and powers of
     /// ten), repeated and jumping, and timestamps near and far (high digits kept and
-    /// rendered again, below 10,000, extremes): `{"id":<id>` + middle + ts as `to_string`.
+    /// rendered again, below 10,000, extremes, small after the largest): `{"id":<id>` +
+    /// middle + ts as `to_string`.
     #[test]
     fn put_head_matches_itoa() {
         let mut ids: Vec<u64> = (0..2_100).collect();
@@ -676,6 +701,9 @@ mod tests {
         ];
         tss.extend((0..1_500).map(|i| 1_796_000_779_668_786 + i * 7));
         tss.extend([10u64.pow(19), 10u64.pow(19) - 1, 123, 1_796_000_779_668_786]);
+        // Small after the largest: `ts - base` wraps to below 10,000 (the base is
+        // 18446744073709550000).
+        tss.extend([u64::MAX, 5, u64::MAX - 1, 1_615, u64::MAX, 1_616, 9_999]);
         for middle in [&b""[..], b",\"name\":\"fn\",\"ts\":", &[b'm'; 100][..]] {
             let mut h = LineHead::new(middle);
             for (i, &id) in ids.iter().enumerate() {

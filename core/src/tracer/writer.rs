@@ -13,7 +13,7 @@ use crate::format::{Encoder, End, Header, Line};
 use crate::hash::{hash16, Hash16};
 use crate::record::{
     ArgValue, Record, StaticRecord, StaticView, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
-    KIND_STATIC, MAX_RECORD,
+    MAX_RECORD,
 };
 use crate::ring::Ring;
 use crate::signals;
@@ -90,6 +90,15 @@ pub(super) fn encode_orphan(sh: &Shared, bytes: &[u8]) {
     if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
         w.encode(sh, sh.tid_of(sys::gettid()), &rec);
     }
+}
+
+/// The buffer reached a member's size while draining: noted in `cut`; whether to stop
+/// (`may_cut`). Out of line: the drain loop's test is then a branch not taken.
+#[cold]
+#[inline(never)]
+fn buffer_full(cut: &mut bool, may_cut: bool) -> bool {
+    *cut = true;
+    may_cut
 }
 
 /// Aggregation bucket width in time units.
@@ -230,20 +239,22 @@ impl Writer {
         // Static records (most) skip building a `Record`, unless aggregation may want them.
         let statics = wr.agg.is_none();
         let drained = ring.drain(max_bytes, |bytes| {
-            if statics && bytes.get(4) == Some(&KIND_STATIC) {
-                // SAFETY: a ring only ever holds records written by `Pending::write` in
-                // this process (a fork child's copy included: same addresses, same static
-                // data).
-                #[allow(unsafe_code)]
-                if let Some(rec) = unsafe { StaticRecord::decode_with(bytes, &mut wr.clock) } {
-                    wr.encode_static(sh, tid, &rec.view());
-                }
+            #[allow(unsafe_code)]
+            let rec = if statics {
+                // SAFETY: a ring only ever holds records written by `Pending::write` in this
+                // process (a fork child's copy included: same addresses, same static data).
+                unsafe { StaticRecord::decode_with(bytes, &mut wr.clock) }
             } else {
-                wr.encode_bytes(sh, tid, bytes);
+                None
+            };
+            // Any other kind is declined by `decode_with` (as is a malformed static record,
+            // which `encode_bytes` declines too).
+            match rec {
+                Some(rec) => wr.encode_static(sh, tid, &rec.view()),
+                None => wr.encode_bytes(sh, tid, bytes),
             }
             if wr.json.len() >= threshold {
-                cut = true;
-                return may_cut;
+                return buffer_full(&mut cut, may_cut);
             }
             false
         });
