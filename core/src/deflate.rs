@@ -1797,7 +1797,7 @@ fn emit_runs(
 #[inline(always)]
 fn emit_run<const ROOM: bool>(
     buf: &mut [u8],
-    (mut pos, mut bb, mut bc): (usize, u64, u32),
+    (pos, mut bb, mut bc): (usize, u64, u32),
     tokens: &[u32],
     tabs: &Tabs,
     fit: Pairs,
@@ -1805,70 +1805,69 @@ fn emit_run<const ROOM: bool>(
 ) -> (usize, u64, u32) {
     debug_assert!(tokens.len() <= EMIT_RUN);
     let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
-    let lim = buf.len() - 8;
-    let start = pos;
-    // Writes the whole bytes of `bb`. `pos` stays below `lim` (the buffer has room for the
-    // block's exact size and 8 bytes): without `ROOM`, the clamp only spares a bounds check.
-    let mut flush = |pos: &mut usize, bb: &mut u64, bc: &mut u32| {
-        debug_assert!(*pos <= lim);
-        if ROOM {
-            debug_assert!(*pos - start <= 6 * EMIT_RUN + 1);
-            // SAFETY: `ROOM`: the buffer has `6 * EMIT_RUN + 9` bytes from `start`, and
-            // `pos` is at most `6 * EMIT_RUN + 1` past it (the run's tokens are at most 48
-            // bits each, fewer than 8 bits were pending): the 8 bytes are inside `buf`.
-            #[allow(unsafe_code)]
-            unsafe {
-                buf.as_mut_ptr()
-                    .add(*pos)
-                    .cast::<[u8; 8]>()
-                    .write_unaligned(bb.to_le_bytes());
-            }
-        } else {
-            let i = (*pos).min(lim);
-            buf[i..i + 8].copy_from_slice(&bb.to_le_bytes());
+    // The bytes go through `at`, the address of `buf[pos]`: one register for the buffer and
+    // the position in the loops (with the tables, the tokens and the bits, they fit the
+    // registers without spills); the position is worked out from it at the end.
+    let base = buf.as_mut_ptr();
+    let last = base.wrapping_add(buf.len() - 8);
+    let mut at = base.wrapping_add(pos);
+    // Writes the whole bytes of `bb`. `at` stays at or below `last` (the buffer has room for
+    // the block's exact size and 8 bytes): without `ROOM`, the clamp only spares a check.
+    let flush = |at: &mut *mut u8, bb: &mut u64, bc: &mut u32| {
+        debug_assert!(*at <= last);
+        debug_assert!(!ROOM || *at as usize - base as usize - pos <= 6 * EMIT_RUN + 1);
+        // SAFETY: with `ROOM`, the buffer has `6 * EMIT_RUN + 9` bytes from `pos`, and `at`
+        // is at most `6 * EMIT_RUN + 1` bytes past it (the run's tokens are at most 48 bits
+        // each, fewer than 8 bits were pending); without, the address is clamped to `last`,
+        // the start of the last 8 bytes of `buf` (at least 8 long, see `emit_body`): the 8
+        // bytes written are inside `buf`, which nothing else borrows while `base` is used.
+        #[allow(unsafe_code)]
+        unsafe {
+            let to = if ROOM || *at <= last { *at } else { last };
+            to.cast::<[u8; 8]>().write_unaligned(bb.to_le_bytes());
         }
-        *pos += (*bc >> 3) as usize;
+        *at = at.wrapping_add((*bc >> 3) as usize);
         *bb >>= *bc & !7;
         *bc &= 7;
     };
     let mut single = tokens;
     if fit == Pairs::All {
-        let pairs = tokens.chunks_exact(2);
-        single = pairs.remainder();
-        for pr in pairs {
-            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab, dist);
-            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab, dist);
+        let (pairs, rest) = tokens.as_chunks::<2>();
+        single = rest;
+        for &[t0, t1] in pairs {
+            let (v0, n0) = token_code(t0, sym_tab, dist_tab, dist);
+            let (v1, n1) = token_code(t1, sym_tab, dist_tab, dist);
             bb |= (v0 | v1 << n0) << bc;
             bc += n0 + n1;
-            flush(&mut pos, &mut bb, &mut bc);
+            flush(&mut at, &mut bb, &mut bc);
         }
     } else if fit == Pairs::WithLiteral {
-        let pairs = tokens.chunks_exact(2);
-        single = pairs.remainder();
-        for pr in pairs {
-            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab, dist);
-            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab, dist);
-            if pr[0] < LIT && pr[1] < LIT {
+        let (pairs, rest) = tokens.as_chunks::<2>();
+        single = rest;
+        for &[t0, t1] in pairs {
+            let (v0, n0) = token_code(t0, sym_tab, dist_tab, dist);
+            let (v1, n1) = token_code(t1, sym_tab, dist_tab, dist);
+            if t0 < LIT && t1 < LIT {
                 // Two matches: a flush each.
                 bb |= v0 << bc;
                 bc += n0;
-                flush(&mut pos, &mut bb, &mut bc);
+                flush(&mut at, &mut bb, &mut bc);
                 bb |= v1 << bc;
                 bc += n1;
             } else {
                 bb |= (v0 | v1 << n0) << bc;
                 bc += n0 + n1;
             }
-            flush(&mut pos, &mut bb, &mut bc);
+            flush(&mut at, &mut bb, &mut bc);
         }
     }
     for &t in single {
         let (v, n) = token_code(t, sym_tab, dist_tab, dist);
         bb |= v << bc;
         bc += n;
-        flush(&mut pos, &mut bb, &mut bc);
+        flush(&mut at, &mut bb, &mut bc);
     }
-    (pos, bb, bc)
+    (at as usize - base as usize, bb, bc)
 }
 
 #[cfg(test)]
