@@ -190,10 +190,17 @@ fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
     m2 & (m2 >> 2) & 0x1fff
 }
 
+/// Marks the branch that calls it as the unlikely one (for the register allocator: the
+/// values its code uses are the ones spilled).
+#[cold]
+#[inline]
+fn cold() {}
+
 /// Bit k (k < 64) set iff `b[i + k] == b[i - d + k]` (`d <= i`).
 #[cfg(test)]
 fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
-    // SAFETY: `WIDE` is false: no AVX2 instruction.
+    assert!(d <= i && i + 64 <= b.len());
+    // SAFETY: `WIDE` is false: no AVX2 instruction; the bytes are in `b` (just checked).
     #[allow(unsafe_code)]
     unsafe {
         eq_mask_w::<false>(b, i, d)
@@ -204,13 +211,16 @@ fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
 /// AVX2 compares instead of four 16-byte SSE2 ones.
 ///
 /// # Safety
-/// With `WIDE`, the CPU must have AVX2 (the caller is compiled with it: see
-/// [`FastDeflate::hinted`]).
+/// `d <= i` and `i + 64 <= b.len()` (the callers have checked both: no bounds checks here,
+/// where every mask of the hinted path is made). With `WIDE`, the CPU must have AVX2 (the
+/// caller is compiled with it: see [`FastDeflate::hinted`]).
 #[inline(always)]
 #[allow(unsafe_code)]
 unsafe fn eq_mask_w<const WIDE: bool>(b: &[u8], i: usize, d: usize) -> u64 {
+    debug_assert!(d <= i && i + 64 <= b.len());
     // One slice of both: its length tells the compiler that the two below are in it.
-    let w = &b[i - d..i + 64];
+    // SAFETY: `i - d <= i + 64 <= b.len()` (this function's contract).
+    let w = unsafe { b.get_unchecked(i - d..i + 64) };
     let (x, y): (&[u8; 64], &[u8; 64]) = (w[d..].try_into().unwrap(), w[..64].try_into().unwrap());
     #[cfg(target_arch = "x86_64")]
     if WIDE {
@@ -1083,10 +1093,8 @@ impl FastDeflate {
         (hints, base, hint_idx): (&[u64], usize, &mut usize),
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
-        let eq_mask = |b: &[u8], i: usize, d: usize| {
-            // SAFETY: with `WIDE`, AVX2 is available (this function's contract).
-            unsafe { eq_mask_w::<WIDE>(b, i, d) }
-        };
+        // `eq_mask_w::<WIDE>` below: with `WIDE`, AVX2 is available (this function's
+        // contract); each call says why its bytes are in `input`.
         let input = &input[..e];
         // The hints not passed yet.
         let mut rest = &hints[(*hint_idx).min(hints.len())..];
@@ -1124,12 +1132,18 @@ impl FastDeflate {
                         break 'blocks;
                     }
                     w = p;
-                    m = if d <= p - lo { eq_mask(input, p, d) } else { 0 };
+                    m = if d <= p - lo {
+                        // SAFETY: `d <= p` (just checked), `p + 64 <= e` (above).
+                        unsafe { eq_mask_w::<WIDE>(input, p, d) }
+                    } else {
+                        0
+                    };
                 }
                 let mut s = p - w;
                 let mut mp = m >> s;
                 let mut m4 = four(mp) & 0x1fff;
                 if m4 == 0 {
+                    cold();
                     // Not in the next 16 bytes: a number one digit longer or shorter?
                     if p + 64 > e {
                         self.ntok = n;
@@ -1138,7 +1152,8 @@ impl FastDeflate {
                     let mut found = false;
                     for nd in [d - 1, d + 1] {
                         if (1..=WINDOW).contains(&nd) && nd <= p - lo {
-                            let mm = eq_mask(input, p, nd);
+                            // SAFETY: `nd <= p` (just checked), `p + 64 <= e` (above).
+                            let mm = unsafe { eq_mask_w::<WIDE>(input, p, nd) };
                             if four(mm) & 0x1fff != 0 {
                                 (w, s, m, mp, d) = (p, 0, mm, mm, nd);
                                 (m4, found) = (four(mm) & 0x1fff, true);
@@ -1167,6 +1182,7 @@ impl FastDeflate {
                     loop {
                         let q = w + 64;
                         if q + 64 > e || len >= MAX_MATCH {
+                            cold();
                             // `q <= e` (the mask's bytes are in `input`), and `len <
                             // MAX_MATCH` or the end is before `q`: `extend` measures 0.
                             let end = e.min(p + k + MAX_MATCH).max(q);
@@ -1175,7 +1191,9 @@ impl FastDeflate {
                             break;
                         }
                         w = q;
-                        m = eq_mask(input, q, d);
+                        // SAFETY: `q + 64 <= e` (just checked); `d <= q`: the run began in
+                        // a mask of `d` made at or before `p` (so `d <= p - lo`), and `q > p`.
+                        m = unsafe { eq_mask_w::<WIDE>(input, q, d) };
                         let r = (!m).trailing_zeros() as usize;
                         len += r;
                         if r < 64 {
@@ -1189,8 +1207,10 @@ impl FastDeflate {
                     "hinted match of unequal bytes"
                 );
                 let t: &mut [u32; 16] = (&mut toks[n..n + 16]).try_into().unwrap();
-                // `p <= w + 48` and the mask's `w + 64 <= e`: the 16 bytes are in `input`.
-                let src: &[u8; 16] = input[p..p + 16].try_into().unwrap();
+                debug_assert!(p + 16 <= input.len());
+                // SAFETY: the 16 bytes are in `input`: this step's mask (before any run
+                // extension) was made at a `w` with `p <= w + 48` and `w + 64 <= e`.
+                let src: &[u8; 16] = unsafe { &*input.as_ptr().add(p).cast::<[u8; 16]>() };
                 for (t, &b) in t[..k].iter_mut().zip(&src[..k]) {
                     *t = b as u32 | LIT;
                     lit_freq[b as usize] += 1;
@@ -1213,6 +1233,7 @@ impl FastDeflate {
                         }
                     }
                     if d != d0 {
+                        cold();
                         w = NONE;
                     }
                 }
