@@ -176,11 +176,6 @@ fn dist_token(d1: u32) -> (u32, u32) {
     (extra << 10 | dc << 27, dc)
 }
 
-#[inline(always)]
-fn read32(b: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes(b[i..i + 4].try_into().unwrap())
-}
-
 /// Bit k (k < 13) set iff bytes k..k+4 of `b[i..]` and `b[j..]` agree (no branch per byte).
 #[inline(always)]
 fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
@@ -310,10 +305,26 @@ fn read64(b: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(b[i..i + 8].try_into().unwrap())
 }
 
+/// `b[i..i + N]` with no bounds check (the general path's probes, which run at nearly every
+/// position of the text the hints do not cover).
+///
+/// # Safety
+/// `i + N <= b.len()`.
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn load<const N: usize>(b: &[u8], i: usize) -> [u8; N] {
+    debug_assert!(i + N <= b.len());
+    // SAFETY: the `N` bytes are in `b` (this function's contract); `[u8; N]` has alignment 1.
+    unsafe { b.as_ptr().add(i).cast::<[u8; N]>().read() }
+}
+
 /// Hash of the first [`HASH_LEN`] bytes of `x` (little-endian).
 #[inline(always)]
 fn hash(x: u64, shift: u32) -> usize {
+    // (`shift` is at least `64 - HASH_BITS`: the mask only tells the compiler so, which then
+    // indexes the table without a bounds check.)
     ((x << (64 - 8 * HASH_LEN)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+        & (HASH_SIZE - 1)
 }
 
 /// Length of the common prefix of `b[a..]` and `b[p..]`, not reaching `end` on the `p` side
@@ -841,6 +852,9 @@ impl FastDeflate {
         (hints, base): (&[u64], usize),
         out: &mut Vec<u8>,
     ) {
+        // Nothing past `e` is read (the compiler then knows that reads before `e - 8` are in
+        // the slice).
+        let input = &input[..e];
         let shift = self.shift;
         let mut p = s;
         let mut lit = s;
@@ -878,20 +892,31 @@ impl FastDeflate {
                         break;
                     }
                 }
-                let x8 = read64(input, p);
+                // SAFETY: `p <= last = e - 8`, and `input` ends at `e`.
+                #[allow(unsafe_code)]
+                let x8 = u64::from_le_bytes(unsafe { load(input, p) });
                 let x = x8 as u32;
                 let h = hash(x8, shift);
                 let cv = self.table[h];
                 self.table[h] = floor + (p - lo) as u32;
                 // The previous match distance first: in trace lines the same field of the
-                // previous line is usually at that offset.
+                // previous line is usually at that offset. (The 4 bytes read below start
+                // before `p`, so they end before `e`.)
                 let mut dist = 0;
-                if last_dist != 0 && p - lo >= last_dist && read32(input, p - last_dist) == x {
+                #[allow(unsafe_code)]
+                let at_last = last_dist != 0 && p - lo >= last_dist && {
+                    // SAFETY: `last_dist <= p - lo`: the read starts at or after `lo`, before
+                    // `p`.
+                    u32::from_le_bytes(unsafe { load(input, p - last_dist) }) == x
+                };
+                if at_last {
                     dist = last_dist;
                 } else if cv >= floor {
                     let cand = lo + (cv - floor) as usize;
                     let d = p - cand;
-                    if d <= WINDOW && read32(input, cand) == x {
+                    // SAFETY: `d <= WINDOW` is tested first, so `lo <= cand <= p`.
+                    #[allow(unsafe_code)]
+                    if d <= WINDOW && u32::from_le_bytes(unsafe { load(input, cand) }) == x {
                         dist = d;
                     }
                 }
