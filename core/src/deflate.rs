@@ -498,10 +498,21 @@ fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
     debug_assert!((2..=288).contains(&n_sym) && (1..=15).contains(&limit));
     debug_assert!(n_sym <= 1 << limit);
     lens[..n_sym].fill(0);
+    // The used symbols in ascending (frequency, symbol) order. Those of frequency 1 are put
+    // first, already in that order, and only the others are sorted: in a stream's code (from
+    // frequencies × 64 + 1, see `dynamic_header_from`) every unused symbol has frequency 1,
+    // most of the 286, and sorting them was most of the cost of a small push.
     let mut leaves = [(0u32, 0u16); 288];
     let mut n = 0;
     for (s, &f) in freq.iter().enumerate() {
-        if f > 0 {
+        if f == 1 {
+            leaves[n] = (f, s as u16);
+            n += 1;
+        }
+    }
+    let ones = n;
+    for (s, &f) in freq.iter().enumerate() {
+        if f > 1 {
             leaves[n] = (f, s as u16);
             n += 1;
         }
@@ -513,7 +524,7 @@ fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
         return;
     }
     let leaves = &mut leaves[..n];
-    leaves.sort_unstable();
+    leaves[ones..].sort_unstable();
     // Two-queue Huffman: leaves ascending, internal nodes created in ascending weight order.
     // parent[i] for leaf i, parent[n + k] for internal node k; the root is internal n - 2.
     let mut w_int = [0u64; 288];
