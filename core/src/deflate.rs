@@ -494,7 +494,23 @@ impl<const N: usize> Code<N> {
 /// always complete (Kraft sum exactly 1) and has at least two symbols: with fewer than two used
 /// symbols, symbol 0 or 1 gets a length of 1 too.
 fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
+    // Scratch arrays sized for the alphabet: the distance and code-length codes (30 and 19
+    // symbols) do not zero the literal code's (a small push builds all three).
+    if freq.len() <= 32 {
+        huffman_lengths_in::<32, 64>(freq, limit, lens)
+    } else {
+        huffman_lengths_in::<288, 576>(freq, limit, lens)
+    }
+}
+
+/// [`huffman_lengths`] with scratch for up to `N` symbols (`N2 = 2 * N`).
+fn huffman_lengths_in<const N: usize, const N2: usize>(
+    freq: &[u32],
+    limit: usize,
+    lens: &mut [u8],
+) {
     let n_sym = freq.len();
+    debug_assert!(n_sym <= N && N2 == 2 * N);
     debug_assert!((2..=288).contains(&n_sym) && (1..=15).contains(&limit));
     debug_assert!(n_sym <= 1 << limit);
     lens[..n_sym].fill(0);
@@ -502,7 +518,7 @@ fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
     // first, already in that order, and only the others are sorted: in a stream's code (from
     // frequencies × 64 + 1, see `dynamic_header_from`) every unused symbol has frequency 1,
     // most of the 286, and sorting them was most of the cost of a small push.
-    let mut leaves = [(0u32, 0u16); 288];
+    let mut leaves = [(0u32, 0u16); N];
     let mut n = 0;
     for (s, &f) in freq.iter().enumerate() {
         if f == 1 {
@@ -527,8 +543,8 @@ fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
     leaves[ones..].sort_unstable();
     // Two-queue Huffman: leaves ascending, internal nodes created in ascending weight order.
     // parent[i] for leaf i, parent[n + k] for internal node k; the root is internal n - 2.
-    let mut w_int = [0u64; 288];
-    let mut parent = [0u16; 576];
+    let mut w_int = [0u64; N];
+    let mut parent = [0u16; N2];
     let (mut li, mut ii) = (0, 0);
     for k in 0..n - 1 {
         let mut w = 0u64;
@@ -545,7 +561,7 @@ fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
         }
         w_int[k] = w;
     }
-    let mut depth = [0u16; 288];
+    let mut depth = [0u16; N];
     for k in (0..n - 2).rev() {
         depth[k] = depth[parent[n + k] as usize] + 1;
     }
