@@ -505,22 +505,12 @@ fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
     }
 }
 
-/// [`huffman_lengths`] with scratch for up to `N` symbols (`N2 = 2 * N`).
-fn huffman_lengths_in<const N: usize, const N2: usize>(
-    freq: &[u32],
-    limit: usize,
-    lens: &mut [u8],
-) {
-    let n_sym = freq.len();
-    debug_assert!(n_sym <= N && N2 == 2 * N);
-    debug_assert!((2..=288).contains(&n_sym) && (1..=15).contains(&limit));
-    debug_assert!(n_sym <= 1 << limit);
-    lens[..n_sym].fill(0);
-    // The used symbols in ascending (frequency, symbol) order. Those of frequency 1 are put
-    // first, already in that order, and only the others are sorted: in a stream's code (from
-    // frequencies × 64 + 1, see `dynamic_header_from`) every unused symbol has frequency 1,
-    // most of the 286, and sorting them was most of the cost of a small push.
-    let mut leaves = [(0u32, 0u16); N];
+/// Writes the used symbols of `freq` to `leaves` as `(frequency, symbol)` in ascending order;
+/// returns their count. Those of frequency 1 are put first, already in that order, and only the
+/// others are sorted: in a stream's code (from frequencies × 64 + 1, see
+/// [`FastDeflate::dynamic_header_from`]) every unused symbol has frequency 1, most of the 286,
+/// and sorting them was most of the cost of a small push.
+fn sorted_leaves(freq: &[u32], leaves: &mut [(u32, u16)]) -> usize {
     let mut n = 0;
     for (s, &f) in freq.iter().enumerate() {
         if f == 1 {
@@ -535,6 +525,23 @@ fn huffman_lengths_in<const N: usize, const N2: usize>(
             n += 1;
         }
     }
+    leaves[ones..n].sort_unstable();
+    n
+}
+
+/// [`huffman_lengths`] with scratch for up to `N` symbols (`N2 = 2 * N`).
+fn huffman_lengths_in<const N: usize, const N2: usize>(
+    freq: &[u32],
+    limit: usize,
+    lens: &mut [u8],
+) {
+    let n_sym = freq.len();
+    debug_assert!(n_sym <= N && N2 == 2 * N);
+    debug_assert!((2..=288).contains(&n_sym) && (1..=15).contains(&limit));
+    debug_assert!(n_sym <= 1 << limit);
+    lens[..n_sym].fill(0);
+    let mut leaves = [(0u32, 0u16); N];
+    let n = sorted_leaves(freq, &mut leaves);
     if n < 2 {
         let used = if n == 1 { leaves[0].1 as usize } else { 1 };
         lens[used] = 1;
@@ -542,7 +549,6 @@ fn huffman_lengths_in<const N: usize, const N2: usize>(
         return;
     }
     let leaves = &mut leaves[..n];
-    leaves[ones..].sort_unstable();
     // Two-queue Huffman: leaves ascending, internal nodes created in ascending weight order.
     // parent[i] for leaf i, parent[n + k] for internal node k; the root is internal n - 2.
     let mut w_int = [0u64; N];
@@ -2231,6 +2237,32 @@ mod tests {
             for (i, &x) in f.iter().enumerate() {
                 assert!(x == 0 || lens[i] > 0, "used symbol has a code");
             }
+        }
+    }
+
+    #[test]
+    fn deflate_sorted_leaves_are_a_full_sort_of_the_used_symbols() {
+        let mut r = Rng(0x5EED_1EAF);
+        for round in 0..400 {
+            let n = [2, 19, 30, 32, 286, 288][round % 6];
+            let freq: Vec<u32> = (0..n)
+                .map(|_| match r.next() % 5 {
+                    0 => 0,
+                    1 | 2 => 1,
+                    3 => (r.next() % 4) as u32,
+                    _ => (r.next() % 100_000) as u32,
+                })
+                .collect();
+            let mut want: Vec<(u32, u16)> = freq
+                .iter()
+                .enumerate()
+                .filter(|&(_, &f)| f > 0)
+                .map(|(s, &f)| (f, s as u16))
+                .collect();
+            want.sort();
+            let mut got = [(0u32, 0u16); 288];
+            let k = sorted_leaves(&freq, &mut got[..n]);
+            assert_eq!(&got[..k], &want[..], "{freq:?}");
         }
     }
 
