@@ -52,7 +52,9 @@
 //! - Huffman: two-queue Huffman on sorted frequencies, lengths limited (15, and 7 for the
 //!   code-length code) by moving leaves between depths until the Kraft sum is exactly 1, so
 //!   every code is complete. A code with fewer than two used symbols gets a second one, so no
-//!   decoder has to accept an incomplete code.
+//!   decoder has to accept an incomplete code. Leaves of frequency 1 are already in order
+//!   (by symbol) and only the others are sorted: a stream's code gives every unused symbol
+//!   frequency 1, and sorting all 286 was most of the cost of a small push.
 //! - Output: a 64-bit bit buffer written 8 bytes at a time into space reserved for the
 //!   block's exact size. A token is a literal or a match whose distance extra bits are in the
 //!   token; the writer tables hold each symbol's bits with their count (a length's extra bits
@@ -176,11 +178,6 @@ fn dist_token(d1: u32) -> (u32, u32) {
     (extra << 10 | dc << 27, dc)
 }
 
-#[inline(always)]
-fn read32(b: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes(b[i..i + 4].try_into().unwrap())
-}
-
 /// Bit k (k < 13) set iff bytes k..k+4 of `b[i..]` and `b[j..]` agree (no branch per byte).
 #[inline(always)]
 fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
@@ -190,10 +187,17 @@ fn rep_run(b: &[u8], i: usize, j: usize) -> u32 {
     m2 & (m2 >> 2) & 0x1fff
 }
 
+/// Marks the branch that calls it as the unlikely one (for the register allocator: the
+/// values its code uses are the ones spilled).
+#[cold]
+#[inline]
+fn cold() {}
+
 /// Bit k (k < 64) set iff `b[i + k] == b[i - d + k]` (`d <= i`).
 #[cfg(test)]
 fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
-    // SAFETY: `WIDE` is false: no AVX2 instruction.
+    assert!(d <= i && i + 64 <= b.len());
+    // SAFETY: `WIDE` is false: no AVX2 instruction; the bytes are in `b` (just checked).
     #[allow(unsafe_code)]
     unsafe {
         eq_mask_w::<false>(b, i, d)
@@ -204,13 +208,16 @@ fn eq_mask(b: &[u8], i: usize, d: usize) -> u64 {
 /// AVX2 compares instead of four 16-byte SSE2 ones.
 ///
 /// # Safety
-/// With `WIDE`, the CPU must have AVX2 (the caller is compiled with it: see
-/// [`FastDeflate::hinted`]).
+/// `d <= i` and `i + 64 <= b.len()` (the callers have checked both: no bounds checks here,
+/// where every mask of the hinted path is made). With `WIDE`, the CPU must have AVX2 (the
+/// caller is compiled with it: see [`FastDeflate::hinted`]).
 #[inline(always)]
 #[allow(unsafe_code)]
 unsafe fn eq_mask_w<const WIDE: bool>(b: &[u8], i: usize, d: usize) -> u64 {
+    debug_assert!(d <= i && i + 64 <= b.len());
     // One slice of both: its length tells the compiler that the two below are in it.
-    let w = &b[i - d..i + 64];
+    // SAFETY: `i - d <= i + 64 <= b.len()` (this function's contract).
+    let w = unsafe { b.get_unchecked(i - d..i + 64) };
     let (x, y): (&[u8; 64], &[u8; 64]) = (w[d..].try_into().unwrap(), w[..64].try_into().unwrap());
     #[cfg(target_arch = "x86_64")]
     if WIDE {
@@ -300,10 +307,26 @@ fn read64(b: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(b[i..i + 8].try_into().unwrap())
 }
 
+/// `b[i..i + N]` with no bounds check (the general path's probes, which run at nearly every
+/// position of the text the hints do not cover).
+///
+/// # Safety
+/// `i + N <= b.len()`.
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn load<const N: usize>(b: &[u8], i: usize) -> [u8; N] {
+    debug_assert!(i + N <= b.len());
+    // SAFETY: the `N` bytes are in `b` (this function's contract); `[u8; N]` has alignment 1.
+    unsafe { b.as_ptr().add(i).cast::<[u8; N]>().read() }
+}
+
 /// Hash of the first [`HASH_LEN`] bytes of `x` (little-endian).
 #[inline(always)]
 fn hash(x: u64, shift: u32) -> usize {
+    // (`shift` is at least `64 - HASH_BITS`: the mask only tells the compiler so, which then
+    // indexes the table without a bounds check.)
     ((x << (64 - 8 * HASH_LEN)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+        & (HASH_SIZE - 1)
 }
 
 /// Length of the common prefix of `b[a..]` and `b[p..]`, not reaching `end` on the `p` side
@@ -473,18 +496,52 @@ impl<const N: usize> Code<N> {
 /// always complete (Kraft sum exactly 1) and has at least two symbols: with fewer than two used
 /// symbols, symbol 0 or 1 gets a length of 1 too.
 fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
-    let n_sym = freq.len();
-    debug_assert!((2..=288).contains(&n_sym) && (1..=15).contains(&limit));
-    debug_assert!(n_sym <= 1 << limit);
-    lens[..n_sym].fill(0);
-    let mut leaves = [(0u32, 0u16); 288];
+    // Scratch arrays sized for the alphabet: the distance and code-length codes (30 and 19
+    // symbols) do not zero the literal code's (a small push builds all three).
+    if freq.len() <= 32 {
+        huffman_lengths_in::<32, 64>(freq, limit, lens)
+    } else {
+        huffman_lengths_in::<288, 576>(freq, limit, lens)
+    }
+}
+
+/// Writes the used symbols of `freq` to `leaves` as `(frequency, symbol)` in ascending order;
+/// returns their count. Those of frequency 1 are put first, already in that order, and only the
+/// others are sorted: in a stream's code (from frequencies × 64 + 1, see
+/// [`FastDeflate::dynamic_header_from`]) every unused symbol has frequency 1, most of the 286,
+/// and sorting them was most of the cost of a small push.
+fn sorted_leaves(freq: &[u32], leaves: &mut [(u32, u16)]) -> usize {
     let mut n = 0;
     for (s, &f) in freq.iter().enumerate() {
-        if f > 0 {
+        if f == 1 {
             leaves[n] = (f, s as u16);
             n += 1;
         }
     }
+    let ones = n;
+    for (s, &f) in freq.iter().enumerate() {
+        if f > 1 {
+            leaves[n] = (f, s as u16);
+            n += 1;
+        }
+    }
+    leaves[ones..n].sort_unstable();
+    n
+}
+
+/// [`huffman_lengths`] with scratch for up to `N` symbols (`N2 = 2 * N`).
+fn huffman_lengths_in<const N: usize, const N2: usize>(
+    freq: &[u32],
+    limit: usize,
+    lens: &mut [u8],
+) {
+    let n_sym = freq.len();
+    debug_assert!(n_sym <= N && N2 == 2 * N);
+    debug_assert!((2..=288).contains(&n_sym) && (1..=15).contains(&limit));
+    debug_assert!(n_sym <= 1 << limit);
+    lens[..n_sym].fill(0);
+    let mut leaves = [(0u32, 0u16); N];
+    let n = sorted_leaves(freq, &mut leaves);
     if n < 2 {
         let used = if n == 1 { leaves[0].1 as usize } else { 1 };
         lens[used] = 1;
@@ -492,11 +549,10 @@ fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
         return;
     }
     let leaves = &mut leaves[..n];
-    leaves.sort_unstable();
     // Two-queue Huffman: leaves ascending, internal nodes created in ascending weight order.
     // parent[i] for leaf i, parent[n + k] for internal node k; the root is internal n - 2.
-    let mut w_int = [0u64; 288];
-    let mut parent = [0u16; 576];
+    let mut w_int = [0u64; N];
+    let mut parent = [0u16; N2];
     let (mut li, mut ii) = (0, 0);
     for k in 0..n - 1 {
         let mut w = 0u64;
@@ -513,7 +569,7 @@ fn huffman_lengths(freq: &[u32], limit: usize, lens: &mut [u8]) {
         }
         w_int[k] = w;
     }
-    let mut depth = [0u16; 288];
+    let mut depth = [0u16; N];
     for k in (0..n - 2).rev() {
         depth[k] = depth[parent[n + k] as usize] + 1;
     }
@@ -831,6 +887,9 @@ impl FastDeflate {
         (hints, base): (&[u64], usize),
         out: &mut Vec<u8>,
     ) {
+        // Nothing past `e` is read (the compiler then knows that reads before `e - 8` are in
+        // the slice).
+        let input = &input[..e];
         let shift = self.shift;
         let mut p = s;
         let mut lit = s;
@@ -868,20 +927,31 @@ impl FastDeflate {
                         break;
                     }
                 }
-                let x8 = read64(input, p);
+                // SAFETY: `p <= last = e - 8`, and `input` ends at `e`.
+                #[allow(unsafe_code)]
+                let x8 = u64::from_le_bytes(unsafe { load(input, p) });
                 let x = x8 as u32;
                 let h = hash(x8, shift);
                 let cv = self.table[h];
                 self.table[h] = floor + (p - lo) as u32;
                 // The previous match distance first: in trace lines the same field of the
-                // previous line is usually at that offset.
+                // previous line is usually at that offset. (The 4 bytes read below start
+                // before `p`, so they end before `e`.)
                 let mut dist = 0;
-                if last_dist != 0 && p - lo >= last_dist && read32(input, p - last_dist) == x {
+                #[allow(unsafe_code)]
+                let at_last = last_dist != 0 && p - lo >= last_dist && {
+                    // SAFETY: `last_dist <= p - lo`: the read starts at or after `lo`, before
+                    // `p`.
+                    u32::from_le_bytes(unsafe { load(input, p - last_dist) }) == x
+                };
+                if at_last {
                     dist = last_dist;
                 } else if cv >= floor {
                     let cand = lo + (cv - floor) as usize;
                     let d = p - cand;
-                    if d <= WINDOW && read32(input, cand) == x {
+                    // SAFETY: `d <= WINDOW` is tested first, so `lo <= cand <= p`.
+                    #[allow(unsafe_code)]
+                    if d <= WINDOW && u32::from_le_bytes(unsafe { load(input, cand) }) == x {
                         dist = d;
                     }
                 }
@@ -1083,10 +1153,8 @@ impl FastDeflate {
         (hints, base, hint_idx): (&[u64], usize, &mut usize),
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
-        let eq_mask = |b: &[u8], i: usize, d: usize| {
-            // SAFETY: with `WIDE`, AVX2 is available (this function's contract).
-            unsafe { eq_mask_w::<WIDE>(b, i, d) }
-        };
+        // `eq_mask_w::<WIDE>` below: with `WIDE`, AVX2 is available (this function's
+        // contract); each call says why its bytes are in `input`.
         let input = &input[..e];
         // The hints not passed yet.
         let mut rest = &hints[(*hint_idx).min(hints.len())..];
@@ -1124,12 +1192,18 @@ impl FastDeflate {
                         break 'blocks;
                     }
                     w = p;
-                    m = if d <= p - lo { eq_mask(input, p, d) } else { 0 };
+                    m = if d <= p - lo {
+                        // SAFETY: `d <= p` (just checked), `p + 64 <= e` (above).
+                        unsafe { eq_mask_w::<WIDE>(input, p, d) }
+                    } else {
+                        0
+                    };
                 }
                 let mut s = p - w;
                 let mut mp = m >> s;
                 let mut m4 = four(mp) & 0x1fff;
                 if m4 == 0 {
+                    cold();
                     // Not in the next 16 bytes: a number one digit longer or shorter?
                     if p + 64 > e {
                         self.ntok = n;
@@ -1138,7 +1212,8 @@ impl FastDeflate {
                     let mut found = false;
                     for nd in [d - 1, d + 1] {
                         if (1..=WINDOW).contains(&nd) && nd <= p - lo {
-                            let mm = eq_mask(input, p, nd);
+                            // SAFETY: `nd <= p` (just checked), `p + 64 <= e` (above).
+                            let mm = unsafe { eq_mask_w::<WIDE>(input, p, nd) };
                             if four(mm) & 0x1fff != 0 {
                                 (w, s, m, mp, d) = (p, 0, mm, mm, nd);
                                 (m4, found) = (four(mm) & 0x1fff, true);
@@ -1167,6 +1242,7 @@ impl FastDeflate {
                     loop {
                         let q = w + 64;
                         if q + 64 > e || len >= MAX_MATCH {
+                            cold();
                             // `q <= e` (the mask's bytes are in `input`), and `len <
                             // MAX_MATCH` or the end is before `q`: `extend` measures 0.
                             let end = e.min(p + k + MAX_MATCH).max(q);
@@ -1175,7 +1251,9 @@ impl FastDeflate {
                             break;
                         }
                         w = q;
-                        m = eq_mask(input, q, d);
+                        // SAFETY: `q + 64 <= e` (just checked); `d <= q`: the run began in
+                        // a mask of `d` made at or before `p` (so `d <= p - lo`), and `q > p`.
+                        m = unsafe { eq_mask_w::<WIDE>(input, q, d) };
                         let r = (!m).trailing_zeros() as usize;
                         len += r;
                         if r < 64 {
@@ -1189,8 +1267,10 @@ impl FastDeflate {
                     "hinted match of unequal bytes"
                 );
                 let t: &mut [u32; 16] = (&mut toks[n..n + 16]).try_into().unwrap();
-                // `p <= w + 48` and the mask's `w + 64 <= e`: the 16 bytes are in `input`.
-                let src: &[u8; 16] = input[p..p + 16].try_into().unwrap();
+                debug_assert!(p + 16 <= input.len());
+                // SAFETY: the 16 bytes are in `input`: this step's mask (before any run
+                // extension) was made at a `w` with `p <= w + 48` and `w + 64 <= e`.
+                let src: &[u8; 16] = unsafe { &*input.as_ptr().add(p).cast::<[u8; 16]>() };
                 for (t, &b) in t[..k].iter_mut().zip(&src[..k]) {
                     *t = b as u32 | LIT;
                     lit_freq[b as usize] += 1;
@@ -1213,6 +1293,7 @@ impl FastDeflate {
                         }
                     }
                     if d != d0 {
+                        cold();
                         w = NONE;
                     }
                 }
@@ -1797,7 +1878,7 @@ fn emit_runs(
 #[inline(always)]
 fn emit_run<const ROOM: bool>(
     buf: &mut [u8],
-    (mut pos, mut bb, mut bc): (usize, u64, u32),
+    (pos, mut bb, mut bc): (usize, u64, u32),
     tokens: &[u32],
     tabs: &Tabs,
     fit: Pairs,
@@ -1805,70 +1886,69 @@ fn emit_run<const ROOM: bool>(
 ) -> (usize, u64, u32) {
     debug_assert!(tokens.len() <= EMIT_RUN);
     let (sym_tab, dist_tab) = (&*tabs.sym, &tabs.dist);
-    let lim = buf.len() - 8;
-    let start = pos;
-    // Writes the whole bytes of `bb`. `pos` stays below `lim` (the buffer has room for the
-    // block's exact size and 8 bytes): without `ROOM`, the clamp only spares a bounds check.
-    let mut flush = |pos: &mut usize, bb: &mut u64, bc: &mut u32| {
-        debug_assert!(*pos <= lim);
-        if ROOM {
-            debug_assert!(*pos - start <= 6 * EMIT_RUN + 1);
-            // SAFETY: `ROOM`: the buffer has `6 * EMIT_RUN + 9` bytes from `start`, and
-            // `pos` is at most `6 * EMIT_RUN + 1` past it (the run's tokens are at most 48
-            // bits each, fewer than 8 bits were pending): the 8 bytes are inside `buf`.
-            #[allow(unsafe_code)]
-            unsafe {
-                buf.as_mut_ptr()
-                    .add(*pos)
-                    .cast::<[u8; 8]>()
-                    .write_unaligned(bb.to_le_bytes());
-            }
-        } else {
-            let i = (*pos).min(lim);
-            buf[i..i + 8].copy_from_slice(&bb.to_le_bytes());
+    // The bytes go through `at`, the address of `buf[pos]`: one register for the buffer and
+    // the position in the loops (with the tables, the tokens and the bits, they fit the
+    // registers without spills); the position is worked out from it at the end.
+    let base = buf.as_mut_ptr();
+    let last = base.wrapping_add(buf.len() - 8);
+    let mut at = base.wrapping_add(pos);
+    // Writes the whole bytes of `bb`. `at` stays at or below `last` (the buffer has room for
+    // the block's exact size and 8 bytes): without `ROOM`, the clamp only spares a check.
+    let flush = |at: &mut *mut u8, bb: &mut u64, bc: &mut u32| {
+        debug_assert!(*at <= last);
+        debug_assert!(!ROOM || *at as usize - base as usize - pos <= 6 * EMIT_RUN + 1);
+        // SAFETY: with `ROOM`, the buffer has `6 * EMIT_RUN + 9` bytes from `pos`, and `at`
+        // is at most `6 * EMIT_RUN + 1` bytes past it (the run's tokens are at most 48 bits
+        // each, fewer than 8 bits were pending); without, the address is clamped to `last`,
+        // the start of the last 8 bytes of `buf` (at least 8 long, see `emit_body`): the 8
+        // bytes written are inside `buf`, which nothing else borrows while `base` is used.
+        #[allow(unsafe_code)]
+        unsafe {
+            let to = if ROOM || *at <= last { *at } else { last };
+            to.cast::<[u8; 8]>().write_unaligned(bb.to_le_bytes());
         }
-        *pos += (*bc >> 3) as usize;
+        *at = at.wrapping_add((*bc >> 3) as usize);
         *bb >>= *bc & !7;
         *bc &= 7;
     };
     let mut single = tokens;
     if fit == Pairs::All {
-        let pairs = tokens.chunks_exact(2);
-        single = pairs.remainder();
-        for pr in pairs {
-            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab, dist);
-            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab, dist);
+        let (pairs, rest) = tokens.as_chunks::<2>();
+        single = rest;
+        for &[t0, t1] in pairs {
+            let (v0, n0) = token_code(t0, sym_tab, dist_tab, dist);
+            let (v1, n1) = token_code(t1, sym_tab, dist_tab, dist);
             bb |= (v0 | v1 << n0) << bc;
             bc += n0 + n1;
-            flush(&mut pos, &mut bb, &mut bc);
+            flush(&mut at, &mut bb, &mut bc);
         }
     } else if fit == Pairs::WithLiteral {
-        let pairs = tokens.chunks_exact(2);
-        single = pairs.remainder();
-        for pr in pairs {
-            let (v0, n0) = token_code(pr[0], sym_tab, dist_tab, dist);
-            let (v1, n1) = token_code(pr[1], sym_tab, dist_tab, dist);
-            if pr[0] < LIT && pr[1] < LIT {
+        let (pairs, rest) = tokens.as_chunks::<2>();
+        single = rest;
+        for &[t0, t1] in pairs {
+            let (v0, n0) = token_code(t0, sym_tab, dist_tab, dist);
+            let (v1, n1) = token_code(t1, sym_tab, dist_tab, dist);
+            if t0 < LIT && t1 < LIT {
                 // Two matches: a flush each.
                 bb |= v0 << bc;
                 bc += n0;
-                flush(&mut pos, &mut bb, &mut bc);
+                flush(&mut at, &mut bb, &mut bc);
                 bb |= v1 << bc;
                 bc += n1;
             } else {
                 bb |= (v0 | v1 << n0) << bc;
                 bc += n0 + n1;
             }
-            flush(&mut pos, &mut bb, &mut bc);
+            flush(&mut at, &mut bb, &mut bc);
         }
     }
     for &t in single {
         let (v, n) = token_code(t, sym_tab, dist_tab, dist);
         bb |= v << bc;
         bc += n;
-        flush(&mut pos, &mut bb, &mut bc);
+        flush(&mut at, &mut bb, &mut bc);
     }
-    (pos, bb, bc)
+    (at as usize - base as usize, bb, bc)
 }
 
 #[cfg(test)]
@@ -2157,6 +2237,32 @@ mod tests {
             for (i, &x) in f.iter().enumerate() {
                 assert!(x == 0 || lens[i] > 0, "used symbol has a code");
             }
+        }
+    }
+
+    #[test]
+    fn deflate_sorted_leaves_are_a_full_sort_of_the_used_symbols() {
+        let mut r = Rng(0x5EED_1EAF);
+        for round in 0..400 {
+            let n = [2, 19, 30, 32, 286, 288][round % 6];
+            let freq: Vec<u32> = (0..n)
+                .map(|_| match r.next() % 5 {
+                    0 => 0,
+                    1 | 2 => 1,
+                    3 => (r.next() % 4) as u32,
+                    _ => (r.next() % 100_000) as u32,
+                })
+                .collect();
+            let mut want: Vec<(u32, u16)> = freq
+                .iter()
+                .enumerate()
+                .filter(|&(_, &f)| f > 0)
+                .map(|(s, &f)| (f, s as u16))
+                .collect();
+            want.sort();
+            let mut got = [(0u32, 0u16); 288];
+            let k = sorted_leaves(&freq, &mut got[..n]);
+            assert_eq!(&got[..k], &want[..], "{freq:?}");
         }
     }
 
