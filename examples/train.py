@@ -77,7 +77,7 @@ def save_checkpoint(path: str, epoch: int) -> None:
 
 def summarize(out: Path) -> dict:
     files = sorted(out.glob("*.pfw*"))
-    per_name, io_per_name, per_pid = Counter(), Counter(), Counter()
+    per_name, io_per_name, per_pid, counted = Counter(), Counter(), Counter(), Counter()
     for f in files:
         opener = gzip.open if f.suffix == ".gz" else open
         with opener(f, "rt") as fh:
@@ -87,12 +87,17 @@ def summarize(out: Path) -> dict:
                     io = rec.get("cat") in ("POSIX", "STDIO")
                     (io_per_name if io else per_name)[rec["name"]] += 1
                     per_pid[rec["pid"]] += 1
+                elif rec.get("ph") == 3:
+                    # Calls counted in a ph 3 record, not written one by one (FORMAT.md
+                    # "Folded calls": Python's open() makes two fstat64s and an isatty).
+                    counted[rec["name"]] += rec["args"].get("dft_cnt", 0)
     return {
         "files": files,
         "events": sum(per_name.values()),
         "io_events": sum(io_per_name.values()),
         "by_name": per_name,
         "io_by_name": io_per_name,
+        "counted": counted,
         "processes": len(per_pid),
     }
 
@@ -139,6 +144,10 @@ def main() -> int:
         print(f"summary: {s['events'] + s['io_events']} events from {s['processes']} processes in {elapsed:.2f}s")
         print(f"  annotated functions: {s['events']}: {top}")
         print(f"  I/O calls (POSIX, STDIO): {s['io_events']}: {io_top or 'none'}")
+        if s["counted"]:
+            c = s["counted"]
+            counted = ", ".join(f"{n}={k}" for n, k in c.most_common(6))
+            print(f"  calls counted in ph 3 records, not written one by one: {sum(c.values())}: {counted}")
     expected = a.epochs * (2 * a.samples + 1) + 2 * a.epochs
     if os.environ.get("DFTRACER_ENABLE") == "1" and s["events"] != expected:
         print(f"error: expected {expected} annotated events, found {s['events']}", file=sys.stderr)
