@@ -244,6 +244,21 @@ pub(super) fn named_prefix<'c>(
     Some((&slot.prefix, n, &mut slot.last_at))
 }
 
+/// The set of `statics` (two ways) where the template of `key` (on thread `tid`) lives.
+#[inline(always)]
+fn set_of(key: [u64; 2], tid: u32) -> usize {
+    let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
+    set & (CACHE_SLOTS - 1)
+}
+
+/// The set [`template`] uses for (`schema`, `tid`, `file`): tests tell which templates share
+/// one (three or more in a set of two ways evict one another).
+#[cfg(test)]
+pub(super) fn template_set(ctx: &Ctx, schema: &Schema, tid: u32, file: bool) -> usize {
+    set_of(Template::key(ctx, schema, tid, file), tid)
+}
+
 /// The template of (schema, tid, file) for this file's context, built on a miss. Its
 /// `pieces` hold `4 + keys + file` pieces with metadata, else 3 (checked whenever it
 /// becomes the template used last, which a repeat returns without a check).
@@ -269,9 +284,7 @@ pub(super) fn template<'c>(
     }
     // No template is the one used last while a miss may rebuild it.
     *mru = ([0, 0], 0);
-    let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
-    let set = set & (CACHE_SLOTS - 1);
+    let set = set_of(key, tid);
     let fits = |t: &Template| t.key == key;
     let way = if fits(&statics[2 * set]) {
         0
