@@ -18,7 +18,6 @@ struct Entry {
     tid: u32,
     bucket: u64,
     count: u64,
-    first: u64,
     min: u64,
     max: u64,
     sum: u64,
@@ -54,7 +53,7 @@ impl Folds {
     pub fn add(&mut self, schema: &'static Schema, tid: u32, ts: u64, dur: u64, width: u64) {
         let bucket = ts - ts % width.max(1);
         self.folded += 1;
-        let same = |e: &Entry| ptr_eq(e.schema, schema) && e.tid == tid && e.bucket == bucket;
+        let same = |e: &Entry| std::ptr::eq(e.schema, schema) && e.tid == tid && e.bucket == bucket;
         let i = match self.entries.get(self.last) {
             Some(e) if same(e) => self.last,
             _ => match self.entries.iter().position(same) {
@@ -65,7 +64,6 @@ impl Folds {
                         tid,
                         bucket,
                         count: 0,
-                        first: dur,
                         min: dur,
                         max: dur,
                         sum: 0,
@@ -82,12 +80,14 @@ impl Folds {
         e.sum = e.sum.saturating_add(dur);
     }
 
+    /// No bucket is open.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Writes (and forgets) every bucket starting before `before` (all with `u64::MAX`), in
     /// the order they were opened.
     pub fn flush(&mut self, out: &mut Vec<u8>, enc: &Encoder, before: u64) {
-        if self.entries.is_empty() {
-            return;
-        }
         let n = |v: u64| Num::Int(i64::try_from(v).unwrap_or(i64::MAX));
         self.entries.retain(|e| {
             if e.bucket >= before {
@@ -101,7 +101,8 @@ impl Folds {
                 tid: e.tid,
                 count: e.count,
             };
-            let dur = [n(e.first), n(e.min), n(e.max), n(e.sum)];
+            // [first, min, max, sum]: the first is read only for a bucket of one (the sum).
+            let dur = [n(e.sum), n(e.min), n(e.max), n(e.sum)];
             enc.aggregated(out, &b, [(&b"dur"[..], dur)]);
             false
         });
@@ -109,38 +110,24 @@ impl Folds {
     }
 }
 
-fn ptr_eq(a: &Schema, b: &Schema) -> bool {
-    std::ptr::eq(a, b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::{Layer, Slot};
 
-    static FSTAT: Schema = Schema::new(
-        Layer::LibcIo,
-        "fstat64",
-        "POSIX",
-        &[("fd", Slot::Int), ("ret", Slot::Int)],
-        "fhash",
-    )
-    .folded();
-    static ISATTY: Schema = Schema::new(
-        Layer::LibcIo,
-        "isatty",
-        "POSIX",
-        &[("fd", Slot::Int), ("ret", Slot::Int)],
-        "fhash",
-    )
-    .folded();
-    static READ: Schema = Schema::new(
-        Layer::LibcIo,
-        "read",
-        "POSIX",
-        &[("fd", Slot::Int), ("ret", Slot::Int)],
-        "fhash",
-    );
+    /// A POSIX fd call's schema with `fd` and `ret` slots.
+    const fn fd_call(name: &'static str) -> Schema {
+        Schema::new(
+            Layer::LibcIo,
+            name,
+            "POSIX",
+            &[("fd", Slot::Int), ("ret", Slot::Int)],
+            "fhash",
+        )
+    }
+    static FSTAT: Schema = fd_call("fstat64").folded();
+    static ISATTY: Schema = fd_call("isatty").folded();
+    static READ: Schema = fd_call("read");
 
     fn vals(fd: i64, ret: i64) -> Vec<u8> {
         [fd, ret].iter().flat_map(|v| v.to_le_bytes()).collect()

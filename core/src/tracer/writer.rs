@@ -61,7 +61,6 @@ pub(super) struct Writer {
     agg: Option<Aggregator>,
     /// Open buckets of folded calls (`DFTRACER_FOLD_CALLS`, on by default).
     folds: Folds,
-    fold_calls: bool,
     /// The clock conversion static records' raw times were last converted with.
     clock: crate::clock::Newest,
 }
@@ -132,7 +131,6 @@ impl Writer {
             ended: false,
             agg,
             folds: Folds::default(),
-            fold_calls: cfg.fold_calls,
             clock: crate::clock::Newest::default(),
         }
     }
@@ -291,7 +289,6 @@ impl Writer {
 
     /// Writes the aggregation buckets that closed at least one interval ago (all: `all`).
     fn flush_buckets(&mut self, sh: &Shared, all: bool) {
-        let width = agg_width(sh);
         let Writer {
             agg,
             folds,
@@ -299,18 +296,20 @@ impl Writer {
             enc,
             ..
         } = self;
-        let before = || {
-            if all {
-                u64::MAX
-            } else {
-                let now = crate::clock::now_in(sh.cfg.time_metric);
-                (now - now % width).saturating_sub(width)
-            }
+        if agg.is_none() && folds.is_empty() {
+            return;
+        }
+        let before = if all {
+            u64::MAX
+        } else {
+            let width = agg_width(sh);
+            let now = crate::clock::now_in(sh.cfg.time_metric);
+            (now - now % width).saturating_sub(width)
         };
         if let Some(agg) = agg.as_mut() {
-            agg.flush(json, enc, before());
+            agg.flush(json, enc, before);
         }
-        folds.flush(json, enc, before());
+        folds.flush(json, enc, before);
     }
 
     /// Decodes and encodes a record other than a static one taken by the fast path.
@@ -329,7 +328,7 @@ impl Writer {
         if !self.header_done {
             self.header(sh);
         }
-        if self.fold_calls && Folds::wants(rec.schema, rec.vals) {
+        if sh.cfg.fold_calls && Folds::wants(rec.schema, rec.vals) {
             self.folds
                 .add(rec.schema, tid, rec.ts, rec.dur, agg_width(sh));
             self.used[rec.layer as usize] = true;
@@ -541,7 +540,7 @@ impl Writer {
             used_names: &used_names,
             cfg: &sh.cfg,
             aggregated: self.agg.as_ref().map(|a| a.folded),
-            folded: self.fold_calls.then_some(self.folds.folded),
+            folded: sh.cfg.fold_calls.then_some(self.folds.folded),
             bind: sh.bind.load(Ordering::Relaxed),
             tsc: crate::clock::tsc_in_use(),
             log_file: &log_file,

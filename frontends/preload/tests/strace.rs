@@ -300,6 +300,15 @@ fn run_ok(cmd: &mut Command, what: &str) {
     );
 }
 
+/// Tracing under the preload, `root/data` traced, traces in `root/o`.
+fn under_preload<'c>(c: &'c mut Command, root: &Path) -> &'c mut Command {
+    c.env("LD_PRELOAD", lib())
+        .env("DFTRACER_ENABLE", "1")
+        .env("DFTRACER_INIT", "PRELOAD")
+        .env("DFTRACER_DATA_DIR", root.join("data"))
+        .env("DFTRACER_LOG_FILE", root.join("o/trace"))
+}
+
 /// The environment both runs share (deterministic git, no user config).
 fn base_env(cmd: &mut Command, root: &Path) {
     cmd.current_dir(root)
@@ -764,11 +773,7 @@ fn compare(name: &str, setup: &str, run: &[String]) -> (Vec<String>, Vec<String>
     let mut c = Command::new(&run[0]);
     c.args(&run[1..]);
     base_env(&mut c, &root);
-    c.env("LD_PRELOAD", lib())
-        .env("DFTRACER_ENABLE", "1")
-        .env("DFTRACER_INIT", "PRELOAD")
-        .env("DFTRACER_DATA_DIR", &data)
-        .env("DFTRACER_LOG_FILE", root.join("o/trace"))
+    under_preload(&mut c, &root)
         // Every call as an event naming its file (folded calls name none; their totals are
         // checked against strace by `folded_calls_match_strace`).
         .env("DFTRACER_FOLD_CALLS", "0");
@@ -944,11 +949,7 @@ fn finalize_makes_no_sync_call() {
         "cat data/f > /dev/null; (cat data/f; true) > /dev/null",
     ]);
     base_env(&mut c, &root);
-    c.env("LD_PRELOAD", lib())
-        .env("DFTRACER_ENABLE", "1")
-        .env("DFTRACER_INIT", "PRELOAD")
-        .env("DFTRACER_DATA_DIR", root.join("data"))
-        .env("DFTRACER_LOG_FILE", root.join("o/trace"));
+    under_preload(&mut c, &root);
     run_ok(&mut c, "sh under strace and the preload");
     let syncs: Vec<String> = std::fs::read_to_string(&log)
         .unwrap()
@@ -1009,11 +1010,7 @@ fn folded_calls_match_strace() {
     ])
     .args((0..20).map(|i| format!("{data}/f{i}")));
     base_env(&mut c, &root);
-    c.env("LD_PRELOAD", lib())
-        .env("DFTRACER_ENABLE", "1")
-        .env("DFTRACER_INIT", "PRELOAD")
-        .env("DFTRACER_DATA_DIR", &data)
-        .env("DFTRACER_LOG_FILE", root.join("o/trace"));
+    under_preload(&mut c, &root);
     run_ok(&mut c, "python3 under strace and the preload");
     // strace: calls on an fd whose path (`-y`: `3</.../data/f0>`) is a data file.
     let (mut st_stat, mut st_tty) = (0u64, 0u64);
