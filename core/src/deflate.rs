@@ -36,7 +36,12 @@
 //!   every match that starts in its first 48 bytes, and a run reaching its end goes on in the
 //!   next 64 bytes' mask (kept for the matches after it): on uniform lines one mask per 64
 //!   bytes, no byte compared twice. Where none of the three distances has 4 equal bytes in
-//!   the next 16, the general path above takes over until the next hinted line. A hint that
+//!   the next 16 (a field the reference line lacks: each sample of a data loader reads a new
+//!   file, whose hash its lines carry), one hash probe looks for the text's last occurrence
+//!   (the same hash in the line before, of another kind) and the hinted path goes on at its
+//!   distance; else a field of at most 16 bytes followed by the reference's text at the same
+//!   distance is written as literals and the hinted path goes on after it; else the general
+//!   path above takes over until the next hinted line. A hint that
 //!   repeats the current distance changes nothing: they are passed in a tight loop, and the
 //!   matches look only for the next hint of another distance. Hints are advice: every match
 //!   is of bytes compared equal. (Exact spans from the template encoder,
@@ -176,6 +181,35 @@ fn dist_token(d1: u32) -> (u32, u32) {
     let dc = dist_sym(d1);
     let extra = d1 + 1 - DIST_BASE[dc as usize & 31] as u32;
     (extra << 10 | dc << 27, dc)
+}
+
+/// Bit k of `four_run(m)` set iff bits k..k+4 of `m` are (pairs, then pairs of pairs).
+#[inline(always)]
+fn four_run(m: u64) -> u64 {
+    let m2 = m & (m >> 1);
+    m2 & (m2 >> 2)
+}
+
+/// Writes `input[p..p + k]` (`k <= 16`) as literal tokens into `toks` (16 slots), counted.
+///
+/// # Safety
+/// `p + 16 <= input.len()`.
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn skip_literals(
+    input: &[u8],
+    p: usize,
+    k: usize,
+    toks: &mut [u32],
+    lit_freq: &mut [u32; 288],
+) {
+    let t: &mut [u32; 16] = toks.try_into().unwrap();
+    // SAFETY: `p + 16 <= input.len()` (the contract).
+    let src: &[u8; 16] = unsafe { &*input.as_ptr().add(p).cast::<[u8; 16]>() };
+    for (t, &b) in t.iter_mut().zip(src).take(k) {
+        *t = b as u32 | LIT;
+        lit_freq[b as usize] += 1;
+    }
 }
 
 /// Bit k (k < 13) set iff bytes k..k+4 of `b[i..]` and `b[j..]` agree (no branch per byte).
@@ -359,6 +393,15 @@ fn extend(b: &[u8], a: usize, p: usize, end: usize) -> usize {
 /// Reusable deflate state: hash table, token buffer, frequencies, Huffman scratch.
 pub struct FastDeflate {
     table: Box<[u32; HASH_SIZE]>,
+    /// The table value of the LZ pass's `lo` (see [`FastDeflate::lz`]), for the hinted
+    /// path's probe where a line differs from its reference.
+    hint_floor: u32,
+    /// Test builds: the hinted path's misses taken by the hash probe and by literals.
+    #[cfg(test)]
+    misses: [u64; 2],
+    /// Test builds: no hash probe on a miss (to measure what it finds).
+    #[cfg(test)]
+    probe_off: bool,
     /// `64 - bits` of this call's hash: small inputs use only the first `2^bits` entries of
     /// the table (a 3 KB member probing 128 KiB of cold table costs more than compressing).
     shift: u32,
@@ -674,6 +717,11 @@ impl FastDeflate {
         fixed_tabs.fill(&fixed_lit, &fixed_dist);
         FastDeflate {
             table,
+            hint_floor: 0,
+            #[cfg(test)]
+            misses: [0; 2],
+            #[cfg(test)]
+            probe_off: false,
             shift: 64 - HASH_BITS,
             next: 1,
             tokens: vec![0u32; TOKEN_CAP].into_boxed_slice().try_into().unwrap(),
@@ -891,6 +939,7 @@ impl FastDeflate {
         // the slice).
         let input = &input[..e];
         let shift = self.shift;
+        self.hint_floor = floor;
         let mut p = s;
         let mut lit = s;
         let mut last_dist = 0usize;
@@ -1163,16 +1212,34 @@ impl FastDeflate {
         // The match token for distance `td` (0: no match yet, the last distance used
         // otherwise): its distance part, length 0; its distance symbol is `tok >> 27`.
         let (mut td, mut tok) = (0, 0u32);
-        // Bit k of `four(m)` set iff bits k..k+4 of `m` are (pairs, then pairs of pairs).
-        let four = |m: u64| {
-            let m2 = m & (m >> 1);
-            m2 & (m2 >> 2)
-        };
+        let four = four_run;
         // The mask: bit i set iff `input[w + i] == input[w + i - d]`; none when `w > p`
         // (`NONE`, or a match cut at its longest before the last mask's start): then
         // `p.wrapping_sub(w)` is over 2^62 (inputs are shorter than 2^62 bytes).
         const NONE: usize = usize::MAX >> 1;
         let (mut w, mut m) = (NONE, 0u64);
+        // The hints that `p` has passed: the last one's distance from here on (usually one
+        // hint, the next line's; `rest[0]` is at `next_at`).
+        macro_rules! pass_hints {
+            () => {
+                if p >= next_at {
+                    let d0 = d;
+                    loop {
+                        let (&h, r) = rest.split_first().unwrap();
+                        d = (h & HINT_DIST) as usize + 1;
+                        rest = r;
+                        next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
+                        if next_at > p {
+                            break;
+                        }
+                    }
+                    if d != d0 {
+                        cold();
+                        w = NONE;
+                    }
+                }
+            };
+        }
         // `d` is in 1..=WINDOW (a hint's distance); `d <= p - lo` is checked below.
         'blocks: loop {
             if self.ntok + 16 > TOKEN_CAP {
@@ -1222,8 +1289,59 @@ impl FastDeflate {
                         }
                     }
                     if !found {
-                        self.ntok = n;
-                        break 'blocks;
+                        // A field that this line's reference lacks (another file's hash, a
+                        // new path's digits). First the text's last occurrence (the general
+                        // path's one hash probe, 8 equal bytes): the same file's hash in the
+                        // line before, of another kind.
+                        let x8 = read64(input, p);
+                        let h = hash(x8, self.shift);
+                        let floor = self.hint_floor;
+                        let cv = self.table[h];
+                        self.table[h] = floor + (p - lo) as u32;
+                        #[cfg(test)]
+                        let cv = if self.probe_off { 0 } else { cv };
+                        if cv >= floor {
+                            let cand = lo + (cv - floor) as usize;
+                            let hd = p - cand;
+                            if (1..=WINDOW).contains(&hd) && read64(input, cand) == x8 {
+                                #[cfg(test)]
+                                {
+                                    self.misses[0] += 1;
+                                }
+                                (d, w) = (hd, NONE);
+                                continue;
+                            }
+                        }
+                        // Else a field of at most 16 bytes followed by the reference's text
+                        // at the same distance (another file's hash: 16 bytes): its bytes as
+                        // literals, and the hinted path goes on from that text. Else the rest
+                        // of the line is left to the general path (whose probes cost ~30
+                        // instructions a byte).
+                        if p - w > 44 {
+                            m = if d <= p - lo {
+                                // SAFETY: `d <= p - lo` (just checked), `p + 64 <= e` (above).
+                                unsafe { eq_mask_w::<WIDE>(input, p, d) }
+                            } else {
+                                0
+                            };
+                            w = p;
+                        }
+                        let run = four(m >> (p - w)) & 0x1_ffff;
+                        if run == 0 {
+                            self.ntok = n;
+                            break 'blocks;
+                        }
+                        let k = (run.trailing_zeros() as usize).min(16);
+                        #[cfg(test)]
+                        {
+                            self.misses[1] += 1;
+                        }
+                        // SAFETY: `p + 64 <= e` (checked above); `k <= 16`.
+                        unsafe { skip_literals(input, p, k, &mut toks[n..n + 16], lit_freq) };
+                        n += k;
+                        p += k;
+                        pass_hints!();
+                        continue;
                     }
                 }
                 if d != td {
@@ -1280,23 +1398,7 @@ impl FastDeflate {
                 lit_freq[257 + LEN_SYM[len] as usize] += 1;
                 dist_freq[(tok >> 27) as usize & 31] += 1;
                 p += k + len;
-                if p >= next_at {
-                    let d0 = d;
-                    // Usually one hint (the next line's); `rest[0]` is at `next_at`.
-                    loop {
-                        let (&h, r) = rest.split_first().unwrap();
-                        d = (h & HINT_DIST) as usize + 1;
-                        rest = r;
-                        next_at = rest.first().map_or(usize::MAX, |&h| pos_of(h));
-                        if next_at > p {
-                            break;
-                        }
-                    }
-                    if d != d0 {
-                        cold();
-                        w = NONE;
-                    }
-                }
+                pass_hints!();
             }
             self.ntok = n;
         }
@@ -2539,6 +2641,102 @@ mod tests {
         }
         d.stream_end(&mut stream);
         assert!(decompress_to_vec(&stream).unwrap() == input);
+        d.stream_close();
+    }
+
+    #[test]
+    fn deflate_hinted_lines_with_another_files_hash() {
+        // Each sample a new file: its lines differ from their reference (the line of the same
+        // kind one sample back) in the file's hash, which the line before (another kind, the
+        // same file) has: the hinted path's hash probe. The first line of a sample has no such
+        // line: its hash is written as literals and the reference's text goes on after it.
+        let input = periodic_lines(600);
+        let hints = template_hints(&input, &mut Default::default(), 0);
+        let mut d = FastDeflate::new();
+        let plain = roundtrip(&mut d, &input).len();
+        let mut out = Vec::new();
+        d.misses = [0; 2];
+        d.compress_hinted(&input, &hints, &mut out);
+        assert!(decompress_to_vec(&out).unwrap() == input);
+        assert!(
+            out.len() * 100 < plain * 97,
+            "hinted {} plain {plain}",
+            out.len()
+        );
+        let [probe, skip] = d.misses;
+        assert!(probe > 500 && skip > 500, "probe {probe} skip {skip}");
+        // Without the probe, those hashes are literals (or the general path's): more bytes.
+        d.probe_off = true;
+        let mut without = Vec::new();
+        d.compress_hinted(&input, &hints, &mut without);
+        d.probe_off = false;
+        assert!(decompress_to_vec(&without).unwrap() == input);
+        assert!(
+            out.len() < without.len(),
+            "probe {} without {}",
+            out.len(),
+            without.len()
+        );
+
+        // A 16-byte field of another value at every offset from the line's start (every
+        // position of the miss in its 64-byte mask), longer fields (left to the general path
+        // after 16 bytes) and fields at the input's end.
+        let mut r = Rng(11);
+        for pad in 0..70 {
+            for flen in [1, 7, 15, 16, 17, 40] {
+                let (mut v, mut h, mut prev) = (Vec::new(), Vec::new(), None);
+                for i in 0..40 {
+                    let at = v.len();
+                    if let Some(p) = prev {
+                        h.extend(hint(at, at - p));
+                    }
+                    prev = Some(at);
+                    let field: String = (0..flen)
+                        .map(|_| b"0123456789abcdef"[(r.next() % 16) as usize] as char)
+                        .collect();
+                    let line = format!(
+                        "{{\"id\":{i},{}\"fhash\":\"{field}\",\"rest\":\"same text after it\"}}\n",
+                        "x".repeat(pad)
+                    );
+                    v.extend_from_slice(line.as_bytes());
+                }
+                for end in [v.len(), v.len() - 5, v.len() - 40] {
+                    let h: Vec<u64> = h
+                        .iter()
+                        .copied()
+                        .filter(|&x| ((x >> HINT_SHIFT) as usize) < end)
+                        .collect();
+                    let mut o = Vec::new();
+                    d.compress_hinted(&v[..end], &h, &mut o);
+                    assert!(
+                        decompress_to_vec(&o).unwrap() == v[..end],
+                        "pad {pad} field {flen}"
+                    );
+                    assert!(o.len() <= bound(end));
+                }
+            }
+        }
+
+        // Stream pushes: the hash probe's candidates in earlier pushes (the history's
+        // positions), lines split across pushes.
+        let (mut stream, mut all, mut last) = (Vec::new(), Vec::new(), Default::default());
+        let (mut at, mut base) = (0, 0);
+        d.misses = [0; 2];
+        while at < input.len() {
+            let mut end = (at + 500 + (r.next() % 4000) as usize).min(input.len());
+            while input[end - 1] != b'\n' {
+                end += 1;
+            }
+            let piece = &input[at..end];
+            d.stream_push_hinted(piece, &template_hints(piece, &mut last, base), &mut stream);
+            all.extend_from_slice(piece);
+            let mut done = stream.clone();
+            d.stream_end(&mut done);
+            assert!(decompress_to_vec(&done).unwrap() == all, "push at {at}");
+            base += piece.len();
+            at = end;
+        }
+        assert!(d.misses[0] > 500 && d.misses[1] > 500, "{:?}", d.misses);
         d.stream_close();
     }
 
