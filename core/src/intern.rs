@@ -31,8 +31,7 @@ static TABLE: [AtomicPtr<Schema>; SLOTS] = [EMPTY; SLOTS];
 
 /// Printable ASCII without `"` or `\` (what [`Schema::new`] requires).
 fn plain(s: &[u8]) -> bool {
-    s.iter()
-        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    crate::format::plain_text(s)
 }
 
 /// A word of `s` for hashing: its first and last 8 bytes (4 below 8 bytes, overlapping; the

@@ -501,9 +501,7 @@ impl Put<'_> {
     pub(super) fn text(&mut self, t: &Text) {
         self.lit(b"\"");
         let b = t.bytes;
-        if b.iter()
-            .all(|&c| (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\')
-        {
+        if super::escape::plain_text(b) {
             self.bytes(b);
         } else {
             escape_into(self, b);

@@ -17,6 +17,7 @@
 mod cache;
 mod cursor;
 mod escape;
+pub(crate) use escape::plain_text;
 mod event;
 mod records;
 #[cfg(test)]

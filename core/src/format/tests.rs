@@ -835,3 +835,48 @@ fn static_stream_equals_generic_lines() {
         at += fast.len() as u64;
     }
 }
+
+#[test]
+fn plain_text_is_the_bytewise_test_for_every_byte_at_every_position() {
+    let bytewise = |b: &[u8]| {
+        b.iter()
+            .all(|&c| (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\')
+    };
+    // One byte of every value at every position of strings of 0 to 24 plain bytes, so that
+    // each lands in every lane of a word, in the overlapped last word and in the short path.
+    for len in 0..25usize {
+        let base: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+        assert!(super::plain_text(&base), "{len}");
+        for pos in 0..len {
+            for v in 0..=255u8 {
+                let mut s = base.clone();
+                s[pos] = v;
+                assert_eq!(
+                    super::plain_text(&s),
+                    bytewise(&s),
+                    "len {len} pos {pos} byte {v:#x}"
+                );
+            }
+        }
+    }
+    // Random strings mixing plain and other bytes (a bad byte next to others: borrows and
+    // carries between lanes).
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = (x % 40) as usize;
+        let s: Vec<u8> = (0..len)
+            .map(|i| {
+                let r = x.rotate_left(i as u32 * 7);
+                if r.is_multiple_of(9) {
+                    (r >> 8) as u8
+                } else {
+                    0x20 + (r >> 16) as u8 % 0x5f
+                }
+            })
+            .collect();
+        assert_eq!(super::plain_text(&s), bytewise(&s), "{s:?}");
+    }
+}
