@@ -174,28 +174,31 @@ impl Ring {
         Some(head)
     }
 
-    /// [`Ring::try_push`]'s common case alone, for a record of a constant length: `None`,
-    /// writing nothing, when the record would need padding at the buffer's end or the
-    /// producer's view of the tail does not show room (the caller then takes
-    /// [`Ring::try_push`], which handles both). Same contract otherwise.
+    /// The common case of [`Ring::try_push`] followed by [`Ring::wants_drain_at`], for a
+    /// record of a constant length: written (returning true) when it fits before the buffer's
+    /// end and the ring, in the producer's view of the tail, is at most half full after it,
+    /// so that there is no drain to ask for either: one comparison for both. `false`, writing
+    /// nothing, otherwise (padding needed at the end, or over half full by the producer's
+    /// view): the caller then takes [`Ring::try_push`] and [`Ring::wants_drain_at`], which
+    /// decide exactly as they would have. Same contract as [`Ring::push`] otherwise.
     #[inline(always)]
-    pub fn try_push_flat(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Option<usize> {
+    pub fn push_quiet(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
         debug_assert!(len.is_multiple_of(8) && len >= 8 && len <= self.capacity() / 2);
         let head = self.prod.0.head.load(Ordering::Relaxed);
         let idx = head & self.mask;
+        let end = head.wrapping_add(len);
         if idx + len > self.mask + 1
-            || head.wrapping_sub(self.prod.0.tail_seen.load(Ordering::Relaxed)) + len
-                > self.mask + 1
+            || end.wrapping_sub(self.prod.0.tail_seen.load(Ordering::Relaxed))
+                > self.capacity() / 2
         {
-            return None;
+            return false;
         }
         // SAFETY: [idx, idx + len) is inside the buffer (checked) and inside the free region
-        // (the producer's view of the tail only lags the real one); only this producer writes
-        // it until head is published.
+        // (the producer's view of the tail only lags the real one, and at most half the ring
+        // is in use after this record); only this producer writes it until head is published.
         unsafe { self.buf.write(idx, len, fill) };
-        let head = head.wrapping_add(len);
-        self.prod.0.head.store(head, Ordering::Release);
-        Some(head)
+        self.prod.0.head.store(end, Ordering::Release);
+        true
     }
 
     /// Hands complete records to `f`, oldest first, freeing their space, until about

@@ -72,21 +72,71 @@ pub struct Hook {
     local: *const Local,
 }
 
+/// [`LOCAL`]'s offset from the thread pointer when this object's thread-locals live in the
+/// static TLS block, else 0 (not known: [`LOCAL`] is reached through `__tls_get_addr`).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+static LOCAL_OFFSET: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+/// The calling thread's pointer (`%fs:0`, the thread control block's own address): one load.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let v: usize;
+    // SAFETY: on x86-64 Linux %fs:0 holds the thread control block's own address; the load
+    // changes nothing but `v`.
+    unsafe {
+        std::arch::asm!("mov {v}, qword ptr fs:[0]", v = out(reg) v,
+                        options(nostack, readonly, preserves_flags))
+    };
+    v
+}
+
+/// Tells the core that the object it is linked into was loaded with the program (an
+/// `LD_PRELOAD` library, or a `DT_NEEDED` of the program: before libc in the link map), so
+/// that its thread-locals live in the static TLS block, at one offset from every thread's
+/// pointer (glibc places every object loaded at start-up there; x86-64's TLS variant II, the
+/// layout libc's own `errno` relies on). [`LOCAL`] is then found with one load and an add
+/// instead of a `__tls_get_addr` call (a cdylib's thread-locals use the general-dynamic
+/// model): every hook's first step. Never call it from an object that may have been
+/// `dlopen`ed (its TLS block is then allocated per thread, anywhere).
+pub fn tls_is_static() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if let Ok(l) = LOCAL.try_with(|l| l as *const Local as usize) {
+        let off = l.wrapping_sub(thread_pointer()) as isize;
+        LOCAL_OFFSET.store(off, Ordering::Relaxed);
+    }
+}
+
+/// This thread's [`LOCAL`], by address: from the thread pointer when [`tls_is_static`] said
+/// so, else through the thread-local's own access (`None` once it is gone; a thread-local
+/// without a destructor never is).
+#[inline(always)]
+fn local_ptr() -> Option<*const Local> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let off = LOCAL_OFFSET.load(Ordering::Relaxed);
+        if off != 0 {
+            return Some(thread_pointer().wrapping_add_signed(off) as *const Local);
+        }
+    }
+    // The thread's state by address (a closure of one instruction, always inlined, where a
+    // closure doing the work is a function of its own at every call site beyond the first).
+    LOCAL.try_with(|l| l as *const Local).ok()
+}
+
 /// Opens a recording section for a frontend's hook: `None` when the call must pass straight
 /// through (a tracer thread or section, a section already open on this thread, e.g. a hook
 /// reached from inside another one or from a signal handler that interrupted it).
 #[inline]
 pub fn enter_hook() -> Option<Hook> {
-    LOCAL
-        .try_with(|l| {
-            if l.internal.get() || l.busy.replace(true) {
-                None
-            } else {
-                Some(Hook { local: l })
-            }
-        })
-        .ok()
-        .flatten()
+    // SAFETY: this thread's LOCAL (see `local_ptr`), a thread-local without a destructor: it
+    // lives as long as the thread.
+    let l = unsafe { &*local_ptr()? };
+    if l.internal.get() || l.busy.replace(true) {
+        None
+    } else {
+        Some(Hook { local: l })
+    }
 }
 
 /// True when a recording section is open on this thread (or thread-local state is gone).
@@ -235,9 +285,7 @@ pub fn complete_ticks_inline(
     vals: &[u64],
     file: Option<crate::files::FileHandle>,
 ) {
-    // The thread's state by address (a closure of one instruction, always inlined, where a
-    // closure doing the work is a function of its own at every call site beyond the first).
-    let Ok(l) = LOCAL.try_with(|l| l as *const Local) else {
+    let Some(l) = local_ptr() else {
         return;
     };
     // SAFETY: this thread's LOCAL, a thread-local without a destructor: it lives as long as
@@ -297,14 +345,11 @@ fn record_static_in(
         // Release::drop, on this thread, which nulls the pointer first).
         let ring = unsafe { &*ring };
         let len = STATIC_HEAD + 8 * vals.len();
-        if let Some(head) = ring.try_push_flat(
+        if ring.push_quiet(
             len,
             #[inline(always)]
             |buf| write_static(buf, schema, ts, dur, vals, file, times),
         ) {
-            if ring.wants_drain_at(head) {
-                wake_writer();
-            }
             return;
         }
     }
@@ -312,7 +357,11 @@ fn record_static_in(
 }
 
 /// [`record_static_in`] past its common case, out of line: a record that wraps the ring's
-/// end (padding first), a full ring, or a thread without its ring yet.
+/// end (padding first), a ring over half full in the producer's view (a drain to ask for,
+/// or a full ring), or a thread without its ring yet.
+///
+/// The program's `errno` is left as it was, even if this panics (the hot path before it
+/// touches no `errno`: a preload hook records a static event without saving it).
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)] // the hot path's own arguments, passed on
@@ -326,6 +375,7 @@ fn record_static_rest(
     file: Option<crate::files::FileHandle>,
     times: u8,
 ) {
+    let _errno = KeepErrno::new();
     let ring = l.ring.get();
     if l.gen.get() == s && !ring.is_null() {
         // SAFETY: as in `record_static_in`.
@@ -402,6 +452,21 @@ pub fn record(p: &Pending) {
         }
         record_slow(l, s, p);
     });
+}
+
+/// Restores the `errno` it found when dropped, also while unwinding.
+struct KeepErrno(i32);
+
+impl KeepErrno {
+    fn new() -> KeepErrno {
+        KeepErrno(crate::sys::errno())
+    }
+}
+
+impl Drop for KeepErrno {
+    fn drop(&mut self) {
+        crate::sys::set_errno(self.0);
+    }
 }
 
 /// A ring more than half full: the writer is posted (once per drain).

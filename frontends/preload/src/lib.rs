@@ -499,6 +499,11 @@ pub extern "C" fn dftracer_preload_active() -> i32 {
 #[cfg(not(test))]
 extern "C" fn constructor() {
     real::measure_errno();
+    // Loaded with the program, this library's thread-locals are in the static TLS block:
+    // every hook then finds the core's thread state without a `__tls_get_addr` call.
+    if real::loaded_before_libc() {
+        dftracer_core::frontend::tls_is_static();
+    }
     guarded(start);
 }
 

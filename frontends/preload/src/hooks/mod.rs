@@ -386,8 +386,9 @@ macro_rules! on_fd {
                     ));
                     let t0 = $crate::ticks();
                     let $ret = $call;
-                    let _errno = $crate::SavedErrno::new();
                     let t1 = $crate::ticks();
+                    // No `SavedErrno`: the clock and a static record leave `errno` alone
+                    // (see `Busy::record_static`).
                     $crate::guarded(|| {
                         busy.record_static(
                             &SCHEMA,
