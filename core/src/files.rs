@@ -489,6 +489,21 @@ impl<const N: usize> Pool<N> {
             gen: (bits >> 32) as u32,
         })
     }
+
+    /// [`Pool::from_bits`] of a word known to be one: no checks (a preload hook decodes the
+    /// fd table's word this way, after the real call).
+    ///
+    /// # Safety
+    /// `bits` was returned by [`Pool::to_bits`] of this pool.
+    #[inline(always)]
+    pub unsafe fn from_bits_unchecked(&'static self, bits: u64) -> FileHandle {
+        let idx = (bits as u32 as usize).wrapping_sub(1);
+        FileHandle {
+            // SAFETY: `to_bits` stored a slot index below N, plus one (the caller's contract).
+            file: unsafe { self.slots.get_unchecked(idx) },
+            gen: (bits >> 32) as u32,
+        }
+    }
 }
 
 /// Default capacity of the writer's [`PathTable`].

@@ -25,13 +25,38 @@ use std::sync::Arc;
 pub(super) struct Local {
     pub(super) ring: Cell<*const Ring>,
     pub(super) gen: Cell<u64>,
-    /// The tracer's own thread, or an application thread inside one of its sections: I/O
-    /// passes straight through the interposers (see [`super::is_internal`]).
-    pub(super) internal: Cell<bool>,
-    /// A frontend's recording section is open on this thread (see [`enter_hook`]).
-    busy: Cell<bool>,
+    /// [`INTERNAL`] | [`BUSY`]: one byte, so that [`enter_hook`] checks both with one
+    /// comparison.
+    flags: Cell<u8>,
+    /// [`RAW_TIMES`] | the unit's code: the times byte of this thread's records of raw
+    /// [`ticks`], set when the ring is attached (after `init` stored the unit, which never
+    /// changes after).
+    raw_times: Cell<u8>,
     /// [`RELEASE`] ran: the ring is gone for good on this thread.
     dead: Cell<bool>,
+}
+
+/// [`Local::flags`]: the tracer's own thread, or an application thread inside one of its
+/// sections: I/O passes straight through the interposers (see [`super::is_internal`]).
+const INTERNAL: u8 = 1;
+/// [`Local::flags`]: a frontend's recording section is open on this thread (see
+/// [`enter_hook`]).
+const BUSY: u8 = 2;
+
+impl Local {
+    /// Whether this thread's I/O is the tracer's own.
+    #[inline(always)]
+    pub(super) fn internal(&self) -> bool {
+        self.flags.get() & INTERNAL != 0
+    }
+
+    /// Marks this thread's I/O as the tracer's own (or not); returns what it was.
+    pub(super) fn set_internal(&self, on: bool) -> bool {
+        let f = self.flags.get();
+        self.flags
+            .set(if on { f | INTERNAL } else { f & !INTERNAL });
+        f & INTERNAL != 0
+    }
 }
 
 /// Drops the thread's ring at thread exit (registered in [`attach`], off the hot path).
@@ -57,8 +82,8 @@ thread_local! {
         Local {
             ring: Cell::new(ptr::null()),
             gen: Cell::new(u64::MAX),
-            internal: Cell::new(false),
-            busy: Cell::new(false),
+            flags: Cell::new(0),
+            raw_times: Cell::new(0),
             dead: Cell::new(false),
         }
     };
@@ -132,9 +157,10 @@ pub fn enter_hook() -> Option<Hook> {
     // SAFETY: this thread's LOCAL (see `local_ptr`), a thread-local without a destructor: it
     // lives as long as the thread.
     let l = unsafe { &*local_ptr()? };
-    if l.internal.get() || l.busy.replace(true) {
+    if l.flags.get() != 0 {
         None
     } else {
+        l.flags.set(BUSY);
         Some(Hook { local: l })
     }
 }
@@ -142,7 +168,9 @@ pub fn enter_hook() -> Option<Hook> {
 /// True when a recording section is open on this thread (or thread-local state is gone).
 #[inline]
 pub fn hook_busy() -> bool {
-    LOCAL.try_with(|l| l.busy.get()).unwrap_or(true)
+    LOCAL
+        .try_with(|l| l.flags.get() & BUSY != 0)
+        .unwrap_or(true)
 }
 
 impl Hook {
@@ -182,14 +210,15 @@ impl Hook {
         if s & 1 == 0 {
             return;
         }
-        record_static_in(self.local(), s, schema, ts, dur, vals, file, 0);
+        record_static_in(self.local(), s, schema, ts, dur, vals, file, Times::Unit);
     }
 }
 
 impl Drop for Hook {
     #[inline]
     fn drop(&mut self) {
-        self.local().busy.set(false);
+        let l = self.local();
+        l.flags.set(l.flags.get() & !BUSY);
     }
 }
 
@@ -258,7 +287,7 @@ pub fn complete_static(
     if s & 1 == 0 {
         return;
     }
-    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file, 0));
+    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file, Times::Unit));
 }
 
 /// As [`complete_static`] for an event from [`ticks`] `t0` to `t1` (the writer converts
@@ -307,8 +336,7 @@ fn record_ticks_in(
     if s & 1 == 0 {
         return;
     }
-    let times = RAW_TIMES | UNIT.load(Ordering::Relaxed);
-    record_static_in(l, s, schema, t0, t1, vals, file, times);
+    record_static_in(l, s, schema, t0, t1, vals, file, Times::Raw);
 }
 
 /// Ends a static event without args or file that began at [`ticks`] `t0`: reads the clock
@@ -336,7 +364,7 @@ fn record_static_in(
     dur: u64,
     vals: &[u64],
     file: Option<crate::files::FileHandle>,
-    times: u8,
+    times: Times,
 ) {
     let vals = &vals[..vals.len().min(schema.keys.len())];
     let ring = l.ring.get();
@@ -345,6 +373,11 @@ fn record_static_in(
         // Release::drop, on this thread, which nulls the pointer first).
         let ring = unsafe { &*ring };
         let len = STATIC_HEAD + 8 * vals.len();
+        // Attached: the thread's copy of the raw times byte is set.
+        let times = match times {
+            Times::Unit => 0,
+            Times::Raw => l.raw_times.get(),
+        };
         if ring.push_quiet(
             len,
             #[inline(always)]
@@ -353,7 +386,19 @@ fn record_static_in(
             return;
         }
     }
+    let times = match times {
+        Times::Unit => 0,
+        Times::Raw => RAW_TIMES | UNIT.load(Ordering::Relaxed),
+    };
     record_static_rest(l, s, schema, ts, dur, vals, file, times);
+}
+
+/// What a static record's times are: in the configured unit already, or raw [`ticks`]
+/// (the record's times byte: 0, or [`RAW_TIMES`] | the unit's code).
+#[derive(Clone, Copy)]
+enum Times {
+    Unit,
+    Raw,
 }
 
 /// [`record_static_in`] past its common case, out of line: a record that wraps the ring's
@@ -556,6 +601,7 @@ fn attach(l: &Local, s: u64) -> *const Ring {
         l.ring.set(Arc::into_raw(ring));
     }
     writer::ensure_thread(sh);
+    l.raw_times.set(RAW_TIMES | UNIT.load(Ordering::Relaxed));
     l.gen.set(s);
     l.ring.get()
 }

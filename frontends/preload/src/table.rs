@@ -53,6 +53,31 @@ impl Interned {
     }
 }
 
+/// An fd-table entry word as read ([`FdTable::word`]): 0 (not traced) or the bits of the
+/// pinned handle the entry held when it was read.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry(pub u64);
+
+impl Entry {
+    /// Whether the fd was traced.
+    #[inline(always)]
+    pub fn is_traced(self) -> bool {
+        self.0 != 0
+    }
+
+    /// The file of a traced fd's entry (`self.is_traced()`), without a pin of its own: as
+    /// [`FdTable::path`] would have returned when the word was read.
+    #[inline(always)]
+    pub fn file(self) -> Interned {
+        debug_assert!(self.is_traced());
+        // SAFETY: an fd entry holds 0 or `POOL.to_bits` of a handle of this pool (`keep`),
+        // and this word was not 0.
+        Interned {
+            file: unsafe { POOL.from_bits_unchecked(self.0) },
+        }
+    }
+}
+
 /// Gives back the pin an entry held.
 fn release(bits: u64) {
     if let Some(h) = POOL.from_bits(bits) {
@@ -185,6 +210,15 @@ impl FdTable {
     #[inline(always)]
     pub fn path(&self, fd: i32) -> Option<Interned> {
         Interned::of_bits(self.0.get(fd)?.load(Ordering::Acquire))
+    }
+
+    /// `fd`'s entry word: 0 when it is not traced, else an [`Entry`] to decode when the call
+    /// is recorded (one register from the shim to its traced path, and across the call).
+    /// Only fds of POSIX tracing are ever entered here, so a non-zero word also says that
+    /// POSIX tracing was turned on.
+    #[inline(always)]
+    pub fn word(&self, fd: i32) -> Entry {
+        Entry(self.0.get(fd).map_or(0, |s| s.load(Ordering::Acquire)))
     }
 
     /// Records that `fd` now refers to `what` (`None`: an untraced file); the entry keeps

@@ -196,6 +196,14 @@ pub fn traced_fd(fd: c_int) -> Option<Interned> {
     }
 }
 
+/// The fd table's word of `fd` for [`on_fd!`]: traced when it names a file (only fds of
+/// POSIX tracing are entered in the table, so no mode check: whether tracing is still on is
+/// checked on the traced path).
+#[inline(always)]
+pub fn traced_fd_entry(fd: c_int) -> crate::table::Entry {
+    FDS.word(fd)
+}
+
 /// The traced file behind stream `fp` and its fd, when stdio tracing is on.
 #[inline(always)]
 pub fn traced_file(fp: *mut libc::FILE) -> Option<(Interned, c_int)> {
@@ -357,24 +365,28 @@ macro_rules! on_fd {
     };
     (@mode $mode:ident, $name:expr, $fd:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
         let fd: ::libc::c_int = $fd;
-        match $crate::hooks::traced_fd(fd) {
-            None => $call,
+        match $crate::hooks::traced_fd_entry(fd) {
+            e if !e.is_traced() => $call,
             // Out of line, so that the untraced path above stays a leaf that tail-jumps.
-            Some(file) => $crate::hooks::out_of_line(move || {
-                $crate::on_fd!(@traced_as $mode, $name, fd, file, $call, |$ret| [$($key: $kind($val)),*])
+            e => $crate::hooks::out_of_line(move || {
+                $crate::on_fd!(@traced_as $mode, $name, fd, e, $call, |$ret| [$($key: $kind($val)),*])
             }),
         }
     }};
-    // The traced path alone, for `file`, the traced file of `fd` (a shim that calls it from
-    // a function of its own: its untraced path then needs no stack frame at all).
-    (@traced $name:expr, $fd:expr, $file:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {
-        $crate::on_fd!(@traced_as plain, $name, $fd, $file, $call, |$ret| [$($key: $kind($val)),*])
+    // The traced path alone, for `entry`, the fd table's word of `fd` (a traced fd: see
+    // `traced_fd_entry`), from a shim that calls it from a function of its own: its untraced
+    // path then needs no stack frame at all.
+    (@traced $name:expr, $fd:expr, $entry:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {
+        $crate::on_fd!(@traced_as plain, $name, $fd, $entry, $call, |$ret| [$($key: $kind($val)),*])
     };
     (@schema plain, $s:expr) => { $s };
     (@schema folded, $s:expr) => { $s.folded() };
-    (@traced_as $mode:ident, $name:expr, $fd:expr, $file:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
-        let (fd, file): (::libc::c_int, $crate::table::Interned) = ($fd, $file);
-        match $crate::enter() {
+    (@traced_as $mode:ident, $name:expr, $fd:expr, $entry:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
+        let (fd, entry): (::libc::c_int, $crate::table::Entry) = ($fd, $entry);
+        {
+            // Whether tracing is still on (it may have ended with the fd in the table) is
+            // the record's own check, after the call.
+            match $crate::enter() {
                 None => $call,
                 Some(busy) => {
                     static SCHEMA: ::dftracer_core::Schema = $crate::on_fd!(@schema $mode, ::dftracer_core::Schema::new(
@@ -395,12 +407,13 @@ macro_rules! on_fd {
                             t0,
                             t1,
                             &[fd as i64 as u64, $($crate::slot_val!($kind, $val),)*],
-                            &file.file,
+                            &entry.file().file,
                         )
                     });
                     drop(busy);
                     $ret
                 }
+            }
         }
     }};
 }

@@ -327,19 +327,21 @@ macro_rules! pio {
             }
             #[inline(always)]
             unsafe fn go(p: usize, fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
-                match crate::hooks::traced_fd(fd) {
-                    // SAFETY: `p` is the address of the C function of this name, whose
-                    // signature is `F`.
-                    None => unsafe { ::std::mem::transmute::<usize, F>(p)(fd, buf, count, offset) },
-                    Some(file) => traced(fd, buf, count, offset, file),
+                match crate::hooks::traced_fd_entry(fd) {
+                    e if !e.is_traced() => {
+                        // SAFETY: `p` is the address of the C function of this name, whose
+                        // signature is `F`.
+                        unsafe { ::std::mem::transmute::<usize, F>(p)(fd, buf, count, offset) }
+                    }
+                    e => traced(fd, buf, count, offset, e),
                 }
             }
-            // The values in the shim's own registers, the file in the next two: a tail call.
+            // The values in the shim's own registers, the fd's entry in the next: a tail call.
             #[inline(never)]
-            unsafe fn traced(fd: c_int, buf: $buf, count: size_t, offset: $off, file: crate::table::Interned) -> ssize_t {
+            unsafe fn traced(fd: c_int, buf: $buf, count: size_t, offset: $off, entry: crate::table::Entry) -> ssize_t {
                 // SAFETY: set (non-zero) before the shim called this; as below.
                 let real = unsafe { ::std::mem::transmute::<usize, F>(ADDR.load(::std::sync::atomic::Ordering::Relaxed)) };
-                on_fd!(@traced $name, fd, file, real(fd, buf, count, offset), |ret| [
+                on_fd!(@traced $name, fd, entry, real(fd, buf, count, offset), |ret| [
                     count: U(count as u64),
                     offset: I(offset as i64),
                     ret: I(ret as i64)
