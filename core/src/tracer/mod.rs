@@ -48,7 +48,7 @@ use producer::LOCAL;
 pub use producer::{
     complete, complete_static, complete_ticks, complete_ticks_inline, counter, end_ticks,
     enter_hook, hook_busy, is_enabled, metadata, now, ticks, ticks_in_unit, ticks_span,
-    tls_is_static, Hook,
+    tls_is_static, Hook, Vals,
 };
 pub use writer::flush;
 use writer::Writer;

@@ -184,13 +184,17 @@ impl Hook {
     /// As [`Hook::complete_static`], for an event from [`ticks`] `t0` to `t1`: the times are
     /// converted by the writer, so the hook's clock reads are [`crate::clock::ticks`] (a raw
     /// counter read) rather than [`now`]'s conversions.
+    ///
+    /// The values by value (an array whose length is a constant of the caller) or by
+    /// reference: by value, the copy the cold path needs is made only when it is taken,
+    /// not before the hot path's test (a slice had the values stored on the stack first).
     #[inline(always)]
-    pub fn complete_ticks(
+    pub fn complete_ticks<V: Vals>(
         &self,
         schema: &'static crate::Schema,
         t0: u64,
         t1: u64,
-        vals: &[u64],
+        vals: V,
         file: Option<crate::files::FileHandle>,
     ) {
         record_ticks_in(self.local(), schema, t0, t1, vals, file);
@@ -324,12 +328,12 @@ pub fn complete_ticks_inline(
 
 /// [`complete_ticks`] on this thread's state `l`. No-op when tracing is off.
 #[inline(always)]
-fn record_ticks_in(
+fn record_ticks_in<V: Vals>(
     l: &Local,
     schema: &'static crate::Schema,
     t0: u64,
     t1: u64,
-    vals: &[u64],
+    vals: V,
     file: Option<crate::files::FileHandle>,
 ) {
     let s = STATE.load(Ordering::Relaxed);
@@ -356,22 +360,23 @@ pub fn ticks_in_unit(t: u64) -> u64 {
 /// going through [`Pending`]'s general length and write.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)] // inlined into each caller: the arguments are registers
-fn record_static_in(
+fn record_static_in<V: Vals>(
     l: &Local,
     s: u64,
     schema: &'static crate::Schema,
     ts: u64,
     dur: u64,
-    vals: &[u64],
+    all: V,
     file: Option<crate::files::FileHandle>,
     times: Times,
 ) {
-    let vals = &vals[..vals.len().min(schema.keys.len())];
     let ring = l.ring.get();
     if l.gen.get() == s && !ring.is_null() {
         // SAFETY: the ring is kept alive by the Arc this thread holds (released only by
         // Release::drop, on this thread, which nulls the pointer first).
         let ring = unsafe { &*ring };
+        let vals = all.as_ref();
+        let vals = &vals[..vals.len().min(schema.keys.len())];
         let len = STATIC_HEAD + 8 * vals.len();
         // Attached: the thread's copy of the raw times byte is set.
         let times = match times {
@@ -390,8 +395,13 @@ fn record_static_in(
         Times::Unit => 0,
         Times::Raw => RAW_TIMES | UNIT.load(Ordering::Relaxed),
     };
-    record_static_rest(l, s, schema, ts, dur, vals, file, times);
+    record_static_rest(l, s, schema, ts, dur, all, file, times);
 }
+
+/// A static record's values: `&[u64]`, or `[u64; N]` by value (see [`Hook::complete_ticks`]).
+pub trait Vals: AsRef<[u64]> + Copy {}
+impl Vals for &[u64] {}
+impl<const N: usize> Vals for [u64; N] {}
 
 /// What a static record's times are: in the configured unit already, or raw [`ticks`]
 /// (the record's times byte: 0, or [`RAW_TIMES`] | the unit's code).
@@ -410,17 +420,19 @@ enum Times {
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)] // the hot path's own arguments, passed on
-fn record_static_rest(
+fn record_static_rest<V: Vals>(
     l: &Local,
     s: u64,
     schema: &'static crate::Schema,
     ts: u64,
     dur: u64,
-    vals: &[u64],
+    vals: V,
     file: Option<crate::files::FileHandle>,
     times: u8,
 ) {
     let _errno = KeepErrno::new();
+    let vals = vals.as_ref();
+    let vals = &vals[..vals.len().min(schema.keys.len())];
     let ring = l.ring.get();
     if l.gen.get() == s && !ring.is_null() {
         // SAFETY: as in `record_static_in`.

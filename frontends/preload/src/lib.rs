@@ -243,13 +243,17 @@ impl Busy {
     /// event from [`ticks`] `t0` to `t1` (the writer converts them).
     /// Inlined into each hook, where the schema and the number of values are constants: the
     /// record is a handful of stores (shared, it copied the values with a `memcpy` call).
+    ///
+    /// Leaves `errno` as it was (the clock reads and this record are all a hook does after
+    /// its real call: `on_fd!` saves no `errno`): the record's hot path is loads, stores and
+    /// no call; its cold rest keeps `errno` itself, unwinding included.
     #[inline(always)]
-    pub(crate) fn record_static(
+    pub(crate) fn record_static<V: dftracer_core::frontend::Vals>(
         &self,
         schema: &'static dftracer_core::Schema,
         t0: u64,
         t1: u64,
-        vals: &[u64],
+        vals: V,
         file: &dftracer_core::FileHandle,
     ) {
         // Two calls, each with a constant number of values (one `(vals, file)` pair chosen
@@ -257,7 +261,7 @@ impl Busy {
         if MODE.load(Ordering::Relaxed) & METADATA != 0 {
             self.0.complete_ticks(schema, t0, t1, vals, Some(*file));
         } else {
-            self.0.complete_ticks(schema, t0, t1, &[], None);
+            self.0.complete_ticks(schema, t0, t1, [], None);
         }
     }
 }

@@ -383,6 +383,9 @@ macro_rules! on_fd {
     (@schema folded, $s:expr) => { $s.folded() };
     (@traced_as $mode:ident, $name:expr, $fd:expr, $entry:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
         let (fd, entry): (::libc::c_int, $crate::table::Entry) = ($fd, $entry);
+        // The clock first, while the call's arguments are all the state there is: fewer
+        // values live across a clock that is a call (`clock_gettime` without a TSC).
+        let t0 = $crate::ticks();
         {
             // Whether tracing is still on (it may have ended with the fd in the table) is
             // the record's own check, after the call.
@@ -396,7 +399,6 @@ macro_rules! on_fd {
                         &[("fd", ::dftracer_core::Slot::Int), $((stringify!($key), $crate::slot!($kind)),)*],
                         "fhash",
                     ));
-                    let t0 = $crate::ticks();
                     let $ret = $call;
                     let t1 = $crate::ticks();
                     // No `SavedErrno`: the clock and a static record leave `errno` alone
@@ -406,7 +408,7 @@ macro_rules! on_fd {
                             &SCHEMA,
                             t0,
                             t1,
-                            &[fd as i64 as u64, $($crate::slot_val!($kind, $val),)*],
+                            [fd as i64 as u64, $($crate::slot_val!($kind, $val),)*],
                             &entry.file().file,
                         )
                     });
@@ -566,7 +568,7 @@ macro_rules! on_file {
                             &SCHEMA,
                             t0,
                             t1,
-                            &[$($crate::slot_val!($kind, $val),)*],
+                            [$($crate::slot_val!($kind, $val),)*],
                             &file.file,
                         )
                     });

@@ -339,9 +339,10 @@ macro_rules! pio {
             // The values in the shim's own registers, the fd's entry in the next: a tail call.
             #[inline(never)]
             unsafe fn traced(fd: c_int, buf: $buf, count: size_t, offset: $off, entry: crate::table::Entry) -> ssize_t {
+                // Loaded where it is called, not kept in a register across the clock read.
                 // SAFETY: set (non-zero) before the shim called this; as below.
-                let real = unsafe { ::std::mem::transmute::<usize, F>(ADDR.load(::std::sync::atomic::Ordering::Relaxed)) };
-                on_fd!(@traced $name, fd, entry, real(fd, buf, count, offset), |ret| [
+                let real = || unsafe { ::std::mem::transmute::<usize, F>(ADDR.load(::std::sync::atomic::Ordering::Relaxed)) };
+                on_fd!(@traced $name, fd, entry, real()(fd, buf, count, offset), |ret| [
                     count: U(count as u64),
                     offset: I(offset as i64),
                     ret: I(ret as i64)
