@@ -24,6 +24,8 @@ use std::sync::Arc;
 /// [`record_orphan`].
 pub(super) struct Local {
     pub(super) ring: Cell<*const Ring>,
+    /// The `STATE` the ring was attached under; equal to an enabled (odd) `STATE` only
+    /// while `ring` is attached (0 before and after).
     pub(super) gen: Cell<u64>,
     /// [`INTERNAL`] | [`BUSY`]: one byte, so that [`enter_hook`] checks both with one
     /// comparison.
@@ -66,6 +68,9 @@ impl Drop for Release {
     fn drop(&mut self) {
         let _ = LOCAL.try_with(|l| {
             l.dead.set(true);
+            // The generation first: `gen == STATE` says the ring is attached (the hot path
+            // then reads the pointer without testing it).
+            l.gen.set(0);
             let r = l.ring.replace(ptr::null());
             if !r.is_null() {
                 // SAFETY: `r` came from Arc::into_raw in attach and is released exactly once
@@ -81,7 +86,8 @@ thread_local! {
     pub(super) static LOCAL: Local = const {
         Local {
             ring: Cell::new(ptr::null()),
-            gen: Cell::new(u64::MAX),
+            // Never an enabled STATE (odd): no ring yet.
+            gen: Cell::new(0),
             flags: Cell::new(0),
             raw_times: Cell::new(0),
             dead: Cell::new(false),
@@ -370,11 +376,14 @@ fn record_static_in<V: Vals>(
     file: Option<crate::files::FileHandle>,
     times: Times,
 ) {
-    let ring = l.ring.get();
-    if l.gen.get() == s && !ring.is_null() {
-        // SAFETY: the ring is kept alive by the Arc this thread holds (released only by
-        // Release::drop, on this thread, which nulls the pointer first).
-        let ring = unsafe { &*ring };
+    // `gen == s` (an enabled STATE, odd) only while the ring is attached: `attach` sets the
+    // pointer before the generation, `Release::drop` clears the generation before the
+    // pointer, and it starts at 0.
+    if l.gen.get() == s {
+        // SAFETY: attached, so non-null; the ring is kept alive by the Arc this thread holds
+        // (released only by Release::drop, on this thread, which nulls the pointer after
+        // clearing the generation).
+        let ring = unsafe { &*l.ring.get() };
         let vals = all.as_ref();
         let vals = &vals[..vals.len().min(schema.keys.len())];
         let len = STATIC_HEAD + 8 * vals.len();

@@ -4,7 +4,8 @@
 //!   slots, covering every fd Linux can hand out (up to 2^30; `nr_open` cannot exceed that).
 //!   Lookup is two acquire loads and never locks; a chunk is allocated (zeroed) the first time
 //!   a traced fd falls in it and is never freed, so a slot reference is valid forever. The top
-//!   array is 2 MiB of zero-initialised `.bss`, which costs no memory until touched.
+//!   array is 2 MiB of zero-initialised `.bss`, which costs no memory until touched (the fd
+//!   table's, 8 MiB: it covers every `u32`, so that a shim's lookup has no range check).
 //! - [`POOL`]: traced paths are interned in the core's bounded pool of reusable file slots
 //!   ([`dftracer_core::frontend::FilePool`]): [`POOL_SLOTS`] slots in buckets of
 //!   [`dftracer_core::frontend::WAYS`], so memory stays flat however many distinct files the
@@ -56,6 +57,7 @@ impl Interned {
 /// An fd-table entry word as read ([`FdTable::word`]): 0 (not traced) or the bits of the
 /// pinned handle the entry held when it was read.
 #[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
 pub struct Entry(pub u64);
 
 impl Entry {
@@ -122,17 +124,23 @@ unsafe impl Zeroable for AtomicU64 {}
 // SAFETY: 0 is a valid AtomicUsize; StreamEntry is two zeroable atomics.
 unsafe impl Zeroable for StreamEntry {}
 
-/// A fd-indexed table of `T` slots.
-pub struct Chunked<T: 'static> {
-    top: [AtomicPtr<[T; CHUNK]>; TOP],
+/// Chunk pointers of a top array that covers every `u32` (a negative fd included): the fd
+/// table's, whose lookup then needs no range check (8 MiB of `.bss`; pointers of chunks at
+/// or above [`MAX_FD`] stay null, as no chunk is ever allocated there).
+pub const TOP_ALL: usize = 1 << (32 - CHUNK_BITS);
+
+/// A fd-indexed table of `T` slots, `N` chunk pointers at the top (`TOP` covers every fd
+/// Linux hands out, [`TOP_ALL`] every `u32`).
+pub struct Chunked<T: 'static, const N: usize = TOP> {
+    top: [AtomicPtr<[T; CHUNK]>; N],
 }
 
-impl<T: Zeroable + 'static> Chunked<T> {
+impl<T: Zeroable + 'static, const N: usize> Chunked<T, N> {
     // Only ever a `static`: a by-value `Default` would build megabytes on the stack.
     #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         Chunked {
-            top: [const { AtomicPtr::new(ptr::null_mut()) }; TOP],
+            top: [const { AtomicPtr::new(ptr::null_mut()) }; N],
         }
     }
 
@@ -140,7 +148,8 @@ impl<T: Zeroable + 'static> Chunked<T> {
     #[inline(always)]
     pub fn get(&self, fd: i32) -> Option<&'static T> {
         let i = fd as u32 as usize;
-        if i >= MAX_FD {
+        // A constant: false for a top array of every u32, whose index cannot go past it.
+        if N < TOP_ALL && i >= MAX_FD.min(N * CHUNK) {
             return None;
         }
         let c = self.top[i >> CHUNK_BITS].load(Ordering::Acquire);
@@ -196,8 +205,9 @@ impl<T: Zeroable + 'static> Chunked<T> {
     }
 }
 
-/// fd -> the traced file it refers to (0: none).
-pub struct FdTable(Chunked<AtomicU64>);
+/// fd -> the traced file it refers to (0: none). Its top array covers every `u32`: a shim's
+/// lookup is a shift, two loads and their tests, without a range check.
+pub struct FdTable(Chunked<AtomicU64, TOP_ALL>);
 
 impl FdTable {
     // Only ever a `static`: a by-value `Default` would build megabytes on the stack.

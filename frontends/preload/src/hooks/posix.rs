@@ -312,9 +312,10 @@ macro_rules! pio {
         pub unsafe extern "C" fn $sym(fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
             type F = unsafe extern "C" fn(c_int, $buf, size_t, $off) -> ssize_t;
             static ADDR: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
+            // `extern "C"`, as the shim: the shim's calls to these two are then tail calls.
             #[cold]
             #[inline(never)]
-            unsafe fn first(fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
+            unsafe extern "C" fn first(fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
                 // SAFETY: the literal ends with exactly one NUL.
                 let name = unsafe { ::std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($sym), "\0").as_bytes()) };
                 match crate::real::cached(&ADDR, name) {
@@ -338,7 +339,7 @@ macro_rules! pio {
             }
             // The values in the shim's own registers, the fd's entry in the next: a tail call.
             #[inline(never)]
-            unsafe fn traced(fd: c_int, buf: $buf, count: size_t, offset: $off, entry: crate::table::Entry) -> ssize_t {
+            unsafe extern "C" fn traced(fd: c_int, buf: $buf, count: size_t, offset: $off, entry: crate::table::Entry) -> ssize_t {
                 // Loaded where it is called, not kept in a register across the clock read.
                 // SAFETY: set (non-zero) before the shim called this; as below.
                 let real = || unsafe { ::std::mem::transmute::<usize, F>(ADDR.load(::std::sync::atomic::Ordering::Relaxed)) };
