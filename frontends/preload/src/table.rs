@@ -50,7 +50,7 @@ pub struct Interned {
 
 impl Interned {
     fn of_bits(bits: u64) -> Option<Interned> {
-        POOL.from_bits(bits).map(|file| Interned { file })
+        decode(bits).map(|file| Interned { file })
     }
 }
 
@@ -80,9 +80,17 @@ impl Entry {
     }
 }
 
+/// The handle of an entry word (`None` for 0). Every word these tables, [`park`] and their
+/// callers hold is 0 or [`keep`]'s, so it is decoded without `Pool::from_bits`'s checks.
+#[inline(always)]
+fn decode(bits: u64) -> Option<FileHandle> {
+    // SAFETY: a non-zero word came from `POOL.to_bits` (`keep`), as above.
+    (bits != 0).then(|| unsafe { POOL.from_bits_unchecked(bits) })
+}
+
 /// Gives back the pin an entry held.
 fn release(bits: u64) {
-    if let Some(h) = POOL.from_bits(bits) {
+    if let Some(h) = decode(bits) {
         // SAFETY: entries only hold bits of `Pinned::into_raw` handles, each swapped out of
         // its entry exactly once (here or by `take`/`remove`).
         drop(unsafe { Pinned::from_raw(h) });
@@ -104,7 +112,7 @@ pub fn park(p: Pinned) -> u64 {
 /// Takes back a pin [`park`]ed in `bits` (the caller swapped `bits` out of its word).
 pub fn unpark(bits: u64) -> Option<Pinned> {
     // SAFETY: `bits` came from `park` and was swapped out of its only word by the caller.
-    POOL.from_bits(bits).map(|h| unsafe { Pinned::from_raw(h) })
+    decode(bits).map(|h| unsafe { Pinned::from_raw(h) })
 }
 
 /// The file behind a parked word, without a pin of its own.
@@ -257,7 +265,7 @@ impl FdTable {
         if s.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let h = POOL.from_bits(s.swap(0, Ordering::AcqRel))?;
+        let h = decode(s.swap(0, Ordering::AcqRel))?;
         // SAFETY: swapped out of its entry just now, so given back once.
         Some(unsafe { Pinned::from_raw(h) })
     }
@@ -335,7 +343,7 @@ impl FileTable {
             return None;
         }
         self.open.fetch_sub(1, Ordering::Relaxed);
-        let h = POOL.from_bits(s.path.swap(0, Ordering::AcqRel))?;
+        let h = decode(s.path.swap(0, Ordering::AcqRel))?;
         // SAFETY: swapped out of its entry just now, so given back once.
         Some(unsafe { Pinned::from_raw(h) })
     }

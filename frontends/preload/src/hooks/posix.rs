@@ -11,7 +11,7 @@ use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 
 use super::{missing, pre_resolve, traced_fd, POSIX};
 use crate::{
-    enter, guarded, guarded_or, on_fd, on_path, posix_on, real, record, record_static,
+    enter, guarded, guarded_or, on_fd, on_path, posix_on, real, record,
     ticks, SavedErrno, FDS,
 };
 
@@ -74,11 +74,11 @@ unsafe fn open_common(
         }
         return fd;
     };
-    let resolved = match busy.scratch() {
-        Some(bufs) => pre_resolve(dirfd, path, &mut bufs[0]).map(|n| (bufs, n)),
+    let resolved = match busy.scratch_and_self() {
+        Some((bufs, rec)) => pre_resolve(dirfd, path, &mut bufs[0]).map(|n| (bufs, rec, n)),
         None => None,
     };
-    let Some((bufs, n)) = resolved else {
+    let Some((bufs, rec, n)) = resolved else {
         drop(busy);
         let fd = call();
         if fd >= 0 {
@@ -100,9 +100,9 @@ unsafe fn open_common(
                     // The common case: a fixed-shape record naming the interned file.
                     let (f, fdv) = (flags as i64 as u64, fd as i64 as u64);
                     if needs_mode(flags) {
-                        record_static(&schemas[1], t0, t1, &[f, mode as u64, fdv, fdv], &h);
+                        rec.record_static(&schemas[1], t0, t1, [f, mode as u64, fdv, fdv], &h);
                     } else {
-                        record_static(&schemas[0], t0, t1, &[f, fdv, fdv], &h);
+                        rec.record_static(&schemas[0], t0, t1, [f, fdv, fdv], &h);
                     }
                     return;
                 }
@@ -212,7 +212,6 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let Some(busy) = enter() else { return real(fd) };
     let t0 = ticks();
     let ret = real(fd);
-    let _errno = SavedErrno::new();
     let t1 = ticks();
     static CLOSE: Schema = Schema::new(
         Layer::LibcIo,
@@ -221,12 +220,14 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         &[("fd", Slot::Int), ("ret", Slot::Int)],
         "fhash",
     );
+    // No `SavedErrno`: the clock, a static record and a pin's release (atomics) leave
+    // `errno` alone (see `Busy::record_static`).
     guarded(|| {
-        record_static(
+        busy.record_static(
             &CLOSE,
             t0,
             t1,
-            &[fd as i64 as u64, ret as i64 as u64],
+            [fd as i64 as u64, ret as i64 as u64],
             &file.handle(),
         )
     });
