@@ -476,7 +476,12 @@ impl<const N: usize> Pool<N> {
     /// offset in the pool plus one slot's size in the low half (so that decoding is an add
     /// to the pool's address, not a multiply), the generation in the high half.
     pub fn to_bits(&self, h: FileHandle) -> u64 {
-        const { assert!((N + 1) * SLOT <= u32::MAX as usize, "pool offsets fit 32 bits") };
+        const {
+            assert!(
+                (N + 1) * SLOT <= u32::MAX as usize,
+                "pool offsets fit 32 bits"
+            )
+        };
         let base = self.slots.as_ptr() as usize;
         let off = (h.file as *const FileRef as usize).wrapping_sub(base);
         assert!(

@@ -453,6 +453,7 @@ fn record_static_rest<V: Vals>(
             if ring.wants_drain_at(head) {
                 wake_writer();
             }
+            ring.refresh_quiet();
             return;
         }
     }
