@@ -485,7 +485,7 @@ impl<const N: usize> Pool<N> {
         let base = self.slots.as_ptr() as usize;
         let off = (h.file as *const FileRef as usize).wrapping_sub(base);
         assert!(
-            off < N * SLOT && off % SLOT == 0,
+            off < N * SLOT && off.is_multiple_of(SLOT),
             "a handle of another pool"
         );
         (off + SLOT) as u64 | (h.gen as u64) << 32
@@ -494,7 +494,7 @@ impl<const N: usize> Pool<N> {
     /// The handle of a word from [`Pool::to_bits`] (`None` for 0).
     pub fn from_bits(&'static self, bits: u64) -> Option<FileHandle> {
         let off = (bits as u32 as usize).checked_sub(SLOT)?;
-        if off % SLOT != 0 {
+        if !off.is_multiple_of(SLOT) {
             return None;
         }
         Some(FileHandle {

@@ -342,10 +342,9 @@ fn record_ticks_in<V: Vals>(
     vals: V,
     file: Option<crate::files::FileHandle>,
 ) {
+    // No test of the enabled bit here: `l.gen` equals only an enabled (odd) STATE, and the
+    // cold path tests it first.
     let s = STATE.load(Ordering::Relaxed);
-    if s & 1 == 0 {
-        return;
-    }
     record_static_in(l, s, schema, t0, t1, vals, file, Times::Raw);
 }
 
@@ -363,7 +362,8 @@ pub fn ticks_in_unit(t: u64) -> u64 {
 }
 
 /// The hot path of a static record: the record is written in place as whole words, without
-/// going through [`Pending`]'s general length and write.
+/// going through [`Pending`]'s general length and write. `s` is the STATE just loaded,
+/// enabled or not (only an enabled one can equal `l.gen`; the cold path tests it).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)] // inlined into each caller: the arguments are registers
 fn record_static_in<V: Vals>(
@@ -439,6 +439,10 @@ fn record_static_rest<V: Vals>(
     file: Option<crate::files::FileHandle>,
     times: u8,
 ) {
+    if s & 1 == 0 {
+        // Tracing is off (the hot path leaves this test to here).
+        return;
+    }
     let _errno = KeepErrno::new();
     let vals = vals.as_ref();
     let vals = &vals[..vals.len().min(schema.keys.len())];

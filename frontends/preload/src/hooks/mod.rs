@@ -196,7 +196,7 @@ pub fn traced_fd(fd: c_int) -> Option<Interned> {
     }
 }
 
-/// The fd table's word of `fd` for [`on_fd!`]: traced when it names a file (only fds of
+/// The fd table's word of `fd` for [`on_fd!`](crate::on_fd): traced when it names a file (only fds of
 /// POSIX tracing are entered in the table, so no mode check: whether tracing is still on is
 /// checked on the traced path).
 #[inline(always)]
