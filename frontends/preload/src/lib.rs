@@ -15,7 +15,8 @@
 //! Contract:
 //! - **Activation**: the library constructor starts the core only when `DFTRACER_ENABLE` is true
 //!   and `DFTRACER_INIT=PRELOAD`. Otherwise every interposed function is a plain forward: one
-//!   load of the resolved libc pointer and one load of the mode word.
+//!   load of the resolved libc pointer and one load of the mode word (an fd call: of the fd
+//!   table's chunk pointer, null when tracing never started).
 //! - **Shims are thin**: each `extern "C"` function in `hooks` forwards to the next definition
 //!   (resolved once with `dlsym(RTLD_NEXT)`, [`real`](mod@real)), and records an event only for traced
 //!   files (`DFTRACER_DATA_DIR`, policy in `dftracer_core::filter`), traced fds ([`table`]) and

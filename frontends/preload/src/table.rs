@@ -72,9 +72,9 @@ impl Entry {
     #[inline(always)]
     pub fn file(self) -> Interned {
         debug_assert!(self.is_traced());
-        // SAFETY: an fd entry holds 0 or `POOL.to_bits` of a handle of this pool (`keep`),
-        // and this word was not 0.
         Interned {
+            // SAFETY: an fd entry holds 0 or `POOL.to_bits` of a handle of this pool
+            // (`keep`), and this word was not 0.
             file: unsafe { POOL.from_bits_unchecked(self.0) },
         }
     }
