@@ -486,24 +486,56 @@ impl<const N: usize> Pool<N> {
         self.full.load(Ordering::Relaxed)
     }
 
-    /// A handle as one word for a table entry (`0` is never returned).
+    /// A handle as one word for a table entry (`0` is never returned): the slot's byte
+    /// offset in the pool plus one slot's size in the low half (so that decoding is an add
+    /// to the pool's address, not a multiply), the generation in the high half.
     pub fn to_bits(&self, h: FileHandle) -> u64 {
+        const {
+            assert!(
+                (N + 1) * SLOT <= u32::MAX as usize,
+                "pool offsets fit 32 bits"
+            )
+        };
         let base = self.slots.as_ptr() as usize;
-        let idx =
-            (h.file as *const FileRef as usize).wrapping_sub(base) / std::mem::size_of::<FileRef>();
-        assert!(idx < N, "a handle of another pool");
-        (idx as u64 + 1) | (h.gen as u64) << 32
+        let off = (h.file as *const FileRef as usize).wrapping_sub(base);
+        assert!(
+            off < N * SLOT && off.is_multiple_of(SLOT),
+            "a handle of another pool"
+        );
+        (off + SLOT) as u64 | (h.gen as u64) << 32
     }
 
     /// The handle of a word from [`Pool::to_bits`] (`None` for 0).
     pub fn from_bits(&'static self, bits: u64) -> Option<FileHandle> {
-        let idx = (bits as u32 as usize).checked_sub(1)?;
+        let off = (bits as u32 as usize).checked_sub(SLOT)?;
+        if !off.is_multiple_of(SLOT) {
+            return None;
+        }
         Some(FileHandle {
-            file: self.slots.get(idx)?,
+            file: self.slots.get(off / SLOT)?,
             gen: (bits >> 32) as u32,
         })
     }
+
+    /// [`Pool::from_bits`] of a word known to be one: no checks (a preload hook decodes the
+    /// fd table's word this way, after the real call: an add and a shift).
+    ///
+    /// # Safety
+    /// `bits` was returned by [`Pool::to_bits`] of this pool.
+    #[inline(always)]
+    pub unsafe fn from_bits_unchecked(&'static self, bits: u64) -> FileHandle {
+        let off = (bits as u32 as usize).wrapping_sub(SLOT);
+        FileHandle {
+            // SAFETY: `to_bits` stored the byte offset of a slot of this pool, plus SLOT (the
+            // caller's contract).
+            file: unsafe { &*self.slots.as_ptr().byte_add(off) },
+            gen: (bits >> 32) as u32,
+        }
+    }
 }
+
+/// Bytes of a pool slot ([`Pool::to_bits`]).
+const SLOT: usize = std::mem::size_of::<FileRef>();
 
 /// Default capacity of the writer's [`PathTable`].
 pub const PATHS_CAP: usize = 1 << 16;

@@ -43,7 +43,8 @@ pub use crate::tracer::{child_env, export_env_at_init};
 // Recording sections
 pub use crate::tracer::{complete_ticks, complete_ticks_inline, ticks_in_unit};
 pub use crate::tracer::{
-    enter_hook, hook_busy, is_internal, mark_used, set_bind, ticks, ticks_span, Hook,
+    enter_hook, hook_busy, is_internal, mark_used, set_bind, ticks, ticks_span, tls_is_static,
+    Hook, Vals,
 };
 // Files named by events
 /// The tracer's own heap, for the library every frontend links to declare as its

@@ -42,6 +42,11 @@ struct Producer {
     /// the real tail, so space computed from it is never overestimated; the real tail (the
     /// consumer's line) is read only when this view says the ring is full or half full.
     tail_seen: AtomicUsize,
+    /// Where [`Ring::push_quiet`]'s records may end (producer-only; relaxed): the lesser of
+    /// the end of the buffer's lap `head` was in and `tail_seen` + half the capacity, as they
+    /// were at the last [`Ring::refresh_quiet`]. Both only grow, so a stale value is only
+    /// ever too small (a record then takes the cold path, which refreshes it). 0 at first.
+    quiet_end: AtomicUsize,
 }
 
 struct Consumer {
@@ -71,6 +76,7 @@ impl Ring {
             prod: Line(Producer {
                 head: AtomicUsize::new(0),
                 tail_seen: AtomicUsize::new(0),
+                quiet_end: AtomicUsize::new(0),
             }),
             cons: Line(Consumer {
                 tail: AtomicUsize::new(0),
@@ -174,28 +180,54 @@ impl Ring {
         Some(head)
     }
 
-    /// [`Ring::try_push`]'s common case alone, for a record of a constant length: `None`,
-    /// writing nothing, when the record would need padding at the buffer's end or the
-    /// producer's view of the tail does not show room (the caller then takes
-    /// [`Ring::try_push`], which handles both). Same contract otherwise.
+    /// The common case of [`Ring::try_push`] followed by [`Ring::wants_drain_at`], for a
+    /// record of a constant length: written (returning true) when it fits before the buffer's
+    /// end and the ring, in the producer's view of the tail, is at most half full after it,
+    /// so that there is no drain to ask for either: one comparison for both. `false`, writing
+    /// nothing, otherwise (padding needed at the end, or over half full by the producer's
+    /// view): the caller then takes [`Ring::try_push`] and [`Ring::wants_drain_at`], which
+    /// decide exactly as they would have. Same contract as [`Ring::push`] otherwise.
+    ///
+    /// Both conditions are one comparison with `quiet_end` ([`Ring::refresh_quiet`]), which
+    /// the caller's cold path refreshes.
     #[inline(always)]
-    pub fn try_push_flat(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Option<usize> {
+    pub fn push_quiet(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
         debug_assert!(len.is_multiple_of(8) && len >= 8 && len <= self.capacity() / 2);
         let head = self.prod.0.head.load(Ordering::Relaxed);
-        let idx = head & self.mask;
-        if idx + len > self.mask + 1
-            || head.wrapping_sub(self.prod.0.tail_seen.load(Ordering::Relaxed)) + len
-                > self.mask + 1
-        {
-            return None;
+        let end = head.wrapping_add(len);
+        // Positions are compared as they are: a usize counter does not wrap in practice
+        // (2^64 bytes), and `head <= quiet_end` holds whenever this says yes.
+        if end > self.prod.0.quiet_end.load(Ordering::Relaxed) {
+            return false;
         }
-        // SAFETY: [idx, idx + len) is inside the buffer (checked) and inside the free region
-        // (the producer's view of the tail only lags the real one); only this producer writes
-        // it until head is published.
+        debug_assert!(head & self.mask <= self.mask + 1 - len);
+        let idx = head & self.mask;
+        // SAFETY: end <= quiet_end <= the end of head's lap, so [idx, idx + len) is inside
+        // the buffer; end <= quiet_end <= tail_seen + capacity / 2, and the producer's view
+        // of the tail only lags the real one, so the range is inside the free region (and at
+        // most half the ring is in use after this record); only this producer writes it
+        // until head is published.
         unsafe { self.buf.write(idx, len, fill) };
-        let head = head.wrapping_add(len);
-        self.prod.0.head.store(head, Ordering::Release);
-        Some(head)
+        self.prod.0.head.store(end, Ordering::Release);
+        true
+    }
+
+    /// Producer only: recomputes where [`Ring::push_quiet`]'s records may end, from the
+    /// current head and view of the tail (after a push or a tail read on the cold path).
+    #[inline]
+    pub fn refresh_quiet(&self) {
+        let head = self.prod.0.head.load(Ordering::Relaxed);
+        let lap_end = (head | self.mask).wrapping_add(1);
+        let half = self
+            .prod
+            .0
+            .tail_seen
+            .load(Ordering::Relaxed)
+            .wrapping_add(self.capacity() / 2);
+        self.prod
+            .0
+            .quiet_end
+            .store(lap_end.min(half), Ordering::Relaxed);
     }
 
     /// Hands complete records to `f`, oldest first, freeing their space, until about
@@ -269,6 +301,79 @@ mod tests {
             });
         }
         assert_eq!(got, (0..next).collect::<Vec<_>>());
+    }
+
+    /// The static records' path (`push_quiet`, else `try_push` + `wants_drain_at` +
+    /// `refresh_quiet`) against `try_push` + `wants_drain_at` alone on a twin ring: the same
+    /// records in the same order, the same wake-ups, and the quiet pushes never straddle
+    /// the buffer's end nor leave the ring over half full.
+    #[test]
+    fn quiet_pushes_decide_as_the_general_path() {
+        let (q, g) = (Ring::new(512, 1), Ring::new(512, 1));
+        let (mut got_q, mut got_g) = (Vec::new(), Vec::new());
+        let mut quiet = 0;
+        for i in 0..5_000u64 {
+            let len = [24, 40, 80, 16][(i % 4) as usize];
+            let wake_q = if q.push_quiet(len, rec(i, len)) {
+                quiet += 1;
+                assert!(q.used() <= q.capacity() / 2);
+                false
+            } else {
+                match q.try_push(len, rec(i, len)) {
+                    Some(h) => {
+                        let w = q.wants_drain_at(h);
+                        q.refresh_quiet();
+                        w
+                    }
+                    None => {
+                        assert!(g.try_push(len, rec(i, len)).is_none());
+                        continue;
+                    }
+                }
+            };
+            let h = g
+                .try_push(len, rec(i, len))
+                .expect("the twin has the same room");
+            assert_eq!(wake_q, g.wants_drain_at(h), "record {i}");
+            if wake_q {
+                q.clear_wake();
+                g.clear_wake();
+            }
+            if i % 4 == 0 {
+                // About what four records take, so the ring's fill wanders over its range.
+                let budget = if i % 64 == 0 {
+                    usize::MAX
+                } else {
+                    (i as usize % 9) * 40
+                };
+                let take = |r: &Ring, out: &mut Vec<u64>| {
+                    r.drain(budget, |b| {
+                        assert_eq!(
+                            b.len(),
+                            u32::from_le_bytes(b[..4].try_into().unwrap()) as usize
+                        );
+                        out.push(u64::from_le_bytes(b[8..16].try_into().unwrap()));
+                        false
+                    })
+                };
+                assert_eq!(take(&q, &mut got_q), take(&g, &mut got_g));
+            }
+        }
+        q.drain(usize::MAX, |b| {
+            got_q.push(u64::from_le_bytes(b[8..16].try_into().unwrap()));
+            false
+        });
+        g.drain(usize::MAX, |b| {
+            got_g.push(u64::from_le_bytes(b[8..16].try_into().unwrap()));
+            false
+        });
+        assert_eq!(got_q, got_g);
+        assert!(quiet > 1_000, "the quiet path was taken {quiet} times");
+        assert!(
+            quiet < 4_500,
+            "the cold path was taken {} times",
+            5_000 - quiet
+        );
     }
 
     #[test]

@@ -64,14 +64,19 @@ impl Bytes {
         }
     }
 
-    /// The byte at `idx` (bounds-checked), as a pointer that may reach the following bytes:
-    /// it comes from the whole buffer, not from the one cell at `idx` (whose borrow would
-    /// cover one byte only; Miri's Stacked Borrows rejects reading on from it).
+    /// The byte at `idx`, as a pointer that may reach the following bytes: it comes from the
+    /// whole buffer, not from the one cell at `idx` (whose borrow would cover one byte only;
+    /// Miri's Stacked Borrows rejects reading on from it). Checked in debug builds only: every
+    /// caller's contract puts its range inside the buffer, and the ring's hot push has no
+    /// panic path (a preload hook records without saving `errno`, which unwinding may change).
+    ///
+    /// # Safety
+    /// `idx` < the buffer's length.
     #[cfg(not(loom))]
     #[inline(always)]
-    fn ptr(&self, idx: usize) -> *mut u8 {
-        let _in_bounds = &self.cells[idx];
-        // SAFETY: idx < len, checked just above.
+    unsafe fn ptr(&self, idx: usize) -> *mut u8 {
+        debug_assert!(idx < self.cells.len());
+        // SAFETY: idx < len (the caller's contract).
         std::cell::UnsafeCell::raw_get(unsafe { self.cells.as_ptr().add(idx) })
     }
 

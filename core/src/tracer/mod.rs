@@ -26,7 +26,6 @@ use crate::signals;
 use crate::sink::{self, Origin};
 use crate::sys;
 use parking_lot::Mutex;
-use std::cell::Cell;
 use std::fmt;
 use std::ptr;
 use std::sync::atomic::{
@@ -48,7 +47,8 @@ use output::Output;
 use producer::LOCAL;
 pub use producer::{
     complete, complete_static, complete_ticks, complete_ticks_inline, counter, end_ticks,
-    enter_hook, hook_busy, is_enabled, metadata, now, ticks, ticks_in_unit, ticks_span, Hook,
+    enter_hook, hook_busy, is_enabled, metadata, now, ticks, ticks_in_unit, ticks_span,
+    tls_is_static, Hook, Vals,
 };
 pub use writer::flush;
 use writer::Writer;
@@ -187,17 +187,34 @@ struct Shared {
     signal_done: AtomicBool,
 }
 
-/// This thread's "internal" flag: a field of [`producer::Local`], so that the hot path's
-/// checks and its record share one thread-local access.
+/// This thread's "internal" flag: a bit of [`producer::Local`]'s flags, so that the hot
+/// path's checks and its record share one thread-local access.
 struct InternalFlag;
+
+/// The flag of one thread, as [`InternalFlag::try_with`] hands it out.
+struct InternalBit<'a>(&'a producer::Local);
+
+impl InternalBit<'_> {
+    fn get(&self) -> bool {
+        self.0.internal()
+    }
+
+    fn set(&self, on: bool) {
+        self.0.set_internal(on);
+    }
+
+    fn replace(&self, on: bool) -> bool {
+        self.0.set_internal(on)
+    }
+}
 
 impl InternalFlag {
     #[inline(always)]
     fn try_with<R>(
         &'static self,
-        f: impl FnOnce(&Cell<bool>) -> R,
+        f: impl FnOnce(&InternalBit<'_>) -> R,
     ) -> Result<R, std::thread::AccessError> {
-        LOCAL.try_with(|l| f(&l.internal))
+        LOCAL.try_with(|l| f(&InternalBit(l)))
     }
 }
 

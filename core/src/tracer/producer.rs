@@ -24,14 +24,41 @@ use std::sync::Arc;
 /// [`record_orphan`].
 pub(super) struct Local {
     pub(super) ring: Cell<*const Ring>,
+    /// The `STATE` the ring was attached under; equal to an enabled (odd) `STATE` only
+    /// while `ring` is attached (0 before and after).
     pub(super) gen: Cell<u64>,
-    /// The tracer's own thread, or an application thread inside one of its sections: I/O
-    /// passes straight through the interposers (see [`super::is_internal`]).
-    pub(super) internal: Cell<bool>,
-    /// A frontend's recording section is open on this thread (see [`enter_hook`]).
-    busy: Cell<bool>,
+    /// [`INTERNAL`] | [`BUSY`]: one byte, so that [`enter_hook`] checks both with one
+    /// comparison.
+    flags: Cell<u8>,
+    /// [`RAW_TIMES`] | the unit's code: the times byte of this thread's records of raw
+    /// [`ticks`], set when the ring is attached (after `init` stored the unit, which never
+    /// changes after).
+    raw_times: Cell<u8>,
     /// [`RELEASE`] ran: the ring is gone for good on this thread.
     dead: Cell<bool>,
+}
+
+/// [`Local::flags`]: the tracer's own thread, or an application thread inside one of its
+/// sections: I/O passes straight through the interposers (see [`super::is_internal`]).
+const INTERNAL: u8 = 1;
+/// [`Local::flags`]: a frontend's recording section is open on this thread (see
+/// [`enter_hook`]).
+const BUSY: u8 = 2;
+
+impl Local {
+    /// Whether this thread's I/O is the tracer's own.
+    #[inline(always)]
+    pub(super) fn internal(&self) -> bool {
+        self.flags.get() & INTERNAL != 0
+    }
+
+    /// Marks this thread's I/O as the tracer's own (or not); returns what it was.
+    pub(super) fn set_internal(&self, on: bool) -> bool {
+        let f = self.flags.get();
+        self.flags
+            .set(if on { f | INTERNAL } else { f & !INTERNAL });
+        f & INTERNAL != 0
+    }
 }
 
 /// Drops the thread's ring at thread exit (registered in [`attach`], off the hot path).
@@ -41,6 +68,9 @@ impl Drop for Release {
     fn drop(&mut self) {
         let _ = LOCAL.try_with(|l| {
             l.dead.set(true);
+            // The generation first: `gen == STATE` says the ring is attached (the hot path
+            // then reads the pointer without testing it).
+            l.gen.set(0);
             let r = l.ring.replace(ptr::null());
             if !r.is_null() {
                 // SAFETY: `r` came from Arc::into_raw in attach and is released exactly once
@@ -56,9 +86,10 @@ thread_local! {
     pub(super) static LOCAL: Local = const {
         Local {
             ring: Cell::new(ptr::null()),
-            gen: Cell::new(u64::MAX),
-            internal: Cell::new(false),
-            busy: Cell::new(false),
+            // Never an enabled STATE (odd): no ring yet.
+            gen: Cell::new(0),
+            flags: Cell::new(0),
+            raw_times: Cell::new(0),
             dead: Cell::new(false),
         }
     };
@@ -72,27 +103,80 @@ pub struct Hook {
     local: *const Local,
 }
 
+/// [`LOCAL`]'s offset from the thread pointer when this object's thread-locals live in the
+/// static TLS block, else 0 (not known: [`LOCAL`] is reached through `__tls_get_addr`).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+static LOCAL_OFFSET: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+/// The calling thread's pointer (`%fs:0`, the thread control block's own address): one load.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let v: usize;
+    // SAFETY: on x86-64 Linux %fs:0 holds the thread control block's own address; the load
+    // changes nothing but `v`.
+    unsafe {
+        std::arch::asm!("mov {v}, qword ptr fs:[0]", v = out(reg) v,
+                        options(nostack, readonly, preserves_flags))
+    };
+    v
+}
+
+/// Tells the core that the object it is linked into was loaded with the program (an
+/// `LD_PRELOAD` library, or a `DT_NEEDED` of the program: before libc in the link map), so
+/// that its thread-locals live in the static TLS block, at one offset from every thread's
+/// pointer (glibc places every object loaded at start-up there; x86-64's TLS variant II, the
+/// layout libc's own `errno` relies on). [`LOCAL`] is then found with one load and an add
+/// instead of a `__tls_get_addr` call (a cdylib's thread-locals use the general-dynamic
+/// model): every hook's first step. Never call it from an object that may have been
+/// `dlopen`ed (its TLS block is then allocated per thread, anywhere).
+pub fn tls_is_static() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if let Ok(l) = LOCAL.try_with(|l| l as *const Local as usize) {
+        let off = l.wrapping_sub(thread_pointer()) as isize;
+        LOCAL_OFFSET.store(off, Ordering::Relaxed);
+    }
+}
+
+/// This thread's [`LOCAL`], by address: from the thread pointer when [`tls_is_static`] said
+/// so, else through the thread-local's own access (`None` once it is gone; a thread-local
+/// without a destructor never is).
+#[inline(always)]
+fn local_ptr() -> Option<*const Local> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let off = LOCAL_OFFSET.load(Ordering::Relaxed);
+        if off != 0 {
+            return Some(thread_pointer().wrapping_add_signed(off) as *const Local);
+        }
+    }
+    // The thread's state by address (a closure of one instruction, always inlined, where a
+    // closure doing the work is a function of its own at every call site beyond the first).
+    LOCAL.try_with(|l| l as *const Local).ok()
+}
+
 /// Opens a recording section for a frontend's hook: `None` when the call must pass straight
 /// through (a tracer thread or section, a section already open on this thread, e.g. a hook
 /// reached from inside another one or from a signal handler that interrupted it).
 #[inline]
 pub fn enter_hook() -> Option<Hook> {
-    LOCAL
-        .try_with(|l| {
-            if l.internal.get() || l.busy.replace(true) {
-                None
-            } else {
-                Some(Hook { local: l })
-            }
-        })
-        .ok()
-        .flatten()
+    // SAFETY: this thread's LOCAL (see `local_ptr`), a thread-local without a destructor: it
+    // lives as long as the thread.
+    let l = unsafe { &*local_ptr()? };
+    if l.flags.get() != 0 {
+        None
+    } else {
+        l.flags.set(BUSY);
+        Some(Hook { local: l })
+    }
 }
 
 /// True when a recording section is open on this thread (or thread-local state is gone).
 #[inline]
 pub fn hook_busy() -> bool {
-    LOCAL.try_with(|l| l.busy.get()).unwrap_or(true)
+    LOCAL
+        .try_with(|l| l.flags.get() & BUSY != 0)
+        .unwrap_or(true)
 }
 
 impl Hook {
@@ -106,13 +190,17 @@ impl Hook {
     /// As [`Hook::complete_static`], for an event from [`ticks`] `t0` to `t1`: the times are
     /// converted by the writer, so the hook's clock reads are [`crate::clock::ticks`] (a raw
     /// counter read) rather than [`now`]'s conversions.
+    ///
+    /// The values by value (an array whose length is a constant of the caller) or by
+    /// reference: by value, the copy the cold path needs is made only when it is taken,
+    /// not before the hot path's test (a slice had the values stored on the stack first).
     #[inline(always)]
-    pub fn complete_ticks(
+    pub fn complete_ticks<V: Vals>(
         &self,
         schema: &'static crate::Schema,
         t0: u64,
         t1: u64,
-        vals: &[u64],
+        vals: V,
         file: Option<crate::files::FileHandle>,
     ) {
         record_ticks_in(self.local(), schema, t0, t1, vals, file);
@@ -132,14 +220,15 @@ impl Hook {
         if s & 1 == 0 {
             return;
         }
-        record_static_in(self.local(), s, schema, ts, dur, vals, file, 0);
+        record_static_in(self.local(), s, schema, ts, dur, vals, file, Times::Unit);
     }
 }
 
 impl Drop for Hook {
     #[inline]
     fn drop(&mut self) {
-        self.local().busy.set(false);
+        let l = self.local();
+        l.flags.set(l.flags.get() & !BUSY);
     }
 }
 
@@ -208,7 +297,7 @@ pub fn complete_static(
     if s & 1 == 0 {
         return;
     }
-    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file, 0));
+    let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file, Times::Unit));
 }
 
 /// As [`complete_static`] for an event from [`ticks`] `t0` to `t1` (the writer converts
@@ -235,9 +324,7 @@ pub fn complete_ticks_inline(
     vals: &[u64],
     file: Option<crate::files::FileHandle>,
 ) {
-    // The thread's state by address (a closure of one instruction, always inlined, where a
-    // closure doing the work is a function of its own at every call site beyond the first).
-    let Ok(l) = LOCAL.try_with(|l| l as *const Local) else {
+    let Some(l) = local_ptr() else {
         return;
     };
     // SAFETY: this thread's LOCAL, a thread-local without a destructor: it lives as long as
@@ -247,20 +334,18 @@ pub fn complete_ticks_inline(
 
 /// [`complete_ticks`] on this thread's state `l`. No-op when tracing is off.
 #[inline(always)]
-fn record_ticks_in(
+fn record_ticks_in<V: Vals>(
     l: &Local,
     schema: &'static crate::Schema,
     t0: u64,
     t1: u64,
-    vals: &[u64],
+    vals: V,
     file: Option<crate::files::FileHandle>,
 ) {
+    // No test of the enabled bit here: `l.gen` equals only an enabled (odd) STATE, and the
+    // cold path tests it first.
     let s = STATE.load(Ordering::Relaxed);
-    if s & 1 == 0 {
-        return;
-    }
-    let times = RAW_TIMES | UNIT.load(Ordering::Relaxed);
-    record_static_in(l, s, schema, t0, t1, vals, file, times);
+    record_static_in(l, s, schema, t0, t1, vals, file, Times::Raw);
 }
 
 /// Ends a static event without args or file that began at [`ticks`] `t0`: reads the clock
@@ -277,55 +362,90 @@ pub fn ticks_in_unit(t: u64) -> u64 {
 }
 
 /// The hot path of a static record: the record is written in place as whole words, without
-/// going through [`Pending`]'s general length and write.
+/// going through [`Pending`]'s general length and write. `s` is the STATE just loaded,
+/// enabled or not (only an enabled one can equal `l.gen`; the cold path tests it).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)] // inlined into each caller: the arguments are registers
-fn record_static_in(
+fn record_static_in<V: Vals>(
     l: &Local,
     s: u64,
     schema: &'static crate::Schema,
     ts: u64,
     dur: u64,
-    vals: &[u64],
+    all: V,
     file: Option<crate::files::FileHandle>,
-    times: u8,
+    times: Times,
 ) {
-    let vals = &vals[..vals.len().min(schema.keys.len())];
-    let ring = l.ring.get();
-    if l.gen.get() == s && !ring.is_null() {
-        // SAFETY: the ring is kept alive by the Arc this thread holds (released only by
-        // Release::drop, on this thread, which nulls the pointer first).
-        let ring = unsafe { &*ring };
+    // `gen == s` (an enabled STATE, odd) only while the ring is attached: `attach` sets the
+    // pointer before the generation, `Release::drop` clears the generation before the
+    // pointer, and it starts at 0.
+    if l.gen.get() == s {
+        // SAFETY: attached, so non-null; the ring is kept alive by the Arc this thread holds
+        // (released only by Release::drop, on this thread, which nulls the pointer after
+        // clearing the generation).
+        let ring = unsafe { &*l.ring.get() };
+        let vals = all.as_ref();
+        let vals = &vals[..vals.len().min(schema.keys.len())];
         let len = STATIC_HEAD + 8 * vals.len();
-        if let Some(head) = ring.try_push_flat(
+        // Attached: the thread's copy of the raw times byte is set.
+        let times = match times {
+            Times::Unit => 0,
+            Times::Raw => l.raw_times.get(),
+        };
+        if ring.push_quiet(
             len,
             #[inline(always)]
             |buf| write_static(buf, schema, ts, dur, vals, file, times),
         ) {
-            if ring.wants_drain_at(head) {
-                wake_writer();
-            }
             return;
         }
     }
-    record_static_rest(l, s, schema, ts, dur, vals, file, times);
+    let times = match times {
+        Times::Unit => 0,
+        Times::Raw => RAW_TIMES | UNIT.load(Ordering::Relaxed),
+    };
+    record_static_rest(l, s, schema, ts, dur, all, file, times);
+}
+
+/// A static record's values: `&[u64]`, or `[u64; N]` by value (see [`Hook::complete_ticks`]).
+pub trait Vals: AsRef<[u64]> + Copy {}
+impl Vals for &[u64] {}
+impl<const N: usize> Vals for [u64; N] {}
+
+/// What a static record's times are: in the configured unit already, or raw [`ticks`]
+/// (the record's times byte: 0, or [`RAW_TIMES`] | the unit's code).
+#[derive(Clone, Copy)]
+enum Times {
+    Unit,
+    Raw,
 }
 
 /// [`record_static_in`] past its common case, out of line: a record that wraps the ring's
-/// end (padding first), a full ring, or a thread without its ring yet.
+/// end (padding first), a ring over half full in the producer's view (a drain to ask for,
+/// or a full ring), or a thread without its ring yet.
+///
+/// The program's `errno` is left as it was, even if this panics (the hot path before it
+/// touches no `errno`: a preload hook records a static event without saving it).
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)] // the hot path's own arguments, passed on
-fn record_static_rest(
+fn record_static_rest<V: Vals>(
     l: &Local,
     s: u64,
     schema: &'static crate::Schema,
     ts: u64,
     dur: u64,
-    vals: &[u64],
+    vals: V,
     file: Option<crate::files::FileHandle>,
     times: u8,
 ) {
+    if s & 1 == 0 {
+        // Tracing is off (the hot path leaves this test to here).
+        return;
+    }
+    let _errno = KeepErrno::new();
+    let vals = vals.as_ref();
+    let vals = &vals[..vals.len().min(schema.keys.len())];
     let ring = l.ring.get();
     if l.gen.get() == s && !ring.is_null() {
         // SAFETY: as in `record_static_in`.
@@ -337,6 +457,7 @@ fn record_static_rest(
             if ring.wants_drain_at(head) {
                 wake_writer();
             }
+            ring.refresh_quiet();
             return;
         }
     }
@@ -402,6 +523,21 @@ pub fn record(p: &Pending) {
         }
         record_slow(l, s, p);
     });
+}
+
+/// Restores the `errno` it found when dropped, also while unwinding.
+struct KeepErrno(i32);
+
+impl KeepErrno {
+    fn new() -> KeepErrno {
+        KeepErrno(crate::sys::errno())
+    }
+}
+
+impl Drop for KeepErrno {
+    fn drop(&mut self) {
+        crate::sys::set_errno(self.0);
+    }
 }
 
 /// A ring more than half full: the writer is posted (once per drain).
@@ -491,6 +627,7 @@ fn attach(l: &Local, s: u64) -> *const Ring {
         l.ring.set(Arc::into_raw(ring));
     }
     writer::ensure_thread(sh);
+    l.raw_times.set(RAW_TIMES | UNIT.load(Ordering::Relaxed));
     l.gen.set(s);
     l.ring.get()
 }

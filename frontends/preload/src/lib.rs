@@ -15,7 +15,8 @@
 //! Contract:
 //! - **Activation**: the library constructor starts the core only when `DFTRACER_ENABLE` is true
 //!   and `DFTRACER_INIT=PRELOAD`. Otherwise every interposed function is a plain forward: one
-//!   load of the resolved libc pointer and one load of the mode word.
+//!   load of the resolved libc pointer and one load of the mode word (an fd call: of the fd
+//!   table's chunk pointer, null when tracing never started).
 //! - **Shims are thin**: each `extern "C"` function in `hooks` forwards to the next definition
 //!   (resolved once with `dlsym(RTLD_NEXT)`, [`real`](mod@real)), and records an event only for traced
 //!   files (`DFTRACER_DATA_DIR`, policy in `dftracer_core::filter`), traced fds ([`table`]) and
@@ -173,15 +174,55 @@ thread_local! {
         const { std::cell::UnsafeCell::new([[0; PATH_MAX]; 2]) };
 }
 
+/// [`SCRATCH`]'s offset from the thread pointer when this library was loaded with the program
+/// (its thread-locals are then in the static TLS block, as the core's are: see
+/// `dftracer_core::frontend::tls_is_static`), else 0.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+static SCRATCH_OFFSET: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+/// Measures [`SCRATCH_OFFSET`] (the constructor, loaded before libc).
+#[cfg(not(test))]
+fn scratch_is_static() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if let Ok(p) = SCRATCH.try_with(|c| c.get() as usize) {
+        let off = p.wrapping_sub(real::thread_pointer()) as isize;
+        SCRATCH_OFFSET.store(off, Ordering::Relaxed);
+    }
+}
+
+/// This thread's [`SCRATCH`], by address: from the thread pointer when its offset is known
+/// (no `__tls_get_addr` call), else through the thread-local's own access.
+#[inline(always)]
+fn scratch_ptr() -> Option<*mut [[u8; PATH_MAX]; 2]> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let off = SCRATCH_OFFSET.load(Ordering::Relaxed);
+        if off != 0 {
+            return Some(real::thread_pointer().wrapping_add_signed(off) as *mut _);
+        }
+    }
+    SCRATCH.try_with(|c| c.get()).ok()
+}
+
 impl Busy {
     /// This thread's two path buffers, exclusively borrowed while the section lasts (`None`
     /// when thread-local storage is already gone).
     #[allow(unsafe_code)]
     pub(crate) fn scratch(&mut self) -> Option<&mut [[u8; PATH_MAX]; 2]> {
-        let p = SCRATCH.try_with(|c| c.get()).ok()?;
+        let p = scratch_ptr()?;
         // SAFETY: a `Busy` exists at most once per thread at a time (the core's section flag), and only code
         // holding it mutably reaches the buffers, so this is the only live reference.
         Some(unsafe { &mut *p })
+    }
+
+    /// As [`Busy::scratch`], with the section itself for recording while the buffers are
+    /// borrowed ([`Busy::record_static`]).
+    pub(crate) fn scratch_and_self(&mut self) -> Option<(&mut [[u8; PATH_MAX]; 2], &Busy)> {
+        let bufs: *mut [[u8; PATH_MAX]; 2] = self.scratch()?;
+        // SAFETY: the buffers are thread-local storage, not part of `self`: the exclusive
+        // borrow of them (see `scratch`) and a shared one of `self` do not alias.
+        #[allow(unsafe_code)]
+        Some((unsafe { &mut *bufs }, &*self))
     }
 }
 
@@ -243,13 +284,17 @@ impl Busy {
     /// event from [`ticks`] `t0` to `t1` (the writer converts them).
     /// Inlined into each hook, where the schema and the number of values are constants: the
     /// record is a handful of stores (shared, it copied the values with a `memcpy` call).
+    ///
+    /// Leaves `errno` as it was (the clock reads and this record are all a hook does after
+    /// its real call: `on_fd!` saves no `errno`): the record's hot path is loads, stores and
+    /// no call; its cold rest keeps `errno` itself, unwinding included.
     #[inline(always)]
-    pub(crate) fn record_static(
+    pub(crate) fn record_static<V: dftracer_core::frontend::Vals>(
         &self,
         schema: &'static dftracer_core::Schema,
         t0: u64,
         t1: u64,
-        vals: &[u64],
+        vals: V,
         file: &dftracer_core::FileHandle,
     ) {
         // Two calls, each with a constant number of values (one `(vals, file)` pair chosen
@@ -257,7 +302,7 @@ impl Busy {
         if MODE.load(Ordering::Relaxed) & METADATA != 0 {
             self.0.complete_ticks(schema, t0, t1, vals, Some(*file));
         } else {
-            self.0.complete_ticks(schema, t0, t1, &[], None);
+            self.0.complete_ticks(schema, t0, t1, [], None);
         }
     }
 }
@@ -499,6 +544,12 @@ pub extern "C" fn dftracer_preload_active() -> i32 {
 #[cfg(not(test))]
 extern "C" fn constructor() {
     real::measure_errno();
+    // Loaded with the program, this library's thread-locals are in the static TLS block:
+    // every hook then finds the core's thread state without a `__tls_get_addr` call.
+    if real::loaded_before_libc() {
+        dftracer_core::frontend::tls_is_static();
+        scratch_is_static();
+    }
     guarded(start);
 }
 

@@ -4,7 +4,8 @@
 //!   slots, covering every fd Linux can hand out (up to 2^30; `nr_open` cannot exceed that).
 //!   Lookup is two acquire loads and never locks; a chunk is allocated (zeroed) the first time
 //!   a traced fd falls in it and is never freed, so a slot reference is valid forever. The top
-//!   array is 2 MiB of zero-initialised `.bss`, which costs no memory until touched.
+//!   array is 2 MiB of zero-initialised `.bss`, which costs no memory until touched (the fd
+//!   table's, 8 MiB: it covers every `u32`, so that a shim's lookup has no range check).
 //! - [`POOL`]: traced paths are interned in the core's bounded pool of reusable file slots
 //!   ([`dftracer_core::frontend::FilePool`]): [`POOL_SLOTS`] slots in buckets of
 //!   [`dftracer_core::frontend::WAYS`], so memory stays flat however many distinct files the
@@ -49,13 +50,47 @@ pub struct Interned {
 
 impl Interned {
     fn of_bits(bits: u64) -> Option<Interned> {
-        POOL.from_bits(bits).map(|file| Interned { file })
+        decode(bits).map(|file| Interned { file })
     }
+}
+
+/// An fd-table entry word as read ([`FdTable::word`]): 0 (not traced) or the bits of the
+/// pinned handle the entry held when it was read.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct Entry(pub u64);
+
+impl Entry {
+    /// Whether the fd was traced.
+    #[inline(always)]
+    pub fn is_traced(self) -> bool {
+        self.0 != 0
+    }
+
+    /// The file of a traced fd's entry (`self.is_traced()`), without a pin of its own: as
+    /// [`FdTable::path`] would have returned when the word was read.
+    #[inline(always)]
+    pub fn file(self) -> Interned {
+        debug_assert!(self.is_traced());
+        Interned {
+            // SAFETY: an fd entry holds 0 or `POOL.to_bits` of a handle of this pool
+            // (`keep`), and this word was not 0.
+            file: unsafe { POOL.from_bits_unchecked(self.0) },
+        }
+    }
+}
+
+/// The handle of an entry word (`None` for 0). Every word these tables, [`park`] and their
+/// callers hold is 0 or [`keep`]'s, so it is decoded without `Pool::from_bits`'s checks.
+#[inline(always)]
+fn decode(bits: u64) -> Option<FileHandle> {
+    // SAFETY: a non-zero word came from `POOL.to_bits` (`keep`), as above.
+    (bits != 0).then(|| unsafe { POOL.from_bits_unchecked(bits) })
 }
 
 /// Gives back the pin an entry held.
 fn release(bits: u64) {
-    if let Some(h) = POOL.from_bits(bits) {
+    if let Some(h) = decode(bits) {
         // SAFETY: entries only hold bits of `Pinned::into_raw` handles, each swapped out of
         // its entry exactly once (here or by `take`/`remove`).
         drop(unsafe { Pinned::from_raw(h) });
@@ -77,7 +112,7 @@ pub fn park(p: Pinned) -> u64 {
 /// Takes back a pin [`park`]ed in `bits` (the caller swapped `bits` out of its word).
 pub fn unpark(bits: u64) -> Option<Pinned> {
     // SAFETY: `bits` came from `park` and was swapped out of its only word by the caller.
-    POOL.from_bits(bits).map(|h| unsafe { Pinned::from_raw(h) })
+    decode(bits).map(|h| unsafe { Pinned::from_raw(h) })
 }
 
 /// The file behind a parked word, without a pin of its own.
@@ -97,17 +132,23 @@ unsafe impl Zeroable for AtomicU64 {}
 // SAFETY: 0 is a valid AtomicUsize; StreamEntry is two zeroable atomics.
 unsafe impl Zeroable for StreamEntry {}
 
-/// A fd-indexed table of `T` slots.
-pub struct Chunked<T: 'static> {
-    top: [AtomicPtr<[T; CHUNK]>; TOP],
+/// Chunk pointers of a top array that covers every `u32` (a negative fd included): the fd
+/// table's, whose lookup then needs no range check (8 MiB of `.bss`; pointers of chunks at
+/// or above [`MAX_FD`] stay null, as no chunk is ever allocated there).
+pub const TOP_ALL: usize = 1 << (32 - CHUNK_BITS);
+
+/// A fd-indexed table of `T` slots, `N` chunk pointers at the top (`TOP` covers every fd
+/// Linux hands out, [`TOP_ALL`] every `u32`).
+pub struct Chunked<T: 'static, const N: usize = TOP> {
+    top: [AtomicPtr<[T; CHUNK]>; N],
 }
 
-impl<T: Zeroable + 'static> Chunked<T> {
+impl<T: Zeroable + 'static, const N: usize> Chunked<T, N> {
     // Only ever a `static`: a by-value `Default` would build megabytes on the stack.
     #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         Chunked {
-            top: [const { AtomicPtr::new(ptr::null_mut()) }; TOP],
+            top: [const { AtomicPtr::new(ptr::null_mut()) }; N],
         }
     }
 
@@ -115,7 +156,8 @@ impl<T: Zeroable + 'static> Chunked<T> {
     #[inline(always)]
     pub fn get(&self, fd: i32) -> Option<&'static T> {
         let i = fd as u32 as usize;
-        if i >= MAX_FD {
+        // A constant: false for a top array of every u32, whose index cannot go past it.
+        if N < TOP_ALL && i >= MAX_FD.min(N * CHUNK) {
             return None;
         }
         let c = self.top[i >> CHUNK_BITS].load(Ordering::Acquire);
@@ -171,8 +213,9 @@ impl<T: Zeroable + 'static> Chunked<T> {
     }
 }
 
-/// fd -> the traced file it refers to (0: none).
-pub struct FdTable(Chunked<AtomicU64>);
+/// fd -> the traced file it refers to (0: none). Its top array covers every `u32`: a shim's
+/// lookup is a shift, two loads and their tests, without a range check.
+pub struct FdTable(Chunked<AtomicU64, TOP_ALL>);
 
 impl FdTable {
     // Only ever a `static`: a by-value `Default` would build megabytes on the stack.
@@ -185,6 +228,15 @@ impl FdTable {
     #[inline(always)]
     pub fn path(&self, fd: i32) -> Option<Interned> {
         Interned::of_bits(self.0.get(fd)?.load(Ordering::Acquire))
+    }
+
+    /// `fd`'s entry word: 0 when it is not traced, else an [`Entry`] to decode when the call
+    /// is recorded (one register from the shim to its traced path, and across the call).
+    /// Only fds of POSIX tracing are ever entered here, so a non-zero word also says that
+    /// POSIX tracing was turned on.
+    #[inline(always)]
+    pub fn word(&self, fd: i32) -> Entry {
+        Entry(self.0.get(fd).map_or(0, |s| s.load(Ordering::Acquire)))
     }
 
     /// Records that `fd` now refers to `what` (`None`: an untraced file); the entry keeps
@@ -213,7 +265,7 @@ impl FdTable {
         if s.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let h = POOL.from_bits(s.swap(0, Ordering::AcqRel))?;
+        let h = decode(s.swap(0, Ordering::AcqRel))?;
         // SAFETY: swapped out of its entry just now, so given back once.
         Some(unsafe { Pinned::from_raw(h) })
     }
@@ -291,7 +343,7 @@ impl FileTable {
             return None;
         }
         self.open.fetch_sub(1, Ordering::Relaxed);
-        let h = POOL.from_bits(s.path.swap(0, Ordering::AcqRel))?;
+        let h = decode(s.path.swap(0, Ordering::AcqRel))?;
         // SAFETY: swapped out of its entry just now, so given back once.
         Some(unsafe { Pinned::from_raw(h) })
     }

@@ -77,11 +77,5 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: libc::c_u
     ])
 }
 
-/// `isatty` asks the terminal layer with an `ioctl` inside libc: recorded on traced fds.
-#[no_mangle]
-pub unsafe extern "C" fn isatty(fd: c_int) -> c_int {
-    let Some(real) = real!(isatty: unsafe extern "C" fn(c_int) -> c_int) else {
-        return missing(0);
-    };
-    on_fd!(fold "isatty", fd, real(fd), |ret| [ret: I(ret as i64)])
-}
+// `isatty` asks the terminal layer with an `ioctl` inside libc: recorded on traced fds.
+crate::fd_shim!(fold fn isatty(fd: c_int) -> c_int, fd, 0, "isatty", |ret| [ret: I(ret as i64)]);

@@ -196,6 +196,14 @@ pub fn traced_fd(fd: c_int) -> Option<Interned> {
     }
 }
 
+/// The fd table's word of `fd` for [`on_fd!`](crate::on_fd): traced when it names a file (only fds of
+/// POSIX tracing are entered in the table, so no mode check: whether tracing is still on is
+/// checked on the traced path).
+#[inline(always)]
+pub fn traced_fd_entry(fd: c_int) -> crate::table::Entry {
+    FDS.word(fd)
+}
+
 /// The traced file behind stream `fp` and its fd, when stdio tracing is on.
 #[inline(always)]
 pub fn traced_file(fp: *mut libc::FILE) -> Option<(Interned, c_int)> {
@@ -357,24 +365,27 @@ macro_rules! on_fd {
     };
     (@mode $mode:ident, $name:expr, $fd:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
         let fd: ::libc::c_int = $fd;
-        match $crate::hooks::traced_fd(fd) {
-            None => $call,
+        match $crate::hooks::traced_fd_entry(fd) {
+            e if !e.is_traced() => $call,
             // Out of line, so that the untraced path above stays a leaf that tail-jumps.
-            Some(file) => $crate::hooks::out_of_line(move || {
-                $crate::on_fd!(@traced_as $mode, $name, fd, file, $call, |$ret| [$($key: $kind($val)),*])
+            e => $crate::hooks::out_of_line(move || {
+                $crate::on_fd!(@traced_as $mode, $name, fd, e, $call, |$ret| [$($key: $kind($val)),*])
             }),
         }
     }};
-    // The traced path alone, for `file`, the traced file of `fd` (a shim that calls it from
-    // a function of its own: its untraced path then needs no stack frame at all).
-    (@traced $name:expr, $fd:expr, $file:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {
-        $crate::on_fd!(@traced_as plain, $name, $fd, $file, $call, |$ret| [$($key: $kind($val)),*])
-    };
+    // The traced path alone (`@traced_as plain|folded, ...`), for `entry`, the fd table's
+    // word of `fd` (a traced fd: see `traced_fd_entry`): `fd_shim!`'s traced function.
     (@schema plain, $s:expr) => { $s };
     (@schema folded, $s:expr) => { $s.folded() };
-    (@traced_as $mode:ident, $name:expr, $fd:expr, $file:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
-        let (fd, file): (::libc::c_int, $crate::table::Interned) = ($fd, $file);
-        match $crate::enter() {
+    (@traced_as $mode:ident, $name:expr, $fd:expr, $entry:expr, $call:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {{
+        let (fd, entry): (::libc::c_int, $crate::table::Entry) = ($fd, $entry);
+        // The clock first, while the call's arguments are all the state there is: fewer
+        // values live across a clock that is a call (`clock_gettime` without a TSC).
+        let t0 = $crate::ticks();
+        {
+            // Whether tracing is still on (it may have ended with the fd in the table) is
+            // the record's own check, after the call.
+            match $crate::enter() {
                 None => $call,
                 Some(busy) => {
                     static SCHEMA: ::dftracer_core::Schema = $crate::on_fd!(@schema $mode, ::dftracer_core::Schema::new(
@@ -384,24 +395,92 @@ macro_rules! on_fd {
                         &[("fd", ::dftracer_core::Slot::Int), $((stringify!($key), $crate::slot!($kind)),)*],
                         "fhash",
                     ));
-                    let t0 = $crate::ticks();
                     let $ret = $call;
-                    let _errno = $crate::SavedErrno::new();
                     let t1 = $crate::ticks();
+                    // No `SavedErrno`: the clock and a static record leave `errno` alone
+                    // (see `Busy::record_static`).
                     $crate::guarded(|| {
                         busy.record_static(
                             &SCHEMA,
                             t0,
                             t1,
-                            &[fd as i64 as u64, $($crate::slot_val!($kind, $val),)*],
-                            &file.file,
+                            [fd as i64 as u64, $($crate::slot_val!($kind, $val),)*],
+                            &entry.file().file,
                         )
                     });
                     drop(busy);
                     $ret
                 }
+            }
         }
     }};
+}
+
+/// A whole fd shim: `fd_shim!([fold] fn sym(args...) -> R, fd, missing, "name", |ret| [...])`
+/// defines the exported `sym`, which forwards to the next `sym` and records, when `fd` (one
+/// of `args`) is traced, as [`on_fd!`](crate::on_fd) would (`fold`: its `fold` form;
+/// `missing`: what `sym` returns when the real symbol is absent, with `ENOSYS`).
+///
+/// The shim is a leaf that tail-calls: its first call's symbol look-up and its traced path
+/// are functions of their own, called with the shim's own arguments in registers (and the
+/// fd table's word in the next one), so an untraced call is the table look-up and a jump,
+/// without a stack frame; [`on_fd!`](crate::on_fd) inside a shim of its own keeps a frame
+/// for its untraced path and hands its traced path the values through memory. At most five
+/// arguments (the traced path takes one more, in registers).
+#[macro_export]
+macro_rules! fd_shim {
+    (fold fn $sym:ident($($arg:ident: $ty:ty),* $(,)?) -> $r:ty, $fd:ident, $missing:expr, $name:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {
+        $crate::fd_shim!(@mode folded, $sym, ($($arg: $ty),*), $r, $fd, $missing, $name, |$ret| [$($key: $kind($val)),*]);
+    };
+    (fn $sym:ident($($arg:ident: $ty:ty),* $(,)?) -> $r:ty, $fd:ident, $missing:expr, $name:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),* $(,)?]) => {
+        $crate::fd_shim!(@mode plain, $sym, ($($arg: $ty),*), $r, $fd, $missing, $name, |$ret| [$($key: $kind($val)),*]);
+    };
+    (@mode $mode:ident, $sym:ident, ($($arg:ident: $ty:ty),*), $r:ty, $fd:ident, $missing:expr, $name:expr, |$ret:ident| [$($key:ident : $kind:ident($val:expr)),*]) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym($($arg: $ty),*) -> $r {
+            type F = unsafe extern "C" fn($($ty),*) -> $r;
+            static ADDR: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
+            // `extern "C"`, as the shim: the shim's calls to these two are then tail calls.
+            #[cold]
+            #[inline(never)]
+            unsafe extern "C" fn first($($arg: $ty),*) -> $r {
+                // SAFETY: the literal ends with exactly one NUL.
+                let name = unsafe { ::std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($sym), "\0").as_bytes()) };
+                match $crate::real::cached(&ADDR, name) {
+                    0 => $crate::hooks::missing($missing),
+                    // SAFETY: the program's own call. Not through the exported `$sym`: bound
+                    // in process (not preloaded), the library's own call to it would bind to
+                    // libc's.
+                    p => unsafe { go(p, $($arg),*) },
+                }
+            }
+            #[inline(always)]
+            unsafe fn go(p: usize, $($arg: $ty),*) -> $r {
+                match $crate::hooks::traced_fd_entry($fd) {
+                    e if !e.is_traced() => {
+                        // SAFETY: `p` is the address of the C function of this name, whose
+                        // signature is `F`.
+                        unsafe { ::std::mem::transmute::<usize, F>(p)($($arg),*) }
+                    }
+                    e => unsafe { traced($($arg,)* e) },
+                }
+            }
+            // The values in the shim's own registers, the fd's entry in the next: a tail call.
+            #[inline(never)]
+            unsafe extern "C" fn traced($($arg: $ty,)* entry: $crate::table::Entry) -> $r {
+                // Loaded where it is called, not kept in a register across the clock read.
+                // SAFETY: set (non-zero) before the shim called this; as below.
+                let real = || unsafe { ::std::mem::transmute::<usize, F>(ADDR.load(::std::sync::atomic::Ordering::Relaxed)) };
+                $crate::on_fd!(@traced_as $mode, $name, $fd, entry, real()($($arg),*), |$ret| [$($key: $kind($val)),*])
+            }
+            let p = ADDR.load(::std::sync::atomic::Ordering::Relaxed);
+            if p == 0 {
+                return first($($arg),*);
+            }
+            // SAFETY: the program's own call; `p` is resolved.
+            unsafe { go(p, $($arg),*) }
+        }
+    };
 }
 
 /// A process call (it names no file): recorded under [`process_events_on`] (`umask`: with
@@ -552,7 +631,7 @@ macro_rules! on_file {
                             &SCHEMA,
                             t0,
                             t1,
-                            &[$($crate::slot_val!($kind, $val),)*],
+                            [$($crate::slot_val!($kind, $val),)*],
                             &file.file,
                         )
                     });

@@ -313,7 +313,7 @@ pub unsafe extern "C" fn MPI_File_close(fh: *mut H) -> c_int {
     }
     let h = *fh;
     let ret = on_fh!(h, f(fh), |ret, t0, t1, file, busy| {
-        busy.record_static(schema!("MPI_File_close", ["ret": Int]), t0, t1, &[ret as i64 as u64], &file.file)
+        busy.record_static(schema!("MPI_File_close", ["ret": Int]), t0, t1, [ret as i64 as u64], &file.file)
     });
     if ret == 0 {
         release(FILES.put(h as i64, 0, true));
@@ -331,7 +331,7 @@ macro_rules! xfer_event {
                 schema!($name, ["count": Int, "size": UInt, "ret": Int]),
                 t0,
                 t1,
-                &[$count as i64 as u64, size, ret as i64 as u64],
+                [$count as i64 as u64, size, ret as i64 as u64],
                 &file.file,
             )
         })
@@ -343,7 +343,7 @@ macro_rules! xfer_event {
                 schema!($name, ["offset": Int, "count": Int, "size": UInt, "ret": Int]),
                 t0,
                 t1,
-                &[$offset as u64, $count as i64 as u64, size, ret as i64 as u64],
+                [$offset as u64, $count as i64 as u64, size, ret as i64 as u64],
                 &file.file,
             )
         })
@@ -441,7 +441,7 @@ macro_rules! end {
         pub unsafe extern "C" fn $sym(fh: H, buf: *mut c_void, status: *mut c_void) -> c_int {
             let f = real_or!($sym: unsafe extern "C" fn(H, *mut c_void, *mut c_void) -> c_int);
             on_fh!(fh, f(fh, buf, status), |ret, t0, t1, file, busy| {
-                busy.record_static(schema!($name, ["ret": Int]), t0, t1, &[ret as i64 as u64], &file.file)
+                busy.record_static(schema!($name, ["ret": Int]), t0, t1, [ret as i64 as u64], &file.file)
             })
         }
     };
@@ -494,7 +494,7 @@ xfer_at!(MPI_File_iwrite_at_all_c, "MPI_File_iwrite_at_all", Count);
 pub unsafe extern "C" fn MPI_File_sync(fh: H) -> c_int {
     let f = real_or!(MPI_File_sync: unsafe extern "C" fn(H) -> c_int);
     on_fh!(fh, f(fh), |ret, t0, t1, file, busy| {
-        busy.record_static(schema!("MPI_File_sync", ["ret": Int]), t0, t1, &[ret as i64 as u64], &file.file)
+        busy.record_static(schema!("MPI_File_sync", ["ret": Int]), t0, t1, [ret as i64 as u64], &file.file)
     })
 }
 
@@ -505,7 +505,7 @@ pub unsafe extern "C" fn MPI_File_set_size(fh: H, size: i64) -> c_int {
             schema!("MPI_File_set_size", ["size": Int, "ret": Int]),
             t0,
             t1,
-            &[size as u64, ret as i64 as u64],
+            [size as u64, ret as i64 as u64],
             &file.file,
         )
     })
@@ -520,7 +520,7 @@ macro_rules! seek {
                     schema!($name, ["offset": Int, "whence": Int, "ret": Int]),
                     t0,
                     t1,
-                    &[offset as u64, whence as i64 as u64, ret as i64 as u64],
+                    [offset as u64, whence as i64 as u64, ret as i64 as u64],
                     &file.file,
                 )
             })
@@ -549,7 +549,7 @@ pub unsafe extern "C" fn MPI_File_set_view(
             schema!("MPI_File_set_view", ["disp": Int, "etype_size": UInt, "ret": Int]),
             t0,
             t1,
-            &[disp as u64, etype_size, ret as i64 as u64],
+            [disp as u64, etype_size, ret as i64 as u64],
             &file.file,
         )
     })

@@ -11,7 +11,7 @@ use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 
 use super::{missing, pre_resolve, traced_fd, POSIX};
 use crate::{
-    enter, guarded, guarded_or, on_fd, on_path, posix_on, real, record, record_static,
+    enter, guarded, guarded_or, on_fd, on_path, posix_on, real, record,
     ticks, SavedErrno, FDS,
 };
 
@@ -74,11 +74,11 @@ unsafe fn open_common(
         }
         return fd;
     };
-    let resolved = match busy.scratch() {
-        Some(bufs) => pre_resolve(dirfd, path, &mut bufs[0]).map(|n| (bufs, n)),
+    let resolved = match busy.scratch_and_self() {
+        Some((bufs, rec)) => pre_resolve(dirfd, path, &mut bufs[0]).map(|n| (bufs, rec, n)),
         None => None,
     };
-    let Some((bufs, n)) = resolved else {
+    let Some((bufs, rec, n)) = resolved else {
         drop(busy);
         let fd = call();
         if fd >= 0 {
@@ -100,9 +100,9 @@ unsafe fn open_common(
                     // The common case: a fixed-shape record naming the interned file.
                     let (f, fdv) = (flags as i64 as u64, fd as i64 as u64);
                     if needs_mode(flags) {
-                        record_static(&schemas[1], t0, t1, &[f, mode as u64, fdv, fdv], &h);
+                        rec.record_static(&schemas[1], t0, t1, [f, mode as u64, fdv, fdv], &h);
                     } else {
-                        record_static(&schemas[0], t0, t1, &[f, fdv, fdv], &h);
+                        rec.record_static(&schemas[0], t0, t1, [f, fdv, fdv], &h);
                     }
                     return;
                 }
@@ -212,7 +212,6 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let Some(busy) = enter() else { return real(fd) };
     let t0 = ticks();
     let ret = real(fd);
-    let _errno = SavedErrno::new();
     let t1 = ticks();
     static CLOSE: Schema = Schema::new(
         Layer::LibcIo,
@@ -221,12 +220,14 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         &[("fd", Slot::Int), ("ret", Slot::Int)],
         "fhash",
     );
+    // No `SavedErrno`: the clock, a static record and a pin's release (atomics) leave
+    // `errno` alone (see `Busy::record_static`).
     guarded(|| {
-        record_static(
+        busy.record_static(
             &CLOSE,
             t0,
             t1,
-            &[fd as i64 as u64, ret as i64 as u64],
+            [fd as i64 as u64, ret as i64 as u64],
             &file.handle(),
         )
     });
@@ -260,98 +261,25 @@ pub unsafe extern "C" fn closefrom(lowfd: c_int) {
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    let Some(real) = real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t)
-    else {
-        return missing(-1);
-    };
-    on_fd!("read", fd, real(fd, buf, count), |ret| [
-        count: U(count as u64),
-        ret: I(ret as i64)
-    ])
-}
+crate::fd_shim!(fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t, fd, -1, "read",
+    |ret| [count: U(count as u64), ret: I(ret as i64)]);
 
-#[no_mangle]
-pub unsafe extern "C" fn __read_chk(
-    fd: c_int,
-    buf: *mut c_void,
-    count: size_t,
-    buflen: size_t,
-) -> ssize_t {
-    let Some(real) =
-        real!(__read_chk: unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t) -> ssize_t)
-    else {
-        return missing(-1);
-    };
-    on_fd!("read", fd, real(fd, buf, count, buflen), |ret| [
-        count: U(count as u64),
-        ret: I(ret as i64)
-    ])
-}
+crate::fd_shim!(fn __read_chk(fd: c_int, buf: *mut c_void, count: size_t, buflen: size_t) -> ssize_t,
+    fd, -1, "read", |ret| [count: U(count as u64), ret: I(ret as i64)]);
 
-#[no_mangle]
-pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    let Some(real) = real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t)
-    else {
-        return missing(-1);
-    };
-    on_fd!("write", fd, real(fd, buf, count), |ret| [
-        count: U(count as u64),
-        ret: I(ret as i64)
-    ])
-}
+crate::fd_shim!(fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t, fd, -1, "write",
+    |ret| [count: U(count as u64), ret: I(ret as i64)]);
 
-// The positioned reads and writes (the I/O of every MPI-IO and HDF5 layer under them): the
-// first call's symbol look-up and the traced path are functions of their own that the shim
-// tail-calls with every value in registers, so an untraced or disabled call is a few tests
-// and a jump, without a stack frame (the other shims push and pop one).
+// The positioned reads and writes (the I/O of every MPI-IO and HDF5 layer under them), as
+// every common fd call: `fd_shim!`, whose untraced call is a few tests and a jump.
 macro_rules! pio {
     ($sym:ident, $name:literal, $buf:ty, $off:ty) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
-            type F = unsafe extern "C" fn(c_int, $buf, size_t, $off) -> ssize_t;
-            static ADDR: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);
-            #[cold]
-            #[inline(never)]
-            unsafe fn first(fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
-                // SAFETY: the literal ends with exactly one NUL.
-                let name = unsafe { ::std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($sym), "\0").as_bytes()) };
-                match crate::real::cached(&ADDR, name) {
-                    0 => missing(-1),
-                    // SAFETY: the program's own call. Not through the exported `$sym`: bound
-                    // in process (not preloaded), the library's own call to it would bind to
-                    // libc's.
-                    p => unsafe { go(p, fd, buf, count, offset) },
-                }
-            }
-            #[inline(always)]
-            unsafe fn go(p: usize, fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t {
-                match crate::hooks::traced_fd(fd) {
-                    // SAFETY: `p` is the address of the C function of this name, whose
-                    // signature is `F`.
-                    None => unsafe { ::std::mem::transmute::<usize, F>(p)(fd, buf, count, offset) },
-                    Some(file) => traced(fd, buf, count, offset, file),
-                }
-            }
-            // The values in the shim's own registers, the file in the next two: a tail call.
-            #[inline(never)]
-            unsafe fn traced(fd: c_int, buf: $buf, count: size_t, offset: $off, file: crate::table::Interned) -> ssize_t {
-                // SAFETY: set (non-zero) before the shim called this; as below.
-                let real = unsafe { ::std::mem::transmute::<usize, F>(ADDR.load(::std::sync::atomic::Ordering::Relaxed)) };
-                on_fd!(@traced $name, fd, file, real(fd, buf, count, offset), |ret| [
-                    count: U(count as u64),
-                    offset: I(offset as i64),
-                    ret: I(ret as i64)
-                ])
-            }
-            let p = ADDR.load(::std::sync::atomic::Ordering::Relaxed);
-            if p == 0 {
-                return first(fd, buf, count, offset);
-            }
-            // SAFETY: the program's own call; `p` is resolved.
-            unsafe { go(p, fd, buf, count, offset) }
-        }
+        crate::fd_shim!(fn $sym(fd: c_int, buf: $buf, count: size_t, offset: $off) -> ssize_t,
+            fd, -1, $name, |ret| [
+                count: U(count as u64),
+                offset: I(offset as i64),
+                ret: I(ret as i64)
+            ]);
     };
 }
 
@@ -362,17 +290,12 @@ pio!(pwrite64, "pwrite64", *const c_void, off64_t);
 
 macro_rules! pio_chk {
     ($sym:ident, $name:literal, $off:ty) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int, buf: *mut c_void, count: size_t, offset: $off, buflen: size_t) -> ssize_t {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *mut c_void, size_t, $off, size_t) -> ssize_t) else {
-                return missing(-1);
-            };
-            on_fd!($name, fd, real(fd, buf, count, offset, buflen), |ret| [
+        crate::fd_shim!(fn $sym(fd: c_int, buf: *mut c_void, count: size_t, offset: $off, buflen: size_t) -> ssize_t,
+            fd, -1, $name, |ret| [
                 count: U(count as u64),
                 offset: I(offset as i64),
                 ret: I(ret as i64)
-            ])
-        }
+            ]);
     };
 }
 
@@ -393,18 +316,12 @@ unsafe fn iov_bytes(iov: *const iovec, cnt: c_int) -> u64 {
 
 macro_rules! iov_hook {
     ($($sym:ident),*) => {$(
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)
-            else {
-                return missing(-1);
-            };
-            on_fd!(stringify!($sym), fd, real(fd, iov, cnt), |ret| [
+        crate::fd_shim!(fn $sym(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t, fd, -1,
+            stringify!($sym), |ret| [
                 count: U(iov_bytes(iov, cnt)),
                 iovcnt: I(cnt as i64),
                 ret: I(ret as i64)
-            ])
-        }
+            ]);
     )*};
 }
 
@@ -412,18 +329,13 @@ iov_hook!(readv, writev);
 
 macro_rules! piov {
     ($sym:ident, $name:literal, $off:ty) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int, iov: *const iovec, cnt: c_int, offset: $off) -> ssize_t {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *const iovec, c_int, $off) -> ssize_t) else {
-                return missing(-1);
-            };
-            on_fd!($name, fd, real(fd, iov, cnt, offset), |ret| [
+        crate::fd_shim!(fn $sym(fd: c_int, iov: *const iovec, cnt: c_int, offset: $off) -> ssize_t,
+            fd, -1, $name, |ret| [
                 count: U(iov_bytes(iov, cnt)),
                 iovcnt: I(cnt as i64),
                 offset: I(offset as i64),
                 ret: I(ret as i64)
-            ])
-        }
+            ]);
     };
 }
 
@@ -434,17 +346,12 @@ piov!(pwritev64, "pwritev64", off64_t);
 
 macro_rules! lseek_hook {
     ($($sym:ident: $off:ty),*) => {$(
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int, offset: $off, whence: c_int) -> $off {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, $off, c_int) -> $off) else {
-                return missing(-1);
-            };
-            on_fd!(stringify!($sym), fd, real(fd, offset, whence), |ret| [
+        crate::fd_shim!(fn $sym(fd: c_int, offset: $off, whence: c_int) -> $off, fd, -1,
+            stringify!($sym), |ret| [
                 offset: I(offset as i64),
                 whence: I(whence as i64),
                 ret: I(ret as i64)
-            ])
-        }
+            ]);
     )*};
 }
 
@@ -452,13 +359,8 @@ lseek_hook!(lseek: off_t, lseek64: off64_t);
 
 macro_rules! sync_hook {
     ($($sym:ident),*) => {$(
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int) -> c_int {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int) -> c_int) else {
-                return missing(-1);
-            };
-            on_fd!(stringify!($sym), fd, real(fd), |ret| [ret: I(ret as i64)])
-        }
+        crate::fd_shim!(fn $sym(fd: c_int) -> c_int, fd, -1, stringify!($sym),
+            |ret| [ret: I(ret as i64)]);
     )*};
 }
 
@@ -466,16 +368,8 @@ sync_hook!(fsync, fdatasync);
 
 macro_rules! ftruncate_hook {
     ($($sym:ident: $off:ty),*) => {$(
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int, length: $off) -> c_int {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, $off) -> c_int) else {
-                return missing(-1);
-            };
-            on_fd!(stringify!($sym), fd, real(fd, length), |ret| [
-                length: I(length as i64),
-                ret: I(ret as i64)
-            ])
-        }
+        crate::fd_shim!(fn $sym(fd: c_int, length: $off) -> c_int, fd, -1, stringify!($sym),
+            |ret| [length: I(length as i64), ret: I(ret as i64)]);
     )*};
 }
 

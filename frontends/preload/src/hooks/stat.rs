@@ -52,13 +52,8 @@ path_xstat!(__lxstat64);
 
 macro_rules! fd_stat {
     ($sym:ident) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(fd: c_int, buf: *mut c_void) -> c_int {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, *mut c_void) -> c_int) else {
-                return missing(-1);
-            };
-            on_fd!(fold stringify!($sym), fd, real(fd, buf), |ret| [ret: I(ret as i64)])
-        }
+        crate::fd_shim!(fold fn $sym(fd: c_int, buf: *mut c_void) -> c_int, fd, -1,
+            stringify!($sym), |ret| [ret: I(ret as i64)]);
     };
 }
 
@@ -67,13 +62,8 @@ fd_stat!(fstat64);
 
 macro_rules! fd_xstat {
     ($sym:ident) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $sym(ver: c_int, fd: c_int, buf: *mut c_void) -> c_int {
-            let Some(real) = real!($sym: unsafe extern "C" fn(c_int, c_int, *mut c_void) -> c_int) else {
-                return missing(-1);
-            };
-            on_fd!(fold stringify!($sym), fd, real(ver, fd, buf), |ret| [ret: I(ret as i64)])
-        }
+        crate::fd_shim!(fold fn $sym(ver: c_int, fd: c_int, buf: *mut c_void) -> c_int, fd, -1,
+            stringify!($sym), |ret| [ret: I(ret as i64)]);
     };
 }
 
