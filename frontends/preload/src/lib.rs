@@ -546,7 +546,9 @@ extern "C" fn constructor() {
     real::measure_errno();
     // Loaded with the program, this library's thread-locals are in the static TLS block:
     // every hook then finds the core's thread state without a `__tls_get_addr` call.
-    if real::loaded_before_libc() {
+    // Only on a positive answer from the link map: a `dlopen`ed library's thread-locals are
+    // allocated per thread, anywhere, and a wrong yes here would be unsound.
+    if real::loaded_before_libc_known() == Some(true) {
         dftracer_core::frontend::tls_is_static();
         scratch_is_static();
     }

@@ -78,14 +78,29 @@ fn handle(cache: &AtomicUsize, name: Option<&CStr>) -> Option<*mut libc::c_void>
 /// True when this library was loaded before libc (preloaded, or a dependency of the program),
 /// false when it was `dlopen`ed later: the link-map list is in load order.
 pub(crate) fn loaded_before_libc() -> bool {
+    loaded_before_libc_known().unwrap_or(true)
+}
+
+/// [`loaded_before_libc`] as found in the link map; `None` when the link map could not be
+/// read (that function then assumes a preload). Where a wrong yes would be unsound (the
+/// static TLS offsets of `lib.rs`'s constructor), only `Some(true)` counts.
+pub(crate) fn loaded_before_libc_known() -> Option<bool> {
     static V: AtomicU8 = AtomicU8::new(0);
     match V.load(Ordering::Relaxed) {
-        1 => return true,
-        2 => return false,
+        1 => return Some(true),
+        2 => return Some(false),
+        3 => return None,
         _ => {}
     }
     let v = compute_loaded_before_libc();
-    V.store(if v { 1 } else { 2 }, Ordering::Relaxed);
+    V.store(
+        match v {
+            Some(true) => 1,
+            Some(false) => 2,
+            None => 3,
+        },
+        Ordering::Relaxed,
+    );
     v
 }
 
@@ -111,13 +126,11 @@ fn link_map_of(addr: usize) -> *const LinkMap {
     }
 }
 
-fn compute_loaded_before_libc() -> bool {
+fn compute_loaded_before_libc() -> Option<bool> {
     static ANCHOR: u8 = 0;
     let me = link_map_of(&ANCHOR as *const u8 as usize);
     let mut libc_lm: *mut libc::c_void = std::ptr::null_mut();
-    let Some(h) = handle(&LIBC, Some(c"libc.so.6")) else {
-        return true;
-    };
+    let h = handle(&LIBC, Some(c"libc.so.6"))?;
     // SAFETY: a live handle; RTLD_DI_LINKMAP writes one pointer.
     let r = unsafe {
         libc::dlinfo(
@@ -128,18 +141,32 @@ fn compute_loaded_before_libc() -> bool {
     };
     let libc_lm = libc_lm as *const LinkMap;
     if r != 0 || me.is_null() || libc_lm.is_null() {
-        return true;
+        return None;
+    }
+    // The base namespace only: in one of `dlmopen`'s, this library may come first with its
+    // own libc after it although the program had long started.
+    let mut lmid: libc::c_long = -1;
+    // SAFETY: a glibc link map is a valid handle; RTLD_DI_LMID writes one Lmid_t (long).
+    let r = unsafe {
+        libc::dlinfo(
+            me as *mut libc::c_void,
+            libc::RTLD_DI_LMID,
+            &mut lmid as *mut libc::c_long as *mut libc::c_void,
+        )
+    };
+    if r != 0 || lmid != libc::LM_ID_BASE {
+        return None;
     }
     let mut p = me;
     while !p.is_null() {
         if std::ptr::eq(p, libc_lm) {
-            return false;
+            return Some(false);
         }
         // SAFETY: link maps of loaded objects; the list is only changed under the loader's
         // lock, and these objects (this library, libc) are never unloaded while we walk.
         p = unsafe { (*p).l_prev };
     }
-    true
+    Some(true)
 }
 
 /// True when this library was loaded under the name `libdftracer_preload*` (its link-map
