@@ -2440,6 +2440,35 @@ mod tests {
         v
     }
 
+    /// `input` through stream pushes of whole lines (`min` bytes and up to `spread` more),
+    /// each with its template hints, every provisional end decoded and compared: the stream
+    /// so far and the bytes pushed.
+    fn push_lines(
+        d: &mut FastDeflate,
+        input: &[u8],
+        last: &mut std::collections::HashMap<Vec<u8>, usize>,
+        r: &mut Rng,
+        min: usize,
+        spread: u64,
+    ) -> (Vec<u8>, usize) {
+        let (mut stream, mut all, mut base, mut at) = (Vec::new(), Vec::new(), 0, 0);
+        while at < input.len() {
+            let mut end = (at + min + (r.next() % spread) as usize).min(input.len());
+            while input[end - 1] != b'\n' {
+                end += 1;
+            }
+            let piece = &input[at..end];
+            d.stream_push_hinted(piece, &template_hints(piece, last, base), &mut stream);
+            all.extend_from_slice(piece);
+            let mut done = stream.clone();
+            d.stream_end(&mut done);
+            assert!(decompress_to_vec(&done).unwrap() == all, "push at {at}");
+            base += piece.len();
+            at = end;
+        }
+        (stream, base)
+    }
+
     #[test]
     fn deflate_hints_find_the_line_of_the_same_kind_and_wrong_ones_cost_only_ratio() {
         let input = periodic_lines(600);
@@ -2476,22 +2505,7 @@ mod tests {
         }
         // Pushes: hints reach into earlier pushes, and past the start of a new stream.
         let mut last = std::collections::HashMap::new();
-        let mut stream = Vec::new();
-        let (mut all, mut base, mut at) = (Vec::new(), 0, 0);
-        while at < input.len() {
-            let mut end = (at + 700 + (r.next() % 5000) as usize).min(input.len());
-            while input[end - 1] != b'\n' {
-                end += 1;
-            }
-            let piece = &input[at..end];
-            d.stream_push_hinted(piece, &template_hints(piece, &mut last, base), &mut stream);
-            all.extend_from_slice(piece);
-            let mut done = stream.clone();
-            d.stream_end(&mut done);
-            assert!(decompress_to_vec(&done).unwrap() == all, "push at {at}");
-            base += piece.len();
-            at = end;
-        }
+        let (stream, base) = push_lines(&mut d, &input, &mut last, &mut r, 700, 5000);
         assert!(stream.len() < plain * 2, "pushes {} bytes", stream.len());
         d.stream_close();
         let mut a = Vec::new();
@@ -2719,23 +2733,8 @@ mod tests {
 
         // Stream pushes: the hash probe's candidates in earlier pushes (the history's
         // positions), lines split across pushes.
-        let (mut stream, mut all, mut last) = (Vec::new(), Vec::new(), Default::default());
-        let (mut at, mut base) = (0, 0);
         d.misses = [0; 2];
-        while at < input.len() {
-            let mut end = (at + 500 + (r.next() % 4000) as usize).min(input.len());
-            while input[end - 1] != b'\n' {
-                end += 1;
-            }
-            let piece = &input[at..end];
-            d.stream_push_hinted(piece, &template_hints(piece, &mut last, base), &mut stream);
-            all.extend_from_slice(piece);
-            let mut done = stream.clone();
-            d.stream_end(&mut done);
-            assert!(decompress_to_vec(&done).unwrap() == all, "push at {at}");
-            base += piece.len();
-            at = end;
-        }
+        push_lines(&mut d, &input, &mut Default::default(), &mut r, 500, 4000);
         assert!(d.misses[0] > 500 && d.misses[1] > 500, "{:?}", d.misses);
         d.stream_close();
     }

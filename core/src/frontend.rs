@@ -41,6 +41,10 @@ pub mod signals {
 // Child environment
 pub use crate::tracer::{child_env, export_env_at_init};
 // Recording sections
+/// The calling thread's pointer, for a frontend's own static thread-locals (see
+/// [`tls_is_static`]).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub use crate::tracer::thread_pointer;
 pub use crate::tracer::{complete_ticks, complete_ticks_inline, ticks_in_unit};
 pub use crate::tracer::{
     enter_hook, hook_busy, is_internal, mark_used, set_bind, ticks, ticks_span, tls_is_static,

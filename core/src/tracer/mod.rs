@@ -44,6 +44,8 @@ pub use lifecycle::{
     set_data_dirs,
 };
 use output::Output;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub use producer::thread_pointer;
 use producer::LOCAL;
 pub use producer::{
     complete, complete_static, complete_ticks, complete_ticks_inline, counter, end_ticks,

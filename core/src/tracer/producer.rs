@@ -108,10 +108,12 @@ pub struct Hook {
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 static LOCAL_OFFSET: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
 
-/// The calling thread's pointer (`%fs:0`, the thread control block's own address): one load.
+/// The calling thread's pointer (`%fs:0`, the thread control block's own address, which
+/// glibc's `pthread_self` returns too): one load. The preload's `errno` and path buffers
+/// are found from it as well.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[inline(always)]
-fn thread_pointer() -> usize {
+pub fn thread_pointer() -> usize {
     let v: usize;
     // SAFETY: on x86-64 Linux %fs:0 holds the thread control block's own address; the load
     // changes nothing but `v`.

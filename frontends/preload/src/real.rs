@@ -328,20 +328,8 @@ macro_rules! real {
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 static ERRNO_OFFSET: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
 
-/// The calling thread's pointer (`%fs:0`, the TCB's own address, which glibc's
-/// `pthread_self` returns too): one load.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-#[inline(always)]
-pub(crate) fn thread_pointer() -> usize {
-    let v: usize;
-    // SAFETY: on x86-64 Linux %fs:0 holds the thread control block's own address; the load
-    // changes nothing but `v`.
-    unsafe {
-        std::arch::asm!("mov {v}, qword ptr fs:[0]", v = out(reg) v,
-                        options(nostack, readonly, preserves_flags))
-    };
-    v
-}
+pub(crate) use dftracer_core::frontend::thread_pointer;
 
 /// Measures [`ERRNO_OFFSET`] (once, at load).
 pub fn measure_errno() {
