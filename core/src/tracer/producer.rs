@@ -548,9 +548,8 @@ impl Drop for KeepErrno {
 fn wake_writer() {
     if let Some(sh) = shared() {
         // The program's errno is its own (a frontend's fast path does not save it).
-        let saved = crate::sys::errno();
+        let _errno = KeepErrno::new();
         sh.wake.post();
-        crate::sys::set_errno(saved);
     }
 }
 
@@ -561,9 +560,8 @@ fn wake_writer() {
 fn record_slow(l: &Local, s: u64, p: &Pending) {
     // Attaching maps a ring and may start the writer: the program's errno stays its own (a
     // frontend's fast path does not save it).
-    let saved = crate::sys::errno();
+    let _errno = KeepErrno::new();
     record_slow_inner(l, s, p);
-    crate::sys::set_errno(saved);
 }
 
 fn record_slow_inner(l: &Local, s: u64, p: &Pending) {
