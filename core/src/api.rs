@@ -7,7 +7,7 @@
 //! the same build of this crate: [`BUILD_ID`] is compared before the table is used.
 
 use crate::files::FileHandle;
-use crate::{AppValue, Arg, Config, Error, Layer, Origin, Schema, SchemaKeys, Stats};
+use crate::{AppValue, Arg, Config, Error, Layer, Origin, Schema, SchemaKeys, Slot, Stats};
 use std::sync::atomic::AtomicU64;
 
 /// Identifies this build of the core (sources, version, compiler).
@@ -41,6 +41,10 @@ pub struct Api {
     pub intern_keyed: fn(Layer, &[u8], &[u8], SchemaKeys) -> Option<&'static Schema>,
     /// [`crate::complete_static`]: schema, ts, dur, slot values, file.
     pub complete_static: fn(&'static Schema, u64, u64, &[u64], Option<FileHandle>),
+    /// [`crate::intern_args`]: the schema of a name and category with args of any kind.
+    pub intern_args: fn(Layer, &[u8], &[u8], &[(&[u8], Slot)]) -> Option<&'static Schema>,
+    /// [`crate::complete_strs`]: schema, ts, dur, slot values, strings.
+    pub complete_strs: fn(&'static Schema, u64, u64, &[u64], &[&[u8]]),
     pub metadata: fn(Layer, &[u8], &[u8], &[u8]),
     pub now: fn() -> u64,
     /// [`crate::frontend::ticks`]: a raw clock read, only for `end_ticks` or `ticks_in_unit`.

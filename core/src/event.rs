@@ -116,6 +116,22 @@ pub enum Slot {
     Int,
     /// As an unsigned integer.
     UInt,
+    /// The bits of an `f64`, written as [`Value::Float`] is (`null` when not finite).
+    Float,
+    /// 0 or 1, written `false` or `true`.
+    Bool,
+    /// A string stored after the record's values ([`crate::record`]): the slot holds its
+    /// length in bytes, at most [`MAX_STR`] (a longer one is recorded without a schema, where
+    /// it is clipped and marked). Written as [`Value::Str`] is.
+    Str,
+}
+
+impl Slot {
+    /// Whether the slot is an integer (what a line written without checks holds: see
+    /// `format::event::complete_static`).
+    pub const fn is_int(self) -> bool {
+        matches!(self, Slot::Int | Slot::UInt)
+    }
 }
 
 /// The fixed shape of a frequent event: name, category and arg keys known at compile time.

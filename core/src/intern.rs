@@ -59,24 +59,38 @@ fn word(s: &[u8]) -> u64 {
 pub type Keys = &'static [(&'static str, Slot)];
 
 #[inline(always)]
-fn home(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> usize {
-    let first = keys.first().map_or(0, |k| word(k.0.as_bytes()));
+fn home(layer: Layer, name: &[u8], cat: &[u8], n: usize, first: Option<&[u8]>) -> usize {
+    let (keys, first) = (n, first.map_or(0, word));
     let h = word(name)
         ^ word(cat).rotate_left(17)
         ^ layer as u64
-        ^ (keys.len() as u64) << 8
+        ^ (keys as u64) << 8
         ^ first.rotate_left(41);
     let h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     (h ^ (h >> 32)) as usize
 }
 
 #[inline(always)]
-fn same(s: &Schema, layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> bool {
-    s.layer == layer
-        && s.name.as_bytes() == name
-        && s.cat.as_bytes() == cat
-        && s.keys.len() == keys.len()
-        && s.keys.iter().zip(keys).all(|(a, b)| a == b)
+fn same(s: &Schema, layer: Layer, name: &[u8], cat: &[u8]) -> bool {
+    s.layer == layer && eq(s.name.as_bytes(), name) && eq(s.cat.as_bytes(), cat)
+}
+
+/// `a == b`, without a call for the short strings this table holds: up to 16 bytes as two
+/// overlapping words.
+#[inline(always)]
+fn eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let w8 = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().unwrap_or_default());
+    let w4 = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().unwrap_or_default());
+    match n {
+        0..=3 => a == b,
+        4..=7 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
+        8..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
+        _ => a == b,
+    }
 }
 
 /// The schema of events named `name` in `cat` on `layer`, with no args: the same one for the
@@ -92,19 +106,103 @@ pub fn intern(layer: Layer, name: &[u8], cat: &[u8]) -> Option<&'static Schema> 
 /// by content), or `None` as for [`intern`], and also for keys that need escaping, a key
 /// `hhash`, or [`crate::event::MAX_ARGS`] keys or more.
 pub fn intern_keyed(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> Option<&'static Schema> {
+    let first = keys.first().map(|k| k.0.as_bytes());
+    lookup(
+        layer,
+        name,
+        cat,
+        (keys.len(), first),
+        |s| s.keys == keys,
+        || keys_ok(keys).then_some(keys),
+    )
+}
+
+/// The schema of events named `name` in `cat` on `layer` whose args are `keys`, in this
+/// order, each with the kind of its value ([`Slot::Float`], [`Slot::Bool`] and
+/// [`Slot::Str`] included): a `log_event` call's dicts. As [`intern_keyed`], with the keys
+/// compared by content and copied once, when their schema is made (at most [`SLOTS`]
+/// schemas, so at most that many copies); also `None` for a key longer than [`MAX_LEN`].
+pub fn intern_args(
+    layer: Layer,
+    name: &[u8],
+    cat: &[u8],
+    keys: &[(&[u8], Slot)],
+) -> Option<&'static Schema> {
+    lookup(
+        layer,
+        name,
+        cat,
+        (keys.len(), keys.first().map(|k| k.0)),
+        |s| {
+            s.keys.len() == keys.len()
+                && s.keys
+                    .iter()
+                    .zip(keys)
+                    .all(|(a, b)| a.1 == b.1 && eq(a.0.as_bytes(), b.0))
+        },
+        || {
+            let ok = keys.len() < crate::event::MAX_ARGS
+                && keys
+                    .iter()
+                    .all(|(k, _)| k.len() <= MAX_LEN && plain(k) && *k != b"hhash");
+            ok.then(|| leak_keys(keys))
+        },
+    )
+}
+
+/// A leaked copy of `keys` (plain ASCII, checked by the caller): one allocation for the
+/// strings, one for the list.
+fn leak_keys(keys: &[(&[u8], Slot)]) -> Keys {
+    let text: Vec<u8> = keys.iter().flat_map(|k| k.0.iter().copied()).collect();
+    let mut text: &'static str = Box::leak(
+        String::from_utf8(text)
+            .expect("plain ASCII")
+            .into_boxed_str(),
+    );
+    let list: Vec<(&'static str, Slot)> = keys
+        .iter()
+        .map(|&(k, slot)| {
+            let (key, rest) = text.split_at(k.len());
+            text = rest;
+            (key, slot)
+        })
+        .collect();
+    Box::leak(list.into_boxed_slice())
+}
+
+/// The table's entry for (`layer`, `name`, `cat`) and keys that `same_keys` recognises
+/// (`shape`: their count and first key, for the home slot); at an empty slot, a schema made
+/// with the keys `new_keys` gives (`None`: keys that cannot be a schema's).
+#[inline(always)]
+fn lookup(
+    layer: Layer,
+    name: &[u8],
+    cat: &[u8],
+    shape: (usize, Option<&[u8]>),
+    same_keys: impl Fn(&Schema) -> bool,
+    new_keys: impl FnOnce() -> Option<Keys>,
+) -> Option<&'static Schema> {
     if name.len() > MAX_LEN || cat.len() > MAX_LEN {
         return None;
     }
-    let h = home(layer, name, cat, keys);
+    let h = home(layer, name, cat, shape.0, shape.1);
+    let (mut new_keys, mut keys) = (Some(new_keys), None);
     for i in 0..PROBES {
         let slot = &TABLE[(h + i) & (SLOTS - 1)];
         let mut p = slot.load(Ordering::Acquire);
         if p.is_null() {
             // Only plain strings are stored, so a hit (equal bytes) is plain too.
-            if !plain(name) || !plain(cat) || !keys_ok(keys) {
+            if !plain(name) || !plain(cat) {
                 return None;
             }
-            let made = make(layer, name, cat, keys);
+            // The keys are made (copied, for `intern_args`) once per call: a lost race below
+            // probes on, and may use them at the next empty slot. A slot is filled once, so
+            // copies lost to races are bounded too.
+            let k = match keys {
+                Some(k) => k,
+                None => *keys.insert(new_keys.take().and_then(|f| f())?),
+            };
+            let made = make(layer, name, cat, k);
             match slot.compare_exchange(
                 std::ptr::null_mut(),
                 made,
@@ -122,7 +220,7 @@ pub fn intern_keyed(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> Option
         }
         // SAFETY: a non-null slot holds a leaked, never-freed schema.
         let s: &'static Schema = unsafe { &*p };
-        if same(s, layer, name, cat, keys) {
+        if same(s, layer, name, cat) && same_keys(s) {
             return Some(s);
         }
     }
@@ -224,6 +322,77 @@ mod tests {
         assert!(intern(Layer::Python, b"a\n", b"c").is_none());
         assert!(intern(Layer::Python, &[b'x'; MAX_LEN + 1], b"c").is_none());
         assert!(intern(Layer::Python, &[b'x'; MAX_LEN], b"c").is_some());
+    }
+
+    /// `intern_args` compares keys by content and kind (a copy of the caller's bytes is
+    /// kept), tells its schemas from `intern_keyed`'s only by the keys, and refuses what
+    /// `intern_keyed` refuses, and keys over MAX_LEN.
+    #[test]
+    fn arg_schemas_copy_their_keys_and_tell_kinds_apart() {
+        let mut k1 = b"step".to_vec();
+        let k2 = b"s".to_vec();
+        let a = intern_args(
+            Layer::Python,
+            b"ev_args",
+            b"c",
+            &[(&k1, Slot::Int), (&k2, Slot::Str)],
+        )
+        .unwrap();
+        k1[0] = b'X'; // the schema kept its own copy
+        assert_eq!(a.keys, &[("step", Slot::Int), ("s", Slot::Str)][..]);
+        let again = intern_args(
+            Layer::Python,
+            b"ev_args",
+            b"c",
+            &[(b"step", Slot::Int), (b"s", Slot::Str)],
+        );
+        assert!(std::ptr::eq(a, again.unwrap()));
+        for other in [
+            &[(&b"step"[..], Slot::Int), (&b"s"[..], Slot::Float)][..],
+            &[(b"step", Slot::Int)],
+            &[(b"s", Slot::Str), (b"step", Slot::Int)],
+            &[(b"stepp", Slot::Int), (b"s", Slot::Str)],
+        ] {
+            let b = intern_args(Layer::Python, b"ev_args", b"c", other).unwrap();
+            assert!(!std::ptr::eq(a, b));
+            assert_eq!(b.keys.len(), other.len());
+        }
+        // The same keys of integers only: `intern_keyed`'s schema is the same one.
+        static STEP: [(&str, Slot); 1] = [("step", Slot::Int)];
+        let i = intern_args(Layer::Python, b"ev_args", b"c", &[(b"step", Slot::Int)]).unwrap();
+        assert!(std::ptr::eq(
+            i,
+            intern_keyed(Layer::Python, b"ev_args", b"c", &STEP).unwrap()
+        ));
+        let long = [b'k'; MAX_LEN + 1];
+        for bad in [
+            &[(&b"hhash"[..], Slot::Int)][..],
+            &[(b"a\"b", Slot::Int)],
+            &[(&long[..], Slot::Int)],
+        ] {
+            assert!(intern_args(Layer::Python, b"ev_args", b"c", bad).is_none());
+        }
+        let many: Vec<Vec<u8>> = (0..crate::event::MAX_ARGS)
+            .map(|i| format!("k{i}").into_bytes())
+            .collect();
+        let keys: Vec<(&[u8], Slot)> = many.iter().map(|k| (&k[..], Slot::Int)).collect();
+        assert!(intern_args(Layer::Python, b"ev_args", b"c", &keys).is_none());
+        assert!(intern_args(Layer::Python, b"ev_args", b"c", &keys[1..]).is_some());
+    }
+
+    /// Short and long names compare exactly (the word-wise compare).
+    #[test]
+    fn word_compare_is_exact() {
+        let s: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..s.len() {
+            for i in 0..n {
+                let mut t = s[..n].to_vec();
+                t[i] ^= 1;
+                assert!(!eq(&s[..n], &t), "{n} bytes, byte {i}");
+            }
+            assert!(eq(&s[..n], &s[..n].to_vec()));
+            assert!(n == 0 || !eq(&s[..n], &s[..n - 1]));
+        }
     }
 
     #[test]

@@ -62,12 +62,12 @@ mod tracer;
 pub use config::{Config, ConfigError, InitMode, TimeMetric};
 pub use event::{Arg, Layer, Schema, Slot, Value};
 pub use files::{FileHandle, FileRef, Pinned};
-pub use intern::{intern, intern_keyed, Keys as SchemaKeys};
+pub use intern::{intern, intern_args, intern_keyed, Keys as SchemaKeys};
 pub use sink::Origin;
 pub use tracer::{
-    complete, complete_static, config, counter, end_ticks, finalize, flush, init, is_enabled,
-    is_finalized, is_running, metadata, name_thread, now, prefix, set_app_metadata, stats,
-    trace_path, AppValue, Error, Stats,
+    complete, complete_static, complete_strs, config, counter, end_ticks, finalize, flush, init,
+    is_enabled, is_finalized, is_running, metadata, name_thread, now, prefix, set_app_metadata,
+    stats, trace_path, AppValue, Error, Stats,
 };
 
 /// The engine's parts, for the fuzz targets, benches and integration tests (separate crates)

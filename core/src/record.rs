@@ -85,13 +85,15 @@ pub enum Pending<'a> {
         value: &'a [u8],
     },
     /// A complete event of a fixed [`Schema`]: `vals` are the slots' values (extra values
-    /// are ignored, missing ones are left out).
+    /// are ignored, missing ones are left out); `strs` the strings of its [`Slot::Str`] slots
+    /// in order (the record stores each slot's length itself; a missing string is empty).
     Static {
         schema: &'static Schema,
         ts: u64,
         dur: u64,
         vals: &'a [u64],
         file: Option<FileHandle>,
+        strs: &'a [&'a [u8]],
     },
 }
 
@@ -108,8 +110,12 @@ impl Pending<'_> {
             Pending::Meta {
                 name, key, value, ..
             } => str_len(name, MAX_STR) + str_len(key, MAX_STR) + str_len(value, MAX_STR),
-            Pending::Static { schema, vals, .. } => {
-                STATIC_HEAD - HEADER + 8 * vals.len().min(schema.keys.len())
+            Pending::Static {
+                schema, vals, strs, ..
+            } => {
+                STATIC_HEAD - HEADER
+                    + 8 * vals.len().min(schema.keys.len())
+                    + strs.iter().map(|s| s.len()).sum::<usize>()
             }
         };
         align8(HEADER + body)
@@ -128,10 +134,14 @@ impl Pending<'_> {
             dur,
             vals,
             file,
+            strs,
         } = self
         {
             let n = vals.len().min(schema.keys.len());
-            return write_static(out, schema, *ts, *dur, &vals[..n], *file, 0);
+            if strs.is_empty() {
+                return write_static(out, schema, *ts, *dur, &vals[..n], *file, 0);
+            }
+            return write_static_strs(out, schema, *ts, *dur, &vals[..n], *file, strs);
         }
         let mut w = Cursor { buf: out, pos: 0 };
         w.u32(total as u32);
@@ -306,6 +316,8 @@ pub struct Record<'a> {
     /// the record was stale: its slot was reused, see [`crate::files`]).
     pub file: Option<Pinned>,
     args: &'a [u8],
+    /// A static record's strings ([`StaticRecord::strs`]; empty for others).
+    strs: &'a [u8],
 }
 
 struct Reader<'a> {
@@ -350,6 +362,9 @@ pub struct StaticRecord<'a> {
     pub file: Option<Pinned>,
     /// The slot values, 8 little-endian bytes each: at most `schema.keys.len()` of them.
     pub vals: &'a [u8],
+    /// The strings of the [`Slot::Str`] slots, one after another (each slot's value is its
+    /// length), then padding.
+    pub strs: &'a [u8],
 }
 
 /// Bytes of a static record before its slot values: the header word (length, kind, layer,
@@ -392,6 +407,33 @@ pub fn write_static(
     }
 }
 
+/// [`write_static`] for a schema with [`Slot::Str`] slots: each such slot's word is the
+/// length of its string (the next of `strs`, empty when none is left), and the strings
+/// follow the values, in slot order (`out` is exactly [`Pending::len`] bytes).
+fn write_static_strs(
+    out: &mut [u8],
+    schema: &'static Schema,
+    ts: u64,
+    dur: u64,
+    vals: &[u64],
+    file: Option<FileHandle>,
+    strs: &[&[u8]],
+) {
+    write_static(out, schema, ts, dur, vals, file, 0);
+    let (words, tail) = out[STATIC_HEAD..].split_at_mut(8 * vals.len());
+    let mut next = strs.iter();
+    let mut at = 0;
+    for (w, &(_, slot)) in words.chunks_exact_mut(8).zip(schema.keys) {
+        if slot == Slot::Str {
+            let s = next.next().copied().unwrap_or_default();
+            w.copy_from_slice(&(s.len() as u64).to_le_bytes());
+            tail[at..at + s.len()].copy_from_slice(s);
+            at += s.len();
+        }
+    }
+    tail[at..].fill(0);
+}
+
 impl<'a> StaticRecord<'a> {
     /// Reads a static record; `None` for any other record or a short buffer.
     ///
@@ -431,6 +473,7 @@ impl<'a> StaticRecord<'a> {
         let schema: &'static Schema = unsafe { &*(sp as *const Schema) };
         let n = (head[6] as usize).min(schema.keys.len());
         let vals = buf.get(STATIC_HEAD..STATIC_HEAD + 8 * n)?;
+        let strs = buf.get(STATIC_HEAD + 8 * n..).unwrap_or_default();
         let file = if fp == 0 {
             None
         } else {
@@ -449,6 +492,7 @@ impl<'a> StaticRecord<'a> {
             dur,
             file,
             vals,
+            strs,
         })
     }
 
@@ -462,6 +506,7 @@ impl<'a> StaticRecord<'a> {
             dur: self.dur,
             vals: self.vals,
             file: self.file.as_ref(),
+            strs: self.strs,
         }
     }
 }
@@ -476,6 +521,8 @@ pub struct StaticView<'a> {
     /// The slot values, 8 little-endian bytes each (the schema's first keys).
     pub vals: &'a [u8],
     pub file: Option<&'a Pinned>,
+    /// The strings of the [`Slot::Str`] slots ([`StaticRecord::strs`]).
+    pub strs: &'a [u8],
 }
 
 impl<'a> Record<'a> {
@@ -512,6 +559,7 @@ impl<'a> Record<'a> {
             schema: None,
             file: None,
             args: &buf[r.pos..],
+            strs: &[],
         })
     }
 
@@ -546,6 +594,7 @@ impl<'a> Record<'a> {
             schema: Some(s.schema),
             file: s.file,
             args: s.vals,
+            strs: s.strs,
         })
     }
 
@@ -558,6 +607,7 @@ impl<'a> Record<'a> {
             dur: self.dur,
             vals: self.args,
             file: self.file.as_ref(),
+            strs: self.strs,
         })
     }
 
@@ -593,6 +643,7 @@ impl<'a> Record<'a> {
             left: self.nargs,
             schema: self.schema,
             file: self.file.as_ref(),
+            strs: self.strs,
         }
     }
 }
@@ -602,6 +653,8 @@ pub struct ArgIter<'a> {
     left: u8,
     schema: Option<&'static Schema>,
     file: Option<&'a Pinned>,
+    /// A static record's strings not yet read.
+    strs: &'a [u8],
 }
 
 impl<'a> Iterator for ArgIter<'a> {
@@ -622,6 +675,17 @@ impl<'a> Iterator for ArgIter<'a> {
                 return Some(match slot {
                     Slot::Int => (key, ArgValue::Int(v as i64)),
                     Slot::UInt => (key, ArgValue::UInt(v)),
+                    Slot::Float => (key, ArgValue::Float(f64::from_bits(v))),
+                    Slot::Bool => (key, ArgValue::Bool(v != 0)),
+                    Slot::Str => {
+                        let (s, rest) = self.strs.split_at((v as usize).min(self.strs.len()));
+                        self.strs = rest;
+                        let t = Text {
+                            bytes: s,
+                            orig_len: s.len(),
+                        };
+                        (key, ArgValue::Str(t))
+                    }
                 });
             }
             let f = self.file.take()?;
@@ -756,6 +820,7 @@ mod tests {
         for file in [None, Some(file.handle())] {
             for n in 0..=vals.len() {
                 let p = Pending::Static {
+                    strs: &[],
                     schema: &SCHEMA,
                     ts: 1_700_000_000_123_456,
                     dur: 42,

@@ -154,7 +154,9 @@ pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
     unsafe {
         match slot {
             Slot::Int => put_int(d, v as i64),
-            Slot::UInt => put_num(d, v),
+            // Only templates of integer slots are written here (`Template::ints`); any
+            // other slot would be written as its bits, within the same bound.
+            _ => put_num(d, v),
         }
     }
 }

@@ -3,13 +3,14 @@
 
 use super::cache::{middle, named_prefix, template, PrefixCache, Template};
 use super::cursor::{
-    put16, put_head, put_lit8, put_num, put_piece, put_piece_short, put_slot, reserved, Put,
-    COPY_PAD,
+    put16, put_head, put_lit8, put_num, put_piece, put_piece_short, put_slot, reserved, HighDigits,
+    Put, COPY_PAD,
 };
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
+use crate::event::Slot;
 use crate::hash::Hash16;
-use crate::record::{ArgValue, Record, StaticView};
+use crate::record::{ArgValue, Record, StaticView, Text};
 
 /// Writes user args after `hhash` (which is already open). Path args are written as the hash
 /// `hash_of` gives.
@@ -193,6 +194,9 @@ pub(super) fn complete_static(
         tid,
         file,
     );
+    if !t.ints {
+        return complete_mixed(out, t, &mut cache.ts_hi, ctx, line, rec, fhash.as_ref());
+    }
     let prev = std::mem::replace(&mut t.last_at, at);
     let Template {
         text,
@@ -272,6 +276,77 @@ pub(super) fn complete_static(
         assert!(n <= bound, "json: line bound exceeded");
         out.set_len(start + n);
     }
+    prev
+}
+
+/// [`complete_static`] for a schema with float, bool or string slots
+/// ([`crate::intern_args`]): the same pieces, written through the checked cursor, the
+/// values as [`complete`] writes them (strings escaped; a record's strings are whole, at
+/// most [`crate::event::MAX_STR`] bytes each).
+#[inline(never)]
+fn complete_mixed(
+    out: &mut Vec<u8>,
+    t: &mut Template,
+    ts_hi: &mut HighDigits,
+    ctx: &Ctx,
+    line: Line,
+    rec: &StaticView,
+    fhash: Option<&Hash16>,
+) -> u64 {
+    let prev = std::mem::replace(&mut t.last_at, line.at);
+    let keys = rec.schema.keys;
+    // The template's bound counts NUM_MAX bytes per slot; a string takes its quotes and at
+    // most 6 bytes a byte (`\u00XX`), a float at most 24 (`ryu`'s longest), a bool 5.
+    let bound = t.bound + 6 * rec.strs.len() + 8 * keys.len();
+    let (text, pieces) = (&t.text, &t.pieces);
+    // Each piece is followed by COPY_PAD bytes of the text: copied 16 bytes at a time.
+    let piece = |p: &mut Put, i: usize| {
+        let (a, n) = pieces[i];
+        p.padded(&text[a as usize..], n as usize)
+    };
+    let long = |p: &mut Put, i: usize| {
+        let (a, n) = pieces[i];
+        p.bytes(&text[a as usize..(a + n) as usize])
+    };
+    let mut strs = rec.strs;
+    reserved(out, bound, |p| {
+        p.lit(b"{\"id\":");
+        p.num(line.id);
+        long(p, 0);
+        p.num_split(rec.ts, ts_hi);
+        p.lit(b",\"dur\":");
+        p.num(rec.dur);
+        long(p, 2);
+        if !ctx.metadata {
+            return;
+        }
+        for (i, (&(_, slot), v)) in keys.iter().zip(rec.vals.chunks_exact(8)).enumerate() {
+            piece(p, 3 + i);
+            let v = u64::from_le_bytes(v.try_into().unwrap_or_default());
+            match slot {
+                Slot::Int => p.i64(v as i64),
+                Slot::UInt => p.num(v),
+                Slot::Float => p.f64(f64::from_bits(v)),
+                Slot::Bool => p.put(if v != 0 { b"true" } else { b"false" }),
+                Slot::Str => {
+                    let (s, rest) = strs.split_at((v as usize).min(strs.len()));
+                    strs = rest;
+                    p.text(&Text {
+                        bytes: s,
+                        orig_len: s.len(),
+                    });
+                }
+            }
+        }
+        // Slots without a value (a short record) are left out, as in `complete_static`.
+        let mut end = 3 + keys.len();
+        if let Some(h) = fhash {
+            piece(p, end);
+            p.bytes(h);
+            end += 1;
+        }
+        piece(p, end);
+    });
     prev
 }
 

@@ -114,6 +114,7 @@ fn static_shapes_equal_generic_lines() {
                     for (j, &id) in ids.iter().enumerate() {
                         let ts = tss[j % tss.len()];
                         let p = Pending::Static {
+                            strs: &[],
                             schema,
                             ts,
                             dur: ts / 3,
@@ -174,6 +175,7 @@ fn static_line_equals_the_generic_line() {
         let ctx = ctx(4242, metadata);
         for (vals, f) in cases {
             let p = Pending::Static {
+                strs: &[],
                 schema: &S,
                 ts: 1_796_000_779_668_786,
                 dur: 12,
@@ -348,6 +350,7 @@ fn static_cache_evictions_keep_lines_exact() {
         for tid in 0..200u32 {
             for schema in [&A, &B] {
                 let p = Pending::Static {
+                    strs: &[],
                     schema,
                     ts: round,
                     dur: 1,
@@ -421,6 +424,7 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
             // Two threads, and every other line without its file: separate templates.
             for (tid, with_file) in [(5u32, true), (6, false)] {
                 let p = Pending::Static {
+                    strs: &[],
                     schema,
                     ts: round * 1000 + k as u64,
                     dur: 1,
@@ -798,6 +802,7 @@ fn static_stream_equals_generic_lines() {
             schema.keys.len()
         };
         let p = Pending::Static {
+            strs: &[],
             schema,
             ts,
             dur,
@@ -878,5 +883,139 @@ fn plain_text_is_the_bytewise_test_for_every_byte_at_every_position() {
             })
             .collect();
         assert_eq!(super::plain_text(&s), bytewise(&s), "{s:?}");
+    }
+}
+
+/// A static record of a schema with float, bool and string slots (`intern_args`, what
+/// `log_event` records through) renders the line the generic record of the same args
+/// renders, byte for byte: escapes, non-finite floats, empty and 4,096-byte strings, short
+/// records, with and without metadata; and the record keeps the strings' bytes itself.
+#[test]
+fn mixed_slots_equal_generic_lines() {
+    use crate::record::StaticRecord;
+    let long = "é".repeat(2048); // 4,096 bytes, two per character
+    let weird = "quo\"te\\back\nnl\u{1}\u{7f}ünï€";
+    let floats = [1.5, f64::NAN, f64::INFINITY, -0.0, 1e300, 5e-324, 0.1 + 0.2];
+    let sets: Vec<Vec<Arg>> = vec![
+        vec![Arg::int("step", 5), Arg::str("s", "v")],
+        vec![
+            Arg::int("a", i64::MIN),
+            Arg::new("u", Value::UInt(u64::MAX)),
+            Arg::new("ok", Value::Bool(true)),
+            Arg::new("no", Value::Bool(false)),
+        ],
+        floats
+            .iter()
+            .enumerate()
+            .map(|(i, &f)| {
+                Arg::new(
+                    ["f0", "f1", "f2", "f3", "f4", "f5", "f6"][i],
+                    Value::Float(f),
+                )
+            })
+            .collect(),
+        vec![
+            Arg::str("w", weird),
+            Arg::str("e", ""),
+            Arg::str("l", &long),
+            Arg::int("n", -3),
+            Arg::str("z", "zz"),
+        ],
+    ];
+    let mut cache = PrefixCache::default();
+    for metadata in [true, false] {
+        let ctx = ctx(77, metadata);
+        for (set, args) in sets.iter().enumerate() {
+            let keys: Vec<(&[u8], Slot)> = args
+                .iter()
+                .map(|a| {
+                    let slot = match a.value {
+                        Value::Int(_) => Slot::Int,
+                        Value::UInt(_) => Slot::UInt,
+                        Value::Float(_) => Slot::Float,
+                        Value::Bool(_) => Slot::Bool,
+                        Value::Str(_) => Slot::Str,
+                        Value::Path(_) => unreachable!(),
+                    };
+                    (a.key, slot)
+                })
+                .collect();
+            let schema = crate::intern_args(Layer::Python, b"ev", b"bench", &keys).unwrap();
+            let vals: Vec<u64> = args
+                .iter()
+                .map(|a| match a.value {
+                    Value::Int(i) => i as u64,
+                    Value::UInt(u) => u,
+                    Value::Float(f) => f.to_bits(),
+                    Value::Bool(b) => b as u64,
+                    // The record stores the lengths itself: any value will do.
+                    _ => 7,
+                })
+                .collect();
+            let strs: Vec<&[u8]> = args
+                .iter()
+                .filter_map(|a| match a.value {
+                    Value::Str(s) => Some(s),
+                    _ => None,
+                })
+                .collect();
+            for n in 0..=args.len() {
+                for (round, id) in [1u64, 2, 3, 99, 100].into_iter().enumerate() {
+                    let ts = 1_796_000_779_668_786 + round as u64 * 7_919;
+                    let p = Pending::Static {
+                        schema,
+                        ts,
+                        dur: 10 + n as u64,
+                        vals: &vals[..n],
+                        file: None,
+                        strs: &strs,
+                    };
+                    let mut buf = vec![0x55u8; p.len()];
+                    p.write(&mut buf);
+                    let generic = Pending::Complete {
+                        layer: Layer::Python,
+                        name: b"ev",
+                        cat: b"bench",
+                        ts,
+                        dur: 10 + n as u64,
+                        args: &args[..n],
+                    };
+                    let mut gbuf = vec![0u8; generic.len()];
+                    generic.write(&mut gbuf);
+                    // SAFETY: written just above by Pending::write in this process.
+                    #[allow(unsafe_code)]
+                    let srec = unsafe { StaticRecord::decode(&buf).unwrap() };
+                    let rec = Record::decode(&gbuf).unwrap();
+                    let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
+                    event::complete_static(&mut fast, &mut cache, &ctx, at0(id, 9), &srec.view());
+                    event::complete(
+                        &mut slow,
+                        None,
+                        &ctx,
+                        at0(id, 9),
+                        &rec,
+                        &mut |_| unreachable!(),
+                    );
+                    assert_eq!(
+                        String::from_utf8(fast).unwrap(),
+                        String::from_utf8(slow).unwrap(),
+                        "set {set}, {n} values, metadata {metadata}"
+                    );
+                    // The same record read back as a `Record` gives the same args.
+                    // SAFETY: as above.
+                    #[allow(unsafe_code)]
+                    let back = unsafe { Record::decode_trusted(&buf).unwrap() };
+                    let got: Vec<_> = back
+                        .args()
+                        .map(|(k, v)| (k.bytes.to_vec(), format!("{v:?}")))
+                        .collect();
+                    let want: Vec<_> = rec
+                        .args()
+                        .map(|(k, v)| (k.bytes.to_vec(), format!("{v:?}")))
+                        .collect();
+                    assert_eq!(got, want, "set {set}, {n} values");
+                }
+            }
+        }
     }
 }

@@ -48,8 +48,8 @@ use output::Output;
 pub use producer::thread_pointer;
 use producer::LOCAL;
 pub use producer::{
-    complete, complete_static, complete_ticks, complete_ticks_inline, counter, end_ticks,
-    enter_hook, hook_busy, is_enabled, metadata, now, ticks, ticks_in_unit, ticks_span,
+    complete, complete_static, complete_strs, complete_ticks, complete_ticks_inline, counter,
+    end_ticks, enter_hook, hook_busy, is_enabled, metadata, now, ticks, ticks_in_unit, ticks_span,
     tls_is_static, Hook, Vals,
 };
 pub use writer::flush;

@@ -302,6 +302,27 @@ pub fn complete_static(
     let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file, Times::Unit));
 }
 
+/// As [`complete_static`] for a schema whose slots may hold floats, bools and strings
+/// ([`crate::intern_args`]): `strs` are the strings of its [`crate::Slot::Str`] slots, in
+/// order, each at most [`crate::event::MAX_STR`] bytes (the ring carries their bytes after
+/// the values; the slot values of those slots are ignored). No file.
+pub fn complete_strs(
+    schema: &'static crate::Schema,
+    ts: u64,
+    dur: u64,
+    vals: &[u64],
+    strs: &[&[u8]],
+) {
+    record(&Pending::Static {
+        schema,
+        ts,
+        dur,
+        vals,
+        file: None,
+        strs,
+    });
+}
+
 /// As [`complete_static`] for an event from [`ticks`] `t0` to `t1` (the writer converts
 /// them): a frontend whose clock reads are raw counter reads (the C API's regions).
 pub fn complete_ticks(
@@ -477,6 +498,7 @@ fn record_static_rest<V: Vals>(
             dur,
             vals,
             file,
+            strs: &[],
         },
     );
 }

@@ -23,6 +23,8 @@ static API: Api = Api {
     intern: dftracer_core::intern,
     intern_keyed: dftracer_core::intern_keyed,
     complete_static: dftracer_core::complete_static,
+    intern_args: dftracer_core::intern_args,
+    complete_strs: dftracer_core::complete_strs,
     metadata: dftracer_core::metadata,
     now: dftracer_core::now,
     ticks: dftracer_core::frontend::ticks,

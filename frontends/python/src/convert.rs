@@ -316,7 +316,7 @@ pub(crate) fn record(name: &[u8], cat: &[u8], ts: u64, dur: u64, vals: &Collecte
             value,
         });
     }
-    native::complete(Layer::Python, name, cat, ts, dur, &args);
+    native::complete_args(Layer::Python, name, cat, ts, dur, &args);
 }
 
 /// `record` for args whose keys or str values hold lone surrogates: each is written with

@@ -343,7 +343,7 @@ impl DftFn {
             }
         }
         let t1 = self.begin();
-        native::complete(Layer::Python, name, cat, t1, t2.saturating_sub(t1), &args);
+        native::complete_args(Layer::Python, name, cat, t1, t2.saturating_sub(t1), &args);
         true
     }
 

@@ -111,7 +111,7 @@ unsafe fn log_event_fast<const METHOD: bool>(
     unsafe {
         fast::log_event(&e, |name, cat, ts, dur, args| {
             if on {
-                native::complete(Layer::Python, name, cat, ts, dur, args);
+                native::complete_args(Layer::Python, name, cat, ts, dur, args);
             } else if native::is_finalized() {
                 late_event();
             }

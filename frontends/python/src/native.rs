@@ -12,6 +12,8 @@
 
 use dftracer_core::frontend::{Api, API_SYMBOL as SYMBOL, BUILD_ID};
 use dftracer_core::{AppValue, Arg, Config, Error, Layer, Origin, Stats};
+
+use crate::MAX_PY_ARGS;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -171,6 +173,45 @@ pub fn complete(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: 
     if let Some(a) = api() {
         (a.complete)(layer, name, cat, ts, dur, args)
     }
+}
+
+/// [`complete`] through the schema of its name, category and arg keys with the kinds of
+/// their values (`dftracer_core::intern_args`), when there is or can be one: the ring then
+/// carries the values and the strings' bytes only, and the writer renders the line from the
+/// schema's template (the same line). Otherwise (a key or name that needs escaping, a
+/// string over `MAX_STR` bytes that must be clipped, a full table...) as [`complete`].
+#[inline]
+pub fn complete_args(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: &[Arg<'_>]) {
+    use dftracer_core::{Slot, Value};
+    let Some(a) = api() else { return };
+    let mut keys: heapless::Vec<(&[u8], Slot), MAX_PY_ARGS> = heapless::Vec::new();
+    let mut vals: heapless::Vec<u64, MAX_PY_ARGS> = heapless::Vec::new();
+    let mut strs: heapless::Vec<&[u8], MAX_PY_ARGS> = heapless::Vec::new();
+    let schema_fits = args.iter().all(|arg| {
+        let (slot, v) = match arg.value {
+            Value::Int(i) => (Slot::Int, i as u64),
+            Value::UInt(u) => (Slot::UInt, u),
+            Value::Float(f) => (Slot::Float, f.to_bits()),
+            Value::Bool(b) => (Slot::Bool, b as u64),
+            Value::Str(s) if s.len() <= dftracer_core::frontend::MAX_STR => {
+                // Capacity: `args` holds at most MAX_PY_ARGS.
+                let _ = strs.push(s);
+                (Slot::Str, s.len() as u64)
+            }
+            _ => return false,
+        };
+        keys.push((arg.key, slot)).is_ok() && vals.push(v).is_ok()
+    });
+    if schema_fits {
+        if let Some(schema) = (a.intern_args)(layer, name, cat, &keys) {
+            return if strs.is_empty() {
+                (a.complete_static)(schema, ts, dur, &vals, None)
+            } else {
+                (a.complete_strs)(schema, ts, dur, &vals, &strs)
+            };
+        }
+    }
+    (a.complete)(layer, name, cat, ts, dur, args)
 }
 
 /// The core's schema for events named `name` in `cat` without args (`dftracer_core::intern`).
