@@ -121,7 +121,8 @@ pub fn intern_keyed(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> Option
 /// order, each with the kind of its value ([`Slot::Float`], [`Slot::Bool`] and
 /// [`Slot::Str`] included): a `log_event` call's dicts. As [`intern_keyed`], with the keys
 /// compared by content and copied once, when their schema is made (at most [`SLOTS`]
-/// schemas, so at most that many copies); also `None` for a key longer than [`MAX_LEN`].
+/// schemas, so at most that many copies); also `None` for keys longer than [`MAX_LEN`]
+/// bytes together (so the table's strings stay under `SLOTS` × 3 × `MAX_LEN` bytes).
 pub fn intern_args(
     layer: Layer,
     name: &[u8],
@@ -142,9 +143,8 @@ pub fn intern_args(
         },
         || {
             let ok = keys.len() < crate::event::MAX_ARGS
-                && keys
-                    .iter()
-                    .all(|(k, _)| k.len() <= MAX_LEN && plain(k) && *k != b"hhash");
+                && keys.iter().map(|k| k.0.len()).sum::<usize>() <= MAX_LEN
+                && keys.iter().all(|(k, _)| plain(k) && *k != b"hhash");
             ok.then(|| leak_keys(keys))
         },
     )
@@ -326,7 +326,7 @@ mod tests {
 
     /// `intern_args` compares keys by content and kind (a copy of the caller's bytes is
     /// kept), tells its schemas from `intern_keyed`'s only by the keys, and refuses what
-    /// `intern_keyed` refuses, and keys over MAX_LEN.
+    /// `intern_keyed` refuses, and keys over MAX_LEN bytes together.
     #[test]
     fn arg_schemas_copy_their_keys_and_tell_kinds_apart() {
         let mut k1 = b"step".to_vec();
@@ -372,6 +372,10 @@ mod tests {
         ] {
             assert!(intern_args(Layer::Python, b"ev_args", b"c", bad).is_none());
         }
+        let half = [b'h'; MAX_LEN / 2 + 1];
+        let two = [(&half[..], Slot::Int), (&long[..MAX_LEN / 2], Slot::Int)];
+        assert!(intern_args(Layer::Python, b"ev_args", b"c", &two).is_none());
+        assert!(intern_args(Layer::Python, b"ev_args", b"c", &two[1..]).is_some());
         let many: Vec<Vec<u8>> = (0..crate::event::MAX_ARGS)
             .map(|i| format!("k{i}").into_bytes())
             .collect();
