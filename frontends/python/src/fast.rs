@@ -68,6 +68,7 @@ enum Of {
 #[inline(always)]
 unsafe fn add_dict<'a>(
     out: &mut heapless::Vec<Arg<'a>, MAX_PY_ARGS>,
+    objs: &mut heapless::Vec<*mut ffi::PyObject, MAX_PY_ARGS>,
     map: *mut ffi::PyObject,
     of: Of,
 ) -> bool {
@@ -125,7 +126,9 @@ unsafe fn add_dict<'a>(
                     Value::Float(ffi::PyFloat_AS_DOUBLE(v))
                 }
             };
-            if out[..earlier].iter().any(|a| a.key == key) || out.push(Arg { key, value }).is_err()
+            if out[..earlier].iter().any(|a| a.key == key)
+                || out.push(Arg { key, value }).is_err()
+                || objs.push(k).is_err()
             {
                 return false;
             }
@@ -141,6 +144,14 @@ pub struct Event {
     pub maps: [*mut ffi::PyObject; 3],
 }
 
+/// The str objects of a `log_event` call: its name, category and one key per arg (borrowed
+/// from the call, live while `record` runs).
+pub struct Objs<'a> {
+    pub name: *mut ffi::PyObject,
+    pub cat: *mut ffi::PyObject,
+    pub keys: &'a [*mut ffi::PyObject],
+}
+
 /// Validates and converts a common `log_event` call and hands it to `record`; `None`: the
 /// general path must handle it (nothing was recorded).
 ///
@@ -149,7 +160,7 @@ pub struct Event {
 #[inline]
 pub unsafe fn log_event(
     e: &Event,
-    record: impl FnOnce(&[u8], &[u8], u64, u64, &[Arg]),
+    record: impl FnOnce(Objs, &[u8], &[u8], u64, u64, &[Arg]),
 ) -> Option<()> {
     let [name, cat, ts, dur] = e.required;
     if name.is_null() || cat.is_null() || ts.is_null() || dur.is_null() {
@@ -160,19 +171,26 @@ pub unsafe fn log_event(
         if ffi::PyUnicode_CheckExact(name) == 0 || ffi::PyUnicode_CheckExact(cat) == 0 {
             return None;
         }
+        let (name_obj, cat_obj) = (name, cat);
         let name = utf8(name)?;
         let cat = utf8(cat)?;
         let ts = u64::try_from(exact_i64(ts)?).ok()?;
         let dur = u64::try_from(exact_i64(dur)?).ok()?;
         let mut args: heapless::Vec<Arg, MAX_PY_ARGS> = heapless::Vec::new();
+        let mut keys: heapless::Vec<*mut ffi::PyObject, MAX_PY_ARGS> = heapless::Vec::new();
         let [ints, strs, floats] = e.maps;
-        if !(add_dict(&mut args, ints, Of::Int)
-            && add_dict(&mut args, strs, Of::Str)
-            && add_dict(&mut args, floats, Of::Float))
+        if !(add_dict(&mut args, &mut keys, ints, Of::Int)
+            && add_dict(&mut args, &mut keys, strs, Of::Str)
+            && add_dict(&mut args, &mut keys, floats, Of::Float))
         {
             return None;
         }
-        record(name, cat, ts, dur, &args);
+        let objs = Objs {
+            name: name_obj,
+            cat: cat_obj,
+            keys: &keys,
+        };
+        record(objs, name, cat, ts, dur, &args);
     }
     Some(())
 }

@@ -20,6 +20,7 @@
 //! each block has a SAFETY note).
 #![deny(unsafe_code)]
 
+mod arg_schemas;
 mod captured;
 mod convert;
 mod dft_fn;

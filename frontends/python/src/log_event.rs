@@ -3,7 +3,6 @@
 //! else validated and converted through pyo3 ([`log_event`]).
 #![allow(unsafe_code)] // raw C entries and their arguments (SAFETY notes)
 
-use dftracer_core::Layer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
@@ -107,11 +106,12 @@ unsafe fn log_event_fast<const METHOD: bool>(
     if !on && !START.decided() {
         return None; // the general path decides whether tracing starts now
     }
-    // SAFETY: per this function's contract.
+    // SAFETY: per this function's contract (the GIL is held), and in `record`, `objs` are
+    // the call's exact str objects whose UTF-8 `name`, `cat` and the keys are.
     unsafe {
-        fast::log_event(&e, |name, cat, ts, dur, args| {
+        fast::log_event(&e, |objs, name, cat, ts, dur, args| {
             if on {
-                native::complete_args(Layer::Python, name, cat, ts, dur, args);
+                native::complete_objs(objs.name, objs.cat, objs.keys, name, cat, ts, dur, args);
             } else if native::is_finalized() {
                 late_event();
             }

@@ -175,6 +175,48 @@ pub fn complete(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: 
     }
 }
 
+/// The slot an arg's value takes in a schema ([`dftracer_core::intern_args`]) and its slot
+/// value (a string's is its length); `None` for a path, or a string over `MAX_STR` bytes
+/// (clipped and marked, which only the generic record does).
+#[inline(always)]
+fn slot_of(v: &dftracer_core::Value) -> Option<(dftracer_core::Slot, u64)> {
+    use dftracer_core::{Slot, Value};
+    Some(match *v {
+        Value::Int(i) => (Slot::Int, i as u64),
+        Value::UInt(u) => (Slot::UInt, u),
+        Value::Float(f) => (Slot::Float, f.to_bits()),
+        Value::Bool(b) => (Slot::Bool, b as u64),
+        Value::Str(s) if s.len() <= dftracer_core::frontend::MAX_STR => (Slot::Str, s.len() as u64),
+        _ => return None,
+    })
+}
+
+/// Records an event of `schema` (from `intern_args` for exactly these args' keys and
+/// slots): the slot values, and the strings after them when there are any.
+#[inline(always)]
+fn complete_schema(
+    a: &Api,
+    schema: &'static dftracer_core::Schema,
+    ts: u64,
+    dur: u64,
+    args: &[Arg<'_>],
+) {
+    let mut vals: heapless::Vec<u64, MAX_PY_ARGS> = heapless::Vec::new();
+    let mut strs: heapless::Vec<&[u8], MAX_PY_ARGS> = heapless::Vec::new();
+    for arg in args {
+        // At most MAX_PY_ARGS args: no push fails.
+        let _ = vals.push(slot_of(&arg.value).map_or(0, |s| s.1));
+        if let dftracer_core::Value::Str(s) = arg.value {
+            let _ = strs.push(s);
+        }
+    }
+    if strs.is_empty() {
+        (a.complete_static)(schema, ts, dur, &vals, None)
+    } else {
+        (a.complete_strs)(schema, ts, dur, &vals, &strs)
+    }
+}
+
 /// [`complete`] through the schema of its name, category and arg keys with the kinds of
 /// their values (`dftracer_core::intern_args`), when there is or can be one: the ring then
 /// carries the values and the strings' bytes only, and the writer renders the line from the
@@ -182,36 +224,67 @@ pub fn complete(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: 
 /// string over `MAX_STR` bytes that must be clipped, a full table...) as [`complete`].
 #[inline]
 pub fn complete_args(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, args: &[Arg<'_>]) {
-    use dftracer_core::{Slot, Value};
     let Some(a) = api() else { return };
-    let mut keys: heapless::Vec<(&[u8], Slot), MAX_PY_ARGS> = heapless::Vec::new();
-    let mut vals: heapless::Vec<u64, MAX_PY_ARGS> = heapless::Vec::new();
-    let mut strs: heapless::Vec<&[u8], MAX_PY_ARGS> = heapless::Vec::new();
-    let schema_fits = args.iter().all(|arg| {
-        let (slot, v) = match arg.value {
-            Value::Int(i) => (Slot::Int, i as u64),
-            Value::UInt(u) => (Slot::UInt, u),
-            Value::Float(f) => (Slot::Float, f.to_bits()),
-            Value::Bool(b) => (Slot::Bool, b as u64),
-            Value::Str(s) if s.len() <= dftracer_core::frontend::MAX_STR => {
-                // Capacity: `args` holds at most MAX_PY_ARGS.
-                let _ = strs.push(s);
-                (Slot::Str, s.len() as u64)
-            }
-            _ => return false,
-        };
-        keys.push((arg.key, slot)).is_ok() && vals.push(v).is_ok()
-    });
-    if schema_fits {
+    let mut keys: heapless::Vec<(&[u8], dftracer_core::Slot), MAX_PY_ARGS> = heapless::Vec::new();
+    let fits = args
+        .iter()
+        .all(|arg| slot_of(&arg.value).is_some_and(|(s, _)| keys.push((arg.key, s)).is_ok()));
+    if fits {
         if let Some(schema) = (a.intern_args)(layer, name, cat, &keys) {
-            return if strs.is_empty() {
-                (a.complete_static)(schema, ts, dur, &vals, None)
-            } else {
-                (a.complete_strs)(schema, ts, dur, &vals, &strs)
-            };
+            return complete_schema(a, schema, ts, dur, args);
         }
     }
     (a.complete)(layer, name, cat, ts, dur, args)
+}
+
+/// [`complete_args`] for a `log_event` call whose name, category and keys are the str
+/// objects `name_obj`, `cat_obj` and `key_objs` (one per arg): the schema is found by their
+/// addresses ([`crate::arg_schemas`]) instead of their bytes.
+///
+/// # Safety
+/// The GIL is held; the objects are live exact str objects whose UTF-8 `name`, `cat` and
+/// the args' keys are.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn complete_objs(
+    name_obj: *mut pyo3::ffi::PyObject,
+    cat_obj: *mut pyo3::ffi::PyObject,
+    key_objs: &[*mut pyo3::ffi::PyObject],
+    name: &[u8],
+    cat: &[u8],
+    ts: u64,
+    dur: u64,
+    args: &[Arg<'_>],
+) {
+    use crate::arg_schemas::{find, Shape, KEYS};
+    let Some(a) = api() else { return };
+    if args.len() <= KEYS && key_objs.len() == args.len() {
+        let mut keys = [(std::ptr::null_mut(), dftracer_core::Slot::Int); KEYS];
+        let fits = keys
+            .iter_mut()
+            .zip(key_objs.iter().zip(args))
+            .all(|(k, (&o, arg))| slot_of(&arg.value).map(|(s, _)| *k = (o, s)).is_some());
+        if fits {
+            let shape = Shape {
+                name: name_obj,
+                cat: cat_obj,
+                keys: &keys[..args.len()],
+            };
+            let make = || {
+                let mut bytes: heapless::Vec<(&[u8], dftracer_core::Slot), KEYS> =
+                    heapless::Vec::new();
+                for (arg, k) in args.iter().zip(shape.keys) {
+                    let _ = bytes.push((arg.key, k.1)); // at most KEYS
+                }
+                (a.intern_args)(Layer::Python, name, cat, &bytes)
+            };
+            // SAFETY: per this function's contract.
+            if let Some(schema) = unsafe { find(&shape, make) } {
+                return complete_schema(a, schema, ts, dur, args);
+            }
+        }
+    }
+    complete_args(Layer::Python, name, cat, ts, dur, args)
 }
 
 /// The core's schema for events named `name` in `cat` without args (`dftracer_core::intern`).
@@ -235,7 +308,7 @@ pub fn intern_keyed(
 #[inline]
 pub fn complete_keyed(schema: &'static dftracer_core::Schema, ts: u64, dur: u64, vals: &[u64]) {
     if let Some(a) = api() {
-        (a.complete_static)(schema, ts, dur, vals, None)
+        (a.complete_static)(schema, ts, dur, &vals, None)
     }
 }
 

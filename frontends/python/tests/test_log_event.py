@@ -252,3 +252,68 @@ def test_common_and_unusual_argument_types_write_the_same(run):
     assert (fast["ts"], fast["dur"]) == (slow["ts"], slow["dur"]) == (5, 6)
     assert big["ts"] == 2**64 - 1 and big["args"]["u"] == 2**64 - 1
     assert big["args"]["step_int"] == 1 and big["args"]["step"] == "x", "a key in two dicts: both kept"
+
+
+def test_schema_route_writes_what_the_arguments_say(run):
+    """log_event's args go through schemas found by the identity of the call's str objects
+    (a per-thread cache holding references): keys built at run time (new objects of equal
+    text, freed and their memory reused with other text), more shapes than the cache holds,
+    the same keys with values of another kind, and more keys than an entry holds all write
+    exactly their own names and values; and a key evicted from the cache is not kept alive."""
+    r = run(
+        """
+        import sys, threading
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log()
+        for i in range(3000):
+            k = "".join(["k", str(i % 700)])  # a new object every call; equal text every 700
+            log.log_event("dyn", "C", i, 1, int_args={k: i}, string_args={"s": f"v{i}"})
+        for i in range(300):
+            log.log_event("kinds", "C", i, 1, int_args={"x": i} if i % 3 else {},
+                          string_args={"x": "str"} if i % 3 == 0 else {},
+                          float_args={"f": i / 2} if i % 2 else {})
+        for i in range(50):
+            log.log_event("wide", "C", i, 1, int_args={f"w{j}": i + j for j in range(12)},
+                          string_args={"tail": "t" * (i % 3)})
+        def worker(n):
+            for i in range(200):
+                log.log_event("thr", "C", i, n, int_args={"n": n, "i": i}, string_args={"t": str(n)})
+        ts = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        probe = "".join(["pro", "be"])
+        before = sys.getrefcount(probe)
+        log.log_event("probe", "C", 0, 1, int_args={probe: 1})
+        held = sys.getrefcount(probe) - before
+        # Evicts the probe's entry (64 entries a thread): keys kept alive, so that their
+        # addresses (which pick the entries) are all different.
+        keys = [f"e{i}" for i in range(5000)]
+        for i, k in enumerate(keys):
+            log.log_event("evict", "C", i, 1, int_args={k: i})
+        print(held, sys.getrefcount(probe) - before)
+        log.finalize()
+        """
+    )
+    dyn = r.events("dyn")
+    assert len(dyn) == 3000
+    for e in dyn:
+        i = e["ts"]
+        assert {k: v for k, v in e["args"].items() if k != "hhash"} == {f"k{i % 700}": i, "s": f"v{i}"}, e
+    for e in r.events("kinds"):
+        i, a = e["ts"], e["args"]
+        want = {"x": i} if i % 3 else {"x": "str"}
+        if i % 2:
+            want["f"] = i / 2
+        assert {k: v for k, v in a.items() if k != "hhash"} == want, e
+        assert type(a["x"]) is type(want["x"])
+    for e in r.events("wide"):
+        i = e["ts"]
+        assert [k for k in e["args"] if k != "hhash"] == [f"w{j}" for j in range(12)] + ["tail"]
+        assert all(e["args"][f"w{j}"] == i + j for j in range(12)) and e["args"]["tail"] == "t" * (i % 3)
+    thr = r.events("thr")
+    assert sorted((e["dur"], e["ts"]) for e in thr) == [(n, i) for n in range(4) for i in range(200)]
+    assert all(e["args"]["n"] == e["dur"] and e["args"]["t"] == str(e["dur"]) for e in thr)
+    assert len(r.events("probe")) == 1 and r.events("probe")[0]["args"]["probe"] == 1
+    held, after = map(int, r.stdout.split())
+    assert held == 1, "the cache holds one reference to a key it saw"
+    assert after == 0, "and drops it when the entry is replaced"

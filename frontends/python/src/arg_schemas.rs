@@ -1,0 +1,143 @@
+//! The schemas of `log_event` calls (`dftracer_core::intern_args`), found again by the
+//! identity of the call's str objects: its name, category and arg keys (string literals in
+//! the caller's code are the same objects at every call), with the kinds of the values.
+//!
+//! A thread's cache holds a strong reference to every str object of its entries, so an
+//! address seen here is never another string's while its entry lives: a hit compares
+//! addresses only, no bytes. An entry replaced drops its references (the GIL is held: every
+//! caller is a Python call on this thread). A thread's last entries are never dropped (the
+//! cache has no destructor, which could run without the GIL): at most [`WAYS`] × (2 +
+//! [`KEYS`]) references per thread, to objects the thread's code used.
+#![allow(unsafe_code)] // CPython's C API on borrowed pointers (SAFETY notes)
+
+use std::cell::UnsafeCell;
+
+use dftracer_core::{Schema, Slot};
+use pyo3::ffi;
+
+/// Entries per thread (direct-mapped).
+const WAYS: usize = 64;
+/// Most keys an entry holds; a call with more looks its schema up by bytes every time.
+pub const KEYS: usize = 8;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    name: *mut ffi::PyObject,
+    cat: *mut ffi::PyObject,
+    n: usize,
+    keys: [*mut ffi::PyObject; KEYS],
+    slots: [Option<Slot>; KEYS],
+    schema: *const Schema,
+}
+
+const EMPTY: Entry = Entry {
+    name: std::ptr::null_mut(),
+    cat: std::ptr::null_mut(),
+    n: 0,
+    keys: [std::ptr::null_mut(); KEYS],
+    slots: [None; KEYS],
+    schema: std::ptr::null(),
+};
+
+thread_local! {
+    static CACHE: UnsafeCell<[Entry; WAYS]> = const { UnsafeCell::new([EMPTY; WAYS]) };
+}
+
+/// A `log_event` call's shape: its name and category objects and, per arg, the key object
+/// and the slot its value takes.
+pub struct Shape<'a> {
+    pub name: *mut ffi::PyObject,
+    pub cat: *mut ffi::PyObject,
+    pub keys: &'a [(*mut ffi::PyObject, Slot)],
+}
+
+impl Shape<'_> {
+    fn home(&self) -> usize {
+        let first = self.keys.first().map_or(0, |k| k.0 as usize);
+        let h = (self.name as usize ^ (self.cat as usize).rotate_left(21) ^ first.rotate_left(42))
+            .wrapping_add(self.keys.len())
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> 58) & (WAYS - 1)
+    }
+
+    fn is(&self, e: &Entry) -> bool {
+        e.name == self.name
+            && e.cat == self.cat
+            && e.n == self.keys.len()
+            && self
+                .keys
+                .iter()
+                .zip(e.keys.iter().zip(&e.slots))
+                .all(|(&(k, s), (&ek, &es))| k == ek && Some(s) == es)
+    }
+}
+
+/// The schema of calls of `shape`, or `None` (more than [`KEYS`] keys, or no schema: see
+/// `intern_args`). `make` interns it from the call's bytes at a miss.
+///
+/// # Safety
+/// The GIL is held; `shape`'s pointers are live exact str objects.
+#[inline]
+pub unsafe fn find(
+    shape: &Shape,
+    make: impl FnOnce() -> Option<&'static Schema>,
+) -> Option<&'static Schema> {
+    if shape.keys.len() > KEYS {
+        return None;
+    }
+    let i = shape.home();
+    CACHE
+        .try_with(|c| {
+            // SAFETY: this thread's cache, not borrowed elsewhere: nothing below calls back
+            // into Python code or into `find` (the decrefs free str objects only).
+            let e = unsafe { &mut (*c.get())[i] };
+            if !e.schema.is_null() && shape.is(e) {
+                // SAFETY: the schema came from `intern_args`, which never frees one.
+                return Some(unsafe { &*e.schema });
+            }
+            let schema = make()?;
+            // SAFETY: per this function's contract (the GIL is held); the old entry's
+            // references are its own.
+            unsafe { replace(e, shape, schema) };
+            Some(schema)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Makes `e` the entry of `shape`: new references to its objects, the old entry's dropped.
+///
+/// # Safety
+/// As [`find`]; `e`'s objects, if any, are references this cache holds.
+unsafe fn replace(e: &mut Entry, shape: &Shape, schema: &'static Schema) {
+    let old = *e;
+    let mut new = Entry {
+        name: shape.name,
+        cat: shape.cat,
+        n: shape.keys.len(),
+        schema,
+        ..EMPTY
+    };
+    for (i, &(k, s)) in shape.keys.iter().enumerate() {
+        new.keys[i] = k;
+        new.slots[i] = Some(s);
+    }
+    // SAFETY: the GIL is held; new references first (an object may be in both entries).
+    unsafe {
+        for p in [new.name, new.cat]
+            .into_iter()
+            .chain(new.keys[..new.n].iter().copied())
+        {
+            ffi::Py_INCREF(p);
+        }
+        *e = new;
+        if !old.schema.is_null() {
+            for p in [old.name, old.cat]
+                .into_iter()
+                .chain(old.keys[..old.n].iter().copied())
+            {
+                ffi::Py_DECREF(p);
+            }
+        }
+    }
+}
