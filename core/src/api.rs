@@ -19,6 +19,12 @@ pub const SYMBOL: &[u8] = b"dftracer_rs_api\0";
 /// [`crate::complete`]: layer, name, category, ts, dur, args.
 pub type CompleteFn = fn(Layer, &[u8], &[u8], u64, u64, &[Arg<'_>]);
 
+/// [`crate::intern_args`]: layer, name, category, (key, slot) per arg.
+pub type InternArgsFn = fn(Layer, &[u8], &[u8], &[(&[u8], Slot)]) -> Option<&'static Schema>;
+
+/// [`crate::complete_strs`]: schema, ts, dur, slot values, strings.
+pub type CompleteStrsFn = fn(&'static Schema, u64, u64, &[u64], &[&[u8]]);
+
 /// The core's entry points, as one library's copy of the core provides them.
 pub struct Api {
     pub build_id: &'static str,
@@ -42,9 +48,9 @@ pub struct Api {
     /// [`crate::complete_static`]: schema, ts, dur, slot values, file.
     pub complete_static: fn(&'static Schema, u64, u64, &[u64], Option<FileHandle>),
     /// [`crate::intern_args`]: the schema of a name and category with args of any kind.
-    pub intern_args: fn(Layer, &[u8], &[u8], &[(&[u8], Slot)]) -> Option<&'static Schema>,
+    pub intern_args: InternArgsFn,
     /// [`crate::complete_strs`]: schema, ts, dur, slot values, strings.
-    pub complete_strs: fn(&'static Schema, u64, u64, &[u64], &[&[u8]]),
+    pub complete_strs: CompleteStrsFn,
     pub metadata: fn(Layer, &[u8], &[u8], &[u8]),
     pub now: fn() -> u64,
     /// [`crate::frontend::ticks`]: a raw clock read, only for `end_ticks` or `ticks_in_unit`.

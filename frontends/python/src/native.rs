@@ -308,7 +308,7 @@ pub fn intern_keyed(
 #[inline]
 pub fn complete_keyed(schema: &'static dftracer_core::Schema, ts: u64, dur: u64, vals: &[u64]) {
     if let Some(a) = api() {
-        (a.complete_static)(schema, ts, dur, &vals, None)
+        (a.complete_static)(schema, ts, dur, vals, None)
     }
 }
 
