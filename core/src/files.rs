@@ -8,8 +8,9 @@
 //! - [`Pool`]: a fixed-capacity, set-associative set of slots keyed by path (`WAYS` slots per
 //!   bucket). Looking a path up or claiming a slot for it takes no lock and allocates only
 //!   when a reused slot's path buffer is too small.
-//! - [`PathTable`]: the writer's bounded `path → hash` table (which `FH` records its file
-//!   already has), with CLOCK eviction; an evicted path gets a new `FH` before its next event.
+//! - [`PathTable`](crate::paths::PathTable) (in `paths`): the writer's bounded `path → hash`
+//!   table (which `FH` records its file already has), with CLOCK eviction; an evicted path
+//!   gets a new `FH` before its next event.
 //!
 //! # How a slot is used, and why reuse is sound
 //!
@@ -60,12 +61,10 @@
 //! process-wide, so nothing leaks and nothing is misnamed.
 #![allow(unsafe_code)]
 
-use std::cell::{Cell, UnsafeCell};
-use std::collections::HashMap;
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
 
-use crate::hash::{hash16, FastBuild, Hash16};
+use crate::hash::{hash16, Hash16};
 
 const PINS: u64 = 0xffff_ffff;
 /// Pins above this are refused (no carry into `CLAIMED`).
@@ -101,7 +100,7 @@ pub struct FileRef {
     /// 1 + writer passes started when a pin that may have published records was last
     /// released (0: never). The slot may be claimed once `DONE >= retired`.
     retired: AtomicU64,
-    /// The writer's mark: which [`PathTable`] entry holds this path's `FH` (0: none).
+    /// The writer's mark: which [`PathTable`](crate::paths::PathTable) entry holds this path's `FH` (0: none).
     pub(crate) fh: AtomicU64,
     /// Whether `hash` holds the path's hash: [`HASH_NONE`], [`HASH_WRITING`] (one reader
     /// computed it and is storing it) or [`HASH_READY`]. The hash is computed by the first
@@ -537,119 +536,6 @@ impl<const N: usize> Pool<N> {
 /// Bytes of a pool slot ([`Pool::to_bits`]).
 const SLOT: usize = std::mem::size_of::<FileRef>();
 
-/// Default capacity of the writer's [`PathTable`].
-pub const PATHS_CAP: usize = 1 << 16;
-const MARK_IDX_BITS: u32 = 20;
-
-/// Stamps of path-table entries, unique in the process (a fork child continues the count).
-static STAMP: AtomicU64 = AtomicU64::new(1);
-
-struct Entry {
-    path: Arc<[u8]>,
-    hash: Hash16,
-    stamp: u64,
-    used: Cell<bool>,
-}
-
-/// The writer's `path → hash` table: which paths already have their `FH` record in the
-/// current file. At most `cap` entries (CLOCK eviction: an entry not looked up since the hand
-/// last passed is replaced). Memory: `cap` × (entry 48 B + map slot ~24 B + the path).
-pub struct PathTable {
-    map: HashMap<Arc<[u8]>, u32, FastBuild>,
-    entries: Vec<Entry>,
-    hand: usize,
-    cap: usize,
-}
-
-impl PathTable {
-    pub fn new(cap: usize) -> PathTable {
-        assert!(cap > 0 && cap < 1 << MARK_IDX_BITS);
-        PathTable {
-            map: HashMap::default(),
-            entries: Vec::new(),
-            hand: 0,
-            cap,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    fn find(&self, path: &[u8]) -> Option<usize> {
-        let i = *self.map.get(path)? as usize;
-        self.entries[i].used.set(true);
-        Some(i)
-    }
-
-    fn mark_of(&self, i: usize) -> u64 {
-        self.entries[i].stamp << MARK_IDX_BITS | i as u64
-    }
-
-    pub fn contains_key(&self, path: &[u8]) -> bool {
-        self.find(path).is_some()
-    }
-
-    pub fn get(&self, path: &[u8]) -> Option<&Hash16> {
-        self.find(path).map(|i| &self.entries[i].hash)
-    }
-
-    /// Adds `path` (its `FH` was just written), evicting an entry when full; returns the
-    /// entry's mark for [`PathTable::marked`].
-    pub fn insert(&mut self, path: &[u8], hash: Hash16) -> u64 {
-        if let Some(i) = self.find(path) {
-            self.entries[i].hash = hash;
-            return self.mark_of(i);
-        }
-        let entry = Entry {
-            // One allocation, the table's own copy (the map's key shares it).
-            path: Arc::from(path),
-            hash,
-            stamp: STAMP.fetch_add(1, Ordering::Relaxed),
-            used: Cell::new(true),
-        };
-        let i = if self.entries.len() < self.cap {
-            self.entries.push(entry);
-            self.entries.len() - 1
-        } else {
-            let i = loop {
-                let i = self.hand;
-                self.hand = (self.hand + 1) % self.cap;
-                if !self.entries[i].used.replace(false) {
-                    break i;
-                }
-            };
-            let old = std::mem::replace(&mut self.entries[i], entry);
-            self.map.remove(&*old.path);
-            i
-        };
-        self.map.insert(self.entries[i].path.clone(), i as u32);
-        self.mark_of(i)
-    }
-
-    /// Whether `mark` (from [`PathTable::insert`] or [`PathTable::mark_for`]) still names an
-    /// entry of this table (its `FH` is in this file); counts as a use of the entry.
-    pub fn marked(&self, mark: u64) -> bool {
-        let i = (mark & ((1 << MARK_IDX_BITS) - 1)) as usize;
-        match self.entries.get(i) {
-            Some(e) if mark != 0 && e.stamp == mark >> MARK_IDX_BITS => {
-                e.used.set(true);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// The mark of `path`'s entry, if it has one.
-    pub fn mark_for(&self, path: &[u8]) -> Option<u64> {
-        self.find(path).map(|i| self.mark_of(i))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -691,29 +577,6 @@ mod tests {
             .collect();
         let distinct: std::collections::HashSet<_> = short.iter().collect();
         assert_eq!(distinct.len(), short.len());
-    }
-
-    #[test]
-    fn path_table_capacity_eviction_and_marks() {
-        let mut t = PathTable::new(4);
-        let marks: Vec<u64> = (0..4)
-            .map(|i| t.insert(format!("/p/{i}").as_bytes(), [b'a'; 16]))
-            .collect();
-        assert!(marks.iter().all(|&m| t.marked(m)));
-        // All used: the hand clears every bit, then evicts /p/0.
-        let m4 = t.insert(b"/p/4", [b'b'; 16]);
-        assert_eq!(t.len(), 4);
-        assert!(!t.contains_key(b"/p/0") && !t.marked(marks[0]));
-        assert!(t.marked(m4) && t.get(b"/p/4") == Some(&[b'b'; 16]));
-        // /p/1 was looked up (marked) since the hand passed; /p/2 and /p/3 were not.
-        assert!(t.marked(marks[1]));
-        t.insert(b"/p/5", [b'c'; 16]);
-        assert!(t.contains_key(b"/p/1") && !t.contains_key(b"/p/2"));
-        // Coming back: a new entry, a new mark; the old mark stays invalid.
-        let again = t.insert(b"/p/0", [b'a'; 16]);
-        assert!(t.marked(again) && again != marks[0] && !t.marked(marks[0]));
-        assert_eq!(t.len(), 4);
-        assert_eq!(t.map.len(), 4);
     }
 
     #[test]

@@ -54,8 +54,9 @@ pub use crate::tracer::{
 /// The tracer's own heap, for the library every frontend links to declare as its
 /// `#[global_allocator]` (see the module's docs).
 pub use crate::alloc::TracerHeap;
-pub use crate::files::{Pool as FilePool, PATHS_CAP, WAYS};
+pub use crate::files::{Pool as FilePool, WAYS};
 pub use crate::hash::hash16;
+pub use crate::paths::PATHS_CAP;
 // Across shared objects
 pub use crate::api::{Api, BUILD_ID, SYMBOL as API_SYMBOL};
 #[cfg(not(loom))]

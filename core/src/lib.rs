@@ -48,6 +48,7 @@ pub mod frontend;
 mod gzip;
 mod hash;
 mod intern;
+mod paths;
 mod record;
 mod ring;
 mod rules;

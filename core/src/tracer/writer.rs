@@ -7,10 +7,11 @@ use super::{shared, InternalGuard, Section, Shared, INTERNAL, PHASE, PHASE_DONE,
 use crate::aggregate::Aggregator;
 use crate::config::Config;
 use crate::event::Layer;
-use crate::files::{self, PathTable, PATHS_CAP};
+use crate::files;
 use crate::fold::Folds;
 use crate::format::{Encoder, End, Header, Line};
 use crate::hash::{hash16, Hash16};
+use crate::paths::{PathTable, PATHS_CAP};
 use crate::record::{
     ArgValue, Record, StaticRecord, StaticView, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
     MAX_RECORD,
