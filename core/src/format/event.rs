@@ -283,6 +283,7 @@ pub(super) fn complete_static(
 /// ([`crate::intern_args`]): the same pieces, written through the checked cursor, the
 /// values as [`complete`] writes them (strings escaped; a record's strings are whole, at
 /// most [`crate::event::MAX_STR`] bytes each).
+#[cold]
 #[inline(never)]
 fn complete_mixed(
     out: &mut Vec<u8>,
