@@ -371,7 +371,14 @@ impl Drop for Pinned {
             // Records published under this pin are in rings: the slot may be claimed once a
             // pass that began after this point has drained them (see the module docs).
             let started = PASS.fetch_add(0, Ordering::AcqRel);
-            self.file.retired.fetch_max(started + 1, Ordering::Relaxed);
+            // `retired` only grows: a value already this high needs no read-modify-write (a
+            // claimer that synchronises with the release below reads it or a later, higher
+            // value: read-read coherence). Every `close` of a file whose slot was stamped in
+            // this pass already (a loop reopening one file) skips the compare-and-swap loop.
+            let r = &self.file.retired;
+            if r.load(Ordering::Relaxed) <= started {
+                r.fetch_max(started + 1, Ordering::Relaxed);
+            }
         }
         self.file.state.fetch_sub(1, Ordering::Release);
     }
@@ -452,7 +459,7 @@ impl<const N: usize> Pool<N> {
         for w in 0..WAYS {
             if self.keys[home * WAYS + w].load(Ordering::Acquire) == key {
                 if let Some(p) = self.slot(home, w).pin_current() {
-                    if p.path() == path {
+                    if crate::filter::eq_bytes(p.path(), path) {
                         return Some(p);
                     }
                 }

@@ -132,10 +132,10 @@ fn read_cached(buf: &mut [u8; PATH_MAX]) -> Option<usize> {
     if n == 0 || n >= PATH_MAX {
         return None;
     }
-    for (i, w) in TEXT.iter().take(n.div_ceil(8)).enumerate() {
-        let b = w.load(Ordering::Relaxed).to_le_bytes();
-        let k = (n - i * 8).min(8);
-        buf[i * 8..i * 8 + k].copy_from_slice(&b[..k]);
+    // Whole words (the last one's bytes past `n` are zeros, and `buf` is `WORDS` words
+    // long): no per-word length, no `memcpy` call.
+    for (w, out) in TEXT[..n.div_ceil(8)].iter().zip(buf.chunks_exact_mut(8)) {
+        out.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
     }
     std::sync::atomic::fence(Ordering::Acquire);
     (SEQ.load(Ordering::Relaxed) == s0).then_some(n)
