@@ -1435,8 +1435,8 @@ fn millions_of_distinct_files_in_flat_memory() {
     // documented capacities, with every allocation counted at twice its size (allocator
     // rounding, vectors and maps growing by doubling). Path length: `<data>/l%ld/f%03ld`.
     let path_len = data_s.len() + 11;
-    // The preload's pool: `table::POOL_SLOTS` slots of 64 B, 8 B keys, a path buffer each.
-    let pool = (1 << 17) * (64 + 8 + 2 * (path_len.max(64) + 16));
+    // The preload's pool: `table::POOL_SLOTS` slots of 64 B, 8 B keys and 1 B tags, a path buffer each.
+    let pool = (1 << 17) * (64 + 9 + 2 * (path_len.max(64) + 16));
     // The writer's path table: an entry (48 B), the shared path (16 B counts), a map slot.
     let paths = dftracer_core::frontend::PATHS_CAP * 2 * (48 + (16 + path_len + 16) + 24 + 8);
     let slack = 8 << 20; // allocator arenas and pages touched late (not per file)
