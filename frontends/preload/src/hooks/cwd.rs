@@ -123,6 +123,34 @@ pub fn cwd_into(buf: &mut [u8; PATH_MAX]) -> Option<usize> {
     Some(n)
 }
 
+/// Which cached text [`cwd_into`] would copy now: its generation and the seqlock's value
+/// (a publication moves `SEQ`, and both only grow, so equal stamps mean the same text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    gen: u64,
+    seq: u64,
+}
+
+/// The [`Stamp`] of the text [`cwd_into`] would copy now (`None`: it would ask the kernel).
+/// A `cwd_into` between `stamp_now()` and a [`still`] of its answer copied that very text:
+/// `GEN` and `SEQ` only grow, `CACHED_GEN` changes only with `SEQ`, and a walker that left
+/// `WALKS` at 0 again moved `GEN`.
+#[inline]
+pub fn stamp_now() -> Option<Stamp> {
+    let g = GEN.load(Ordering::Acquire);
+    if g & 1 != 0 || WALKS.load(Ordering::Acquire) != 0 || CACHED_GEN.load(Ordering::Acquire) != g {
+        return None;
+    }
+    let seq = SEQ.load(Ordering::Acquire);
+    (seq & 1 == 0).then_some(Stamp { gen: g, seq })
+}
+
+/// Whether [`cwd_into`] would still copy the text `stamp` names. Loads only.
+#[inline]
+pub fn still(stamp: Stamp) -> bool {
+    stamp_now() == Some(stamp)
+}
+
 fn read_cached(buf: &mut [u8; PATH_MAX]) -> Option<usize> {
     let s0 = SEQ.load(Ordering::Acquire);
     if s0 & 1 != 0 {
