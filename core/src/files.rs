@@ -370,7 +370,14 @@ impl Drop for Pinned {
             // Records published under this pin are in rings: the slot may be claimed once a
             // pass that began after this point has drained them (see the module docs).
             let started = PASS.fetch_add(0, Ordering::AcqRel);
-            self.file.retired.fetch_max(started + 1, Ordering::Relaxed);
+            // `retired` only grows: a value already this high needs no read-modify-write (a
+            // claimer that synchronises with the release below reads it or a later, higher
+            // value: read-read coherence). Every `close` of a file whose slot was stamped in
+            // this pass already (a loop reopening one file) skips the compare-and-swap loop.
+            let r = &self.file.retired;
+            if r.load(Ordering::Relaxed) <= started {
+                r.fetch_max(started + 1, Ordering::Relaxed);
+            }
         }
         self.file.state.fetch_sub(1, Ordering::Release);
     }
@@ -383,7 +390,7 @@ pub const WAYS: usize = 32;
 const SPILL: usize = 64;
 
 /// A fixed-capacity set of `N` file slots keyed by path (`N` a power of two, at least
-/// [`WAYS`]). Memory: `N` × 8 B of keys, and `N` × 64 B of slots, in `.bss`; slots are laid
+/// [`WAYS`]). Memory: `N` × 9 B of keys and tags, and `N` × 64 B of slots, in `.bss`; slots are laid
 /// out way-major and taken lowest way first, so the slot pages touched grow with the most
 /// files *in use at once* in a bucket, not with the files ever seen. Plus each used slot's
 /// path buffer (at most twice its path length, or 128 B).
@@ -393,11 +400,24 @@ const SPILL: usize = 64;
 /// that nobody pins and whose events were all written, claimed for it (a cached path is
 /// evicted); `None` when none is free (more files open, or named by events not yet written,
 /// than those slots).
-pub struct Pool<const N: usize> {
+///
+/// `G` is `N / 8` (the words of tags; stable Rust cannot write it in the type).
+pub struct Pool<const N: usize, const G: usize> {
     /// Bucket-major: `keys[b * WAYS + w]` filters slot `slots[w * buckets + b]`.
     keys: [AtomicU64; N],
+    /// One byte per key, bucket-major as `keys` (eight to a word): [`tag_of`] its key, or 0.
+    /// A lookup compares a bucket's 32 tags in four words, and loads a key only where its tag
+    /// matched: a new path's miss was 32 key loads and compares.
+    tags: [AtomicU64; G],
     slots: [FileRef; N],
     full: AtomicU64,
+}
+
+/// A key's tag: seven of its bits (not those that pick the bucket) and the high bit, so that
+/// no key's tag is 0 (an empty or spilled way).
+#[inline(always)]
+fn tag_of(key: u64) -> u64 {
+    (key >> 1) & 0x7f | 0x80
 }
 
 /// A path's key: eight bytes a round (a byte-at-a-time FNV-1a was a tenth of a new file's
@@ -425,15 +445,16 @@ fn path_key(b: &[u8]) -> u64 {
     h ^ (h >> 32) ^ (h >> 47)
 }
 
-impl<const N: usize> Pool<N> {
+impl<const N: usize, const G: usize> Pool<N, G> {
     const BUCKETS: usize = N / WAYS;
 
     // Only ever a `static` (megabytes).
     #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
-        assert!(N.is_power_of_two() && N >= WAYS && N < u32::MAX as usize);
+        assert!(N.is_power_of_two() && N >= WAYS && N < u32::MAX as usize && G * 8 == N);
         Pool {
             keys: [const { AtomicU64::new(0) }; N],
+            tags: [const { AtomicU64::new(0) }; G],
             slots: [const { FileRef::empty() }; N],
             full: AtomicU64::new(0),
         }
@@ -448,11 +469,28 @@ impl<const N: usize> Pool<N> {
         let key = path_key(path) | 1;
         // Multiply (Fibonacci hashing) so every bit of the key counts in the bucket.
         let home = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & (Self::BUCKETS - 1);
-        for w in 0..WAYS {
-            if self.keys[home * WAYS + w].load(Ordering::Acquire) == key {
-                if let Some(p) = self.slot(home, w).pin_current() {
-                    if p.path() == path {
-                        return Some(p);
+        // Way 0 first, by its key: where a bucket's one file in use lives (the common case
+        // of a program with fewer files open than buckets), found without the tags.
+        if self.keys[home * WAYS].load(Ordering::Acquire) == key {
+            if let Some(p) = self.slot(home, 0).pin_current() {
+                if crate::filter::eq_bytes(p.path(), path) {
+                    return Some(p);
+                }
+            }
+        }
+        let pattern = tag_of(key) * 0x0101_0101_0101_0101;
+        for g in 0..WAYS / 8 {
+            let tags = self.tags[home * (WAYS / 8) + g].load(Ordering::Acquire);
+            // The high bit of each byte equal to the tag (exact: no false positives).
+            let mut hits = crate::deflate::zero_byte_mask(tags ^ pattern);
+            while hits != 0 {
+                let w = g * 8 + (hits.trailing_zeros() / 8) as usize;
+                hits &= hits - 1;
+                if self.keys[home * WAYS + w].load(Ordering::Acquire) == key {
+                    if let Some(p) = self.slot(home, w).pin_current() {
+                        if crate::filter::eq_bytes(p.path(), path) {
+                            return Some(p);
+                        }
                     }
                 }
             }
@@ -467,10 +505,16 @@ impl<const N: usize> Pool<N> {
                     // (or its path comparison) and looks on. A path spilled into another
                     // bucket is not found by lookups (its next open claims again).
                     let k = &self.keys[bucket * WAYS + w];
+                    let (t, shift) = (&self.tags[(bucket * WAYS + w) / 8], 8 * (w % 8));
+                    if t.load(Ordering::Relaxed) >> shift & 0xff != 0 {
+                        t.fetch_and(!(0xff << shift), Ordering::Relaxed);
+                    }
                     k.store(0, Ordering::Relaxed);
                     let p = c.publish(path);
                     if b == 0 {
                         k.store(key, Ordering::Release);
+                        // Other ways' tags share the word: a read-modify-write, after the key.
+                        t.fetch_or(tag_of(key) << shift, Ordering::Release);
                     }
                     return Some(p);
                 }
@@ -580,9 +624,45 @@ mod tests {
     }
 
     #[test]
+    fn pool_finds_a_path_in_every_way_of_its_bucket() {
+        // One bucket of 32 ways: each path is found again in its own slot, whichever of the
+        // four tag words holds its tag, and a slot claimed again for another path is not
+        // found by its old path's tag.
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        static P: Pool<32, 4> = Pool::new();
+        let first: Vec<Pinned> = (0..32)
+            .map(|i| P.intern(format!("/w/{i}").as_bytes()).unwrap())
+            .collect();
+        for (i, p) in first.iter().enumerate() {
+            let again = P.intern(format!("/w/{i}").as_bytes()).unwrap();
+            assert!(
+                std::ptr::eq(again.file(), p.file()) && again.gen == p.gen,
+                "{i}"
+            );
+        }
+        let slots: Vec<*const FileRef> = first.iter().map(|p| p.file() as *const _).collect();
+        drop(first);
+        pass();
+        // Way 20's file stays cached; the others are replaced by new paths.
+        let keep = P.intern(b"/w/20").unwrap();
+        let fresh: Vec<Pinned> = (0..31)
+            .map(|i| P.intern(format!("/v/{i}").as_bytes()).unwrap())
+            .collect();
+        assert!(std::ptr::eq(keep.file(), slots[20]));
+        for (i, p) in fresh.iter().enumerate() {
+            let again = P.intern(format!("/v/{i}").as_bytes()).unwrap();
+            assert!(std::ptr::eq(again.file(), p.file()), "{i}");
+        }
+        assert!(
+            P.intern(b"/w/3").is_none(),
+            "its slot holds another path, all pinned"
+        );
+    }
+
+    #[test]
     fn pool_dedups_pins_and_reuses_only_after_a_pass() {
         let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        static P: Pool<32> = Pool::new();
+        static P: Pool<32, 4> = Pool::new();
         let a = P.intern(b"/d/a").unwrap();
         let a2 = P.intern(b"/d/a").unwrap();
         assert!(std::ptr::eq(a.file(), a2.file()) && a.gen == a2.gen);
@@ -615,7 +695,7 @@ mod tests {
     #[test]
     fn lazy_hash_is_the_paths_under_racing_readers_and_reuse() {
         let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        static P: Pool<32> = Pool::new();
+        static P: Pool<32, 4> = Pool::new();
         for round in 0..50 {
             let path = format!("/lazy/{round}/file.bin");
             let a = P.intern(path.as_bytes()).unwrap();
@@ -638,7 +718,7 @@ mod tests {
     #[test]
     fn stale_handles_never_pin_another_file() {
         let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        static P: Pool<32> = Pool::new();
+        static P: Pool<32, 4> = Pool::new();
         let mut stale = Vec::new();
         for round in 0..50 {
             let ps: Vec<Pinned> = (0..32)
@@ -662,7 +742,7 @@ mod tests {
     #[test]
     fn random_sequences_never_misattribute() {
         let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        static P: Pool<64> = Pool::new();
+        static P: Pool<64, 8> = Pool::new();
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
             rng ^= rng << 13;
@@ -738,7 +818,7 @@ mod tests {
     #[test]
     fn concurrent_interning_and_reuse() {
         let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        static P: Pool<64> = Pool::new();
+        static P: Pool<64, 8> = Pool::new();
         let hs: Vec<_> = (0..4)
             .map(|t| {
                 std::thread::spawn(move || {

@@ -76,7 +76,7 @@ impl DataDirs {
 
     /// True when the absolute, normalised path `abs` is traced.
     pub fn traces(&self, abs: &[u8]) -> bool {
-        if !abs.starts_with(b"/") || is_excluded(abs) {
+        if abs.first() != Some(&b'/') || is_excluded(abs) {
             return false;
         }
         match self {
@@ -95,16 +95,67 @@ impl DataDirs {
 }
 
 /// True when `path` equals `dir` or lies below it, on whole components.
+#[inline]
 pub fn under(path: &[u8], dir: &[u8]) -> bool {
     if dir == b"/" {
-        return path.starts_with(b"/");
+        return path.first() == Some(&b'/');
     }
-    path.starts_with(dir) && (path.len() == dir.len() || path[dir.len()] == b'/')
+    match path.get(..dir.len()) {
+        Some(head) => eq_bytes(head, dir) && (path.len() == dir.len() || path[dir.len()] == b'/'),
+        None => false,
+    }
+}
+
+/// `a == b`, eight bytes at a time and inline: a slice comparison is a `bcmp` call, whose
+/// entry and size dispatch cost more than the comparison of a path (an `open` made two).
+#[inline]
+pub(crate) fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().unwrap_or([0; 8]));
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            if word(a, i) != word(b, i) {
+                return false;
+            }
+            i += 8;
+        }
+        // The last eight bytes (overlapping the word before when `n` is no multiple of 8).
+        return word(a, n - 8) == word(b, n - 8);
+    }
+    let short = |s: &[u8]| {
+        if n >= 4 {
+            // Two overlapping halves.
+            let lo = u32::from_le_bytes(s[..4].try_into().unwrap_or([0; 4])) as u64;
+            let hi = u32::from_le_bytes(s[n - 4..].try_into().unwrap_or([0; 4])) as u64;
+            lo | hi << 32
+        } else {
+            s.iter().fold(0u64, |w, &x| w << 8 | x as u64)
+        }
+    };
+    short(a) == short(b)
 }
 
 /// True for paths that are never traced: under `/proc`, `/sys`, `/dev`, or trace files.
+#[inline]
 pub fn is_excluded(abs: &[u8]) -> bool {
-    NEVER.iter().any(|d| under(abs, d)) || NEVER_SUFFIX.iter().any(|s| abs.ends_with(s))
+    // The byte after the root and the last byte pick the one rule that can apply, so a
+    // traced path pays two loads here, not five prefix and suffix comparisons.
+    let never = match abs.get(1) {
+        Some(b'p') => under(abs, NEVER[0]),
+        Some(b's') => under(abs, NEVER[1]),
+        Some(b'd') => under(abs, NEVER[2]),
+        _ => false,
+    };
+    never
+        || match abs.last() {
+            Some(b'w') => abs.ends_with(NEVER_SUFFIX[0]),
+            Some(b'z') => abs.ends_with(NEVER_SUFFIX[1]),
+            _ => false,
+        }
 }
 
 /// Writes the absolute, lexically normalised form of `path` into `out` and returns its
@@ -143,13 +194,139 @@ pub fn append_normalized(out: &mut [u8], len: usize, p: &[u8]) -> Option<usize> 
 }
 
 /// Appends the components of `p` to the normalised path `out[..len]` (which starts with `/`).
+#[inline]
 fn push_components(p: &[u8], out: &mut [u8], len: usize) -> Option<usize> {
     // Most paths programs pass are already normal: one copy.
     let q = p.strip_prefix(b"/").unwrap_or(p);
+    if let Some(n) = append_if_plain(out, len, q) {
+        return Some(n);
+    }
+    push_components_slow(p, q, out, len)
+}
+
+/// [`push_components`] of a path that is not plain, or near the end of `out`.
+#[inline(never)]
+fn push_components_slow(p: &[u8], q: &[u8], out: &mut [u8], len: usize) -> Option<usize> {
     if plain_components(q) {
         return append_component(out, len, q);
     }
     push_components_each(p, out, len)
+}
+
+/// Room [`append_if_plain`] needs after the path it writes: a sentinel `/` and the 16-byte
+/// reads of [`pairs16`].
+const PLAIN_SLACK: usize = 16;
+
+/// Appends `/q` to `out[..len]` when `q` is plain (see [`plain_components`]), checking it where
+/// it was copied to: the copy is whole words, and the check reads 16 bytes of `out` at a time,
+/// past the path's end (a sentinel `/` there ends the last component), so no byte is handled
+/// alone. `None`: not plain, or too close to `out`'s end (the caller then takes the general
+/// path, which gives the same answer).
+#[inline]
+fn append_if_plain(out: &mut [u8], len: usize, q: &[u8]) -> Option<usize> {
+    let n = q.len();
+    // `out[len - 1]` is `/` (the root) when `len == 1`; else a separator is written there.
+    let start = if len > 1 { len + 1 } else { len };
+    if len == 0 || n == 0 || start + n + PLAIN_SLACK > out.len() {
+        return None;
+    }
+    out[start - 1] = b'/';
+    copy_words(&mut out[start..start + n], q);
+    out[start + n] = b'/';
+    // `s = out[start - 1..=start + n]`: `/q/`. `q` is plain iff no `/` of `s` but its last
+    // is followed by `/`, `./` or `../`; candidates are the `/`s followed by `/` or `.`.
+    let s = &out[start - 1..];
+    let last = n + 1;
+    let mut i = 0;
+    while i < last {
+        let mut cand = pairs16(s, i);
+        if last - i < 15 {
+            // Positions at or past the sentinel (bytes beyond it are stale buffer contents).
+            cand &= (1u32 << (last - i)) - 1;
+        }
+        while cand != 0 {
+            let k = i + cand.trailing_zeros() as usize;
+            // `s[k + 1]` is `/` or `.`; `s[last]` is `/`, so `k + 3` is read only when
+            // `s[k + 2]` is a `.` before it.
+            if s[k + 1] == b'/' || s[k + 2] == b'/' || (s[k + 2] == b'.' && s[k + 3] == b'/') {
+                // `//`, `/./` or `/../`.
+                return None;
+            }
+            cand &= cand - 1;
+        }
+        i += 15;
+    }
+    Some(start + n)
+}
+
+/// Bit `k` (0..15) set when `s[i + k]` is `/` and `s[i + k + 1]` is `/` or `.`; reads
+/// `s[i..i + 16]`. SSE2 (in every x86-64): two compares and two masks for 15 positions.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn pairs16(s: &[u8], i: usize) -> u32 {
+    // SAFETY: SSE2 is enabled for the whole build (`target_feature = "sse2"`: the x86-64
+    // baseline), so every CPU this code runs on has it; `pairs16_sse2` touches memory only
+    // through bounds-checked slice reads.
+    #[allow(unsafe_code)]
+    unsafe {
+        pairs16_sse2(s, i)
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+#[inline]
+fn pairs16_sse2(s: &[u8], i: usize) -> u32 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set1_epi8, _mm_set_epi64x};
+    let word = |j: usize| u64::from_le_bytes(s[j..j + 8].try_into().unwrap_or([0; 8]));
+    let v = _mm_set_epi64x(word(i + 8) as i64, word(i) as i64);
+    let slash = _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'/' as i8))) as u32;
+    let dot = _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'.' as i8))) as u32;
+    slash & (slash | dot) >> 1
+}
+
+/// [`pairs16`] a byte at a time (other targets; and the reference of its test).
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "sse2", not(test)),
+    allow(dead_code)
+)]
+#[inline]
+fn pairs16_bytes(s: &[u8], i: usize) -> u32 {
+    let s = &s[i..i + 16];
+    (0..15).fold(0, |m, k| {
+        m | u32::from(s[k] == b'/' && matches!(s[k + 1], b'/' | b'.')) << k
+    })
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+fn pairs16(s: &[u8], i: usize) -> u32 {
+    pairs16_bytes(s, i)
+}
+
+/// `dst.copy_from_slice(src)` as two overlapping moves of a power of two bytes, inline: a
+/// path is a few words, and the `memcpy` call cost more than its copy. (A loop of word copies
+/// is turned back into a `memcpy` call by the compiler; paths over 32 bytes take that call.)
+#[inline]
+fn copy_words(dst: &mut [u8], src: &[u8]) {
+    fn two<const K: usize>(dst: &mut [u8], src: &[u8]) {
+        let n = src.len();
+        let head: [u8; K] = src[..K].try_into().unwrap_or([0; K]);
+        let tail: [u8; K] = src[n - K..].try_into().unwrap_or([0; K]);
+        dst[..K].copy_from_slice(&head);
+        dst[n - K..n].copy_from_slice(&tail);
+    }
+    let n = src.len();
+    debug_assert_eq!(n, dst.len());
+    match n {
+        33.. => dst.copy_from_slice(src),
+        16.. => two::<16>(dst, src),
+        8.. => two::<8>(dst, src),
+        4.. => two::<4>(dst, src),
+        2.. => two::<2>(dst, src),
+        1 => dst[0] = src[0],
+        0 => {}
+    }
 }
 
 /// Appends `/c` (just `c` after the root) to `out[..len]`; `None` when it does not fit.
@@ -269,6 +446,157 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_word_checked_copy_agrees_with_the_byte_check() {
+        // Pieces that put `/`, `.` and `..` on every side of a word boundary; the buffers'
+        // bytes past the path are stale `/../` (what a scratch buffer holds after a longer
+        // path), which the check must not read as part of the path.
+        let pieces: [&[u8]; 9] = [
+            b"",
+            b"/",
+            b".",
+            b"..",
+            b"a",
+            b".b",
+            b"cd.",
+            b"efghijk",
+            b"lmnopqrstu",
+        ];
+        let mut paths: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..4 {
+            let mut next = Vec::new();
+            for p in &paths {
+                for q in pieces {
+                    let mut v = p.clone();
+                    v.extend_from_slice(q);
+                    next.push(v);
+                }
+            }
+            paths.extend(next);
+            paths.sort();
+            paths.dedup();
+        }
+        let mut plain = 0;
+        for base in [&b"/"[..], b"/x/y", b"/abcdefg"] {
+            for p in &paths {
+                let q = p.strip_prefix(b"/").unwrap_or(p);
+                let need = base.len() + 1 + q.len() + PLAIN_SLACK;
+                for cap in [need - 1, need, need + 7] {
+                    let mut a: Vec<u8> = b"/../".iter().copied().cycle().take(cap).collect();
+                    a[..base.len()].copy_from_slice(base);
+                    let got = append_if_plain(&mut a, base.len(), q);
+                    let room =
+                        base.len() + usize::from(base.len() > 1) + q.len() + PLAIN_SLACK <= cap;
+                    let want = (room && plain_components(q)).then(|| {
+                        let mut b = vec![0u8; cap];
+                        b[..base.len()].copy_from_slice(base);
+                        push_components_each(p, &mut b, base.len()).unwrap()
+                    });
+                    assert_eq!(
+                        got,
+                        want,
+                        "{:?} + {:?} in {cap}",
+                        base,
+                        String::from_utf8_lossy(p)
+                    );
+                    if let Some(k) = got {
+                        plain += 1;
+                        let mut b = vec![0u8; cap];
+                        b[..base.len()].copy_from_slice(base);
+                        push_components_each(p, &mut b, base.len());
+                        assert_eq!(a[..k], b[..k], "{:?}", String::from_utf8_lossy(p));
+                    }
+                }
+            }
+        }
+        assert!(plain > 1000, "the word path was taken {plain} times");
+    }
+
+    #[test]
+    fn pairs_of_sixteen_bytes_as_byte_by_byte() {
+        // Every placement of `/` and `.` around the other bytes, from a fixed generator.
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let alphabet = *b"/./a/.";
+        for _ in 0..20_000 {
+            let mut s = [0u8; 20];
+            for b in s.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = alphabet[(x % 6) as usize];
+            }
+            for i in 0..4 {
+                assert_eq!(pairs16(&s, i), pairs16_bytes(&s, i), "{s:?} {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn copies_every_length() {
+        let src: Vec<u8> = (0..80u8).collect();
+        for n in 0..=80 {
+            let mut dst = vec![0xffu8; n];
+            copy_words(&mut dst, &src[..n]);
+            assert_eq!(dst, src[..n], "{n}");
+        }
+    }
+
+    #[test]
+    fn bytes_compare_as_slices_do() {
+        let text = b"/tmp/wo/data/f.bin/tmp/wo/data/g.bin";
+        for n in 0..=18 {
+            for m in 0..=18 {
+                for off in [0, 18] {
+                    let (a, b) = (&text[..n], &text[off..off + m]);
+                    assert_eq!(eq_bytes(a, b), a == b, "{a:?} {b:?}");
+                }
+            }
+        }
+        // One differing byte anywhere.
+        for n in 1..=20 {
+            let a = vec![b'x'; n];
+            for k in 0..n {
+                let mut b = a.clone();
+                b[k] = b'y';
+                assert!(!eq_bytes(&a, &b) && eq_bytes(&a, &a.clone()), "{n} {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn exclusions_by_first_and_last_byte() {
+        for p in [
+            &b"/proc"[..],
+            b"/proc/1/fd",
+            b"/sys",
+            b"/sys/x",
+            b"/dev",
+            b"/dev/null",
+            b"/x/t.pfw",
+            b"/x/t.pfw.gz",
+            b"/proc.pfw",
+        ] {
+            assert!(is_excluded(p), "{:?}", String::from_utf8_lossy(p));
+        }
+        for p in [
+            &b"/"[..],
+            b"/p",
+            b"/pro",
+            b"/procs",
+            b"/process/x",
+            b"/system",
+            b"/devices/x",
+            b"/s",
+            b"/x/pfw",
+            b"/x/t.pfw.g",
+            b"/x/t.gz",
+            b"/x/tpfw",
+            b"/x/proc",
+        ] {
+            assert!(!is_excluded(p), "{:?}", String::from_utf8_lossy(p));
         }
     }
 

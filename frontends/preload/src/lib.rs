@@ -167,11 +167,21 @@ pub(crate) struct Busy(dftracer_core::frontend::Hook);
 /// Longest normalised path traced; longer ones are passed through untraced.
 pub const PATH_MAX: usize = 4096;
 
+/// A thread's scratch space: two path buffers, and the last `open`'s resolution.
+pub(crate) struct Scratch {
+    bufs: [[u8; PATH_MAX]; 2],
+    last: hooks::resolved::Last,
+}
+
 thread_local! {
     /// Path buffers of this thread's recording section (a 4 KiB stack array would have to be
     /// zeroed on every call: that memset was most of the cost of an untraced `open`).
-    static SCRATCH: std::cell::UnsafeCell<[[u8; PATH_MAX]; 2]> =
-        const { std::cell::UnsafeCell::new([[0; PATH_MAX]; 2]) };
+    static SCRATCH: std::cell::UnsafeCell<Scratch> = const {
+        std::cell::UnsafeCell::new(Scratch {
+            bufs: [[0; PATH_MAX]; 2],
+            last: hooks::resolved::Last::EMPTY,
+        })
+    };
 }
 
 /// [`SCRATCH`]'s offset from the thread pointer when this library was loaded with the program
@@ -193,7 +203,7 @@ fn scratch_is_static() {
 /// This thread's [`SCRATCH`], by address: from the thread pointer when its offset is known
 /// (no `__tls_get_addr` call), else through the thread-local's own access.
 #[inline(always)]
-fn scratch_ptr() -> Option<*mut [[u8; PATH_MAX]; 2]> {
+fn scratch_ptr() -> Option<*mut Scratch> {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         let off = SCRATCH_OFFSET.load(Ordering::Relaxed);
@@ -209,20 +219,32 @@ impl Busy {
     /// when thread-local storage is already gone).
     #[allow(unsafe_code)]
     pub(crate) fn scratch(&mut self) -> Option<&mut [[u8; PATH_MAX]; 2]> {
+        Some(&mut self.scratch_all()?.bufs)
+    }
+
+    /// This thread's whole [`Scratch`], exclusively borrowed as [`Busy::scratch`].
+    #[allow(unsafe_code)]
+    #[inline(always)]
+    fn scratch_all(&mut self) -> Option<&mut Scratch> {
         let p = scratch_ptr()?;
         // SAFETY: a `Busy` exists at most once per thread at a time (the core's section flag), and only code
         // holding it mutably reaches the buffers, so this is the only live reference.
         Some(unsafe { &mut *p })
     }
 
-    /// As [`Busy::scratch`], with the section itself for recording while the buffers are
-    /// borrowed ([`Busy::record_static`]).
-    pub(crate) fn scratch_and_self(&mut self) -> Option<(&mut [[u8; PATH_MAX]; 2], &Busy)> {
-        let bufs: *mut [[u8; PATH_MAX]; 2] = self.scratch()?;
-        // SAFETY: the buffers are thread-local storage, not part of `self`: the exclusive
-        // borrow of them (see `scratch`) and a shared one of `self` do not alias.
+    /// The path buffers and the last `open`'s resolution ([`hooks::resolved`]), with the
+    /// section itself for recording while they are borrowed ([`Busy::record_static`]).
+    #[inline(always)]
+    pub(crate) fn scratch_last_and_self(
+        &mut self,
+    ) -> Option<(&mut [[u8; PATH_MAX]; 2], &mut hooks::resolved::Last, &Busy)> {
+        let s: *mut Scratch = self.scratch_all()?;
+        // SAFETY: the scratch space is thread-local storage, not part of `self`: the exclusive
+        // borrow of it (see `scratch_all`) and a shared one of `self` do not alias; its two
+        // fields are disjoint.
         #[allow(unsafe_code)]
-        Some((unsafe { &mut *bufs }, &*self))
+        let s = unsafe { &mut *s };
+        Some((&mut s.bufs, &mut s.last, &*self))
     }
 }
 

@@ -35,11 +35,11 @@ const TOP: usize = 1 << 18;
 /// Fds at or above this are never tracked (Linux caps `nr_open` at 2^30).
 pub const MAX_FD: usize = TOP * CHUNK;
 
-/// Slots of the pool of traced files: 128 Ki × (64 B + 8 B) of `.bss` (slots touched as
+/// Slots of the pool of traced files: 128 Ki × (64 B + 9 B) of `.bss` (slots touched as
 /// used), plus each used slot's path buffer. Bounds the traced files open at once, or named
 /// by events not yet encoded (at most a few rings' worth), not the files ever opened.
 pub const POOL_SLOTS: usize = 1 << 17;
-pub static POOL: Pool<POOL_SLOTS> = Pool::new();
+pub static POOL: Pool<POOL_SLOTS, { POOL_SLOTS / 8 }> = Pool::new();
 
 /// A traced file as a table entry names it: its pool slot and generation. Holds no pin of
 /// its own (the entry it was read from does); pin it to read the path.

@@ -1435,8 +1435,8 @@ fn millions_of_distinct_files_in_flat_memory() {
     // documented capacities, with every allocation counted at twice its size (allocator
     // rounding, vectors and maps growing by doubling). Path length: `<data>/l%ld/f%03ld`.
     let path_len = data_s.len() + 11;
-    // The preload's pool: `table::POOL_SLOTS` slots of 64 B, 8 B keys, a path buffer each.
-    let pool = (1 << 17) * (64 + 8 + 2 * (path_len.max(64) + 16));
+    // The preload's pool: `table::POOL_SLOTS` slots of 64 B, 8 B keys and 1 B tags, a path buffer each.
+    let pool = (1 << 17) * (64 + 9 + 2 * (path_len.max(64) + 16));
     // The writer's path table: an entry (48 B), the shared path (16 B counts), a map slot.
     let paths = dftracer_core::frontend::PATHS_CAP * 2 * (48 + (16 + path_len + 16) + 24 + 8);
     let slack = 8 << 20; // allocator arenas and pages touched late (not per file)
@@ -1600,6 +1600,95 @@ fn relative_opens_follow_every_cwd_change() {
     walk2.sort();
     assert_eq!(walk2, [x.clone(), y.clone()]);
     assert_eq!(opens[9], x);
+}
+
+/// One relative name in several directories, opened again and again: a thread's kept
+/// resolution of its last path (`hooks/resolved.rs`) must follow every cwd change, and never
+/// answer for a path relative to a directory fd.
+const SAME_NAME: &str = r#"
+static void rd(int dirfd, const char *rel) {
+    int fd = openat(dirfd, rel, O_RDONLY); CHECK(fd >= 0);
+    char b[4]; CHECK(read(fd, b, 4) == 4); CHECK(close(fd) == 0);
+}
+int main(int argc, char **argv) {
+    const char *d = argv[1];   /* contains a/f.bin and b/f.bin */
+    char p[600], q[600];
+    snprintf(p, sizeof p, "%s/a", d);
+    CHECK(chdir(p) == 0);
+    for (int i = 0; i < 3; i++) rd(AT_FDCWD, "f.bin");
+    CHECK(chdir("../b") == 0);
+    for (int i = 0; i < 3; i++) rd(AT_FDCWD, "f.bin");
+    int afd = open(p, O_RDONLY | O_DIRECTORY); CHECK(afd >= 0);
+    for (int i = 0; i < 2; i++) rd(afd, "f.bin");
+    rd(AT_FDCWD, "f.bin");
+    CHECK(fchdir(afd) == 0);
+    for (int i = 0; i < 3; i++) rd(AT_FDCWD, "f.bin");
+    CHECK(close(afd) == 0);
+    snprintf(p, sizeof p, "%s/b", d);
+    snprintf(q, sizeof q, "%s/c", d);
+    CHECK(rename(p, q) == 0);
+    CHECK(chdir("../c") == 0);
+    for (int i = 0; i < 3; i++) rd(AT_FDCWD, "f.bin");
+    snprintf(p, sizeof p, "%s/a/f.bin", d);
+    snprintf(q, sizeof q, "%s/c/f.bin", d);
+    for (int i = 0; i < 3; i++) rd(AT_FDCWD, p);
+    rd(AT_FDCWD, q);                    /* once: the kept entry stays a's, with a's slot */
+    rd(AT_FDCWD, p);
+    for (int i = 0; i < 2; i++) rd(AT_FDCWD, "../a/f.bin");
+    puts("done");
+    return 0;
+}
+"#;
+
+#[test]
+fn a_kept_relative_path_follows_the_cwd_and_never_a_dirfd() {
+    let s = Scratch::new("samename");
+    let exe = s.compile("samename", &prog(SAME_NAME));
+    for dir in ["a", "b"] {
+        std::fs::create_dir_all(s.path(&format!("data/{dir}"))).unwrap();
+        std::fs::write(s.path(&format!("data/{dir}/f.bin")), b"ffff").unwrap();
+    }
+    ok(s.cmd(&exe, Some(&s.s("data")))
+        .arg(s.s("data"))
+        .output()
+        .unwrap());
+    let t = s.only_trace();
+    let (a, b, c) = (
+        s.s("data/a/f.bin"),
+        s.s("data/b/f.bin"),
+        s.s("data/c/f.bin"),
+    );
+    let opens: Vec<String> = t
+        .io()
+        .into_iter()
+        .filter(|e| e["name"] == "openat" || e["name"] == "open")
+        .map(|e| t.file_of(e))
+        .filter(|f| *f != s.s("data/a"))
+        .collect();
+    let want: Vec<&String> = [
+        (&a, 3),
+        (&b, 3),
+        (&a, 2),
+        (&b, 1),
+        (&a, 3),
+        (&c, 3),
+        (&a, 3),
+        (&c, 1),
+        (&a, 3),
+    ]
+    .into_iter()
+    .flat_map(|(f, k)| std::iter::repeat_n(f, k))
+    .collect();
+    let got: Vec<&String> = opens.iter().collect();
+    assert_eq!(got, want);
+    // Every read names the file its open did.
+    let reads: Vec<String> = t
+        .io()
+        .into_iter()
+        .filter(|e| e["name"] == "read")
+        .map(|e| t.file_of(e))
+        .collect();
+    assert_eq!(reads.iter().collect::<Vec<_>>(), want);
 }
 
 // ---------------------------------------------------------------- signals passed on to itself

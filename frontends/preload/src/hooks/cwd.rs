@@ -123,6 +123,34 @@ pub fn cwd_into(buf: &mut [u8; PATH_MAX]) -> Option<usize> {
     Some(n)
 }
 
+/// Which cached text [`cwd_into`] would copy now: its generation and the seqlock's value
+/// (a publication moves `SEQ`, and both only grow, so equal stamps mean the same text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    gen: u64,
+    seq: u64,
+}
+
+/// The [`Stamp`] of the text [`cwd_into`] would copy now (`None`: it would ask the kernel).
+/// A `cwd_into` between `stamp_now()` and a [`still`] of its answer copied that very text:
+/// `GEN` and `SEQ` only grow, `CACHED_GEN` changes only with `SEQ`, and a walker that left
+/// `WALKS` at 0 again moved `GEN`.
+#[inline]
+pub fn stamp_now() -> Option<Stamp> {
+    let g = GEN.load(Ordering::Acquire);
+    if g & 1 != 0 || WALKS.load(Ordering::Acquire) != 0 || CACHED_GEN.load(Ordering::Acquire) != g {
+        return None;
+    }
+    let seq = SEQ.load(Ordering::Acquire);
+    (seq & 1 == 0).then_some(Stamp { gen: g, seq })
+}
+
+/// Whether [`cwd_into`] would still copy the text `stamp` names. Loads only.
+#[inline]
+pub fn still(stamp: Stamp) -> bool {
+    stamp_now() == Some(stamp)
+}
+
 fn read_cached(buf: &mut [u8; PATH_MAX]) -> Option<usize> {
     let s0 = SEQ.load(Ordering::Acquire);
     if s0 & 1 != 0 {
@@ -132,10 +160,10 @@ fn read_cached(buf: &mut [u8; PATH_MAX]) -> Option<usize> {
     if n == 0 || n >= PATH_MAX {
         return None;
     }
-    for (i, w) in TEXT.iter().take(n.div_ceil(8)).enumerate() {
-        let b = w.load(Ordering::Relaxed).to_le_bytes();
-        let k = (n - i * 8).min(8);
-        buf[i * 8..i * 8 + k].copy_from_slice(&b[..k]);
+    // Whole words (the last one's bytes past `n` are zeros, and `buf` is `WORDS` words
+    // long): no per-word length, no `memcpy` call.
+    for (w, out) in TEXT[..n.div_ceil(8)].iter().zip(buf.chunks_exact_mut(8)) {
+        out.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
     }
     std::sync::atomic::fence(Ordering::Acquire);
     (SEQ.load(Ordering::Relaxed) == s0).then_some(n)

@@ -60,6 +60,7 @@ shim_modules!(
 );
 pub mod cwd;
 pub mod inherit;
+pub mod resolved;
 
 use std::ffi::CStr;
 
@@ -279,19 +280,23 @@ pub unsafe fn resolve_path(
 ) -> Option<&[u8]> {
     // SAFETY: forwarded contract.
     let p = unsafe { c_bytes(path) }?;
+    resolve_bytes(dirfd, p, buf)
+}
+
+/// [`resolve_path`] of the path's bytes `p`.
+#[inline]
+pub fn resolve_bytes<'b>(dirfd: c_int, p: &[u8], buf: &'b mut [u8; PATH_MAX]) -> Option<&'b [u8]> {
     let base = if p.first() == Some(&b'/') {
         buf[0] = b'/';
         1
     } else if dirfd == libc::AT_FDCWD {
-        cwd_into(buf)?
+        cwd::cwd_into(buf)?
     } else {
         fd_path_into(dirfd, buf)?
     };
     let n = dftracer_core::frontend::append_normalized(buf, base, p)?;
     Some(&buf[..n])
 }
-
-use cwd::cwd_into;
 
 /// The path of the directory open as `fd`: from the fd table when traced, else from
 /// `/proc/self/fd/<fd>`.
@@ -558,6 +563,95 @@ pub unsafe fn pre_resolve(
     // SAFETY: forwarded contract.
     crate::guarded_or(None, || {
         unsafe { traced_path(dirfd, path, buf) }.map(|p| p.len())
+    })
+}
+
+/// Where [`pre_resolve_kept`] left a traced path: the thread's last resolution
+/// ([`resolved::Last::kept_path`], `kept`; its slot: [`resolved::Last::file`]) or the buffer;
+/// its length; `entry`: the kept entry is this path's (the caller may give it the slot it
+/// interns, [`resolved::Last::set_file`]). Two words: returned in registers.
+pub struct Resolution {
+    pub len: usize,
+    pub kept: bool,
+    pub entry: bool,
+}
+
+/// [`pre_resolve`] through the thread's last resolution (`last`, see [`resolved`]): the same
+/// answer, without the work when `path` is the one kept and nothing it depended on changed.
+/// A path that comes twice in a row is kept for the next call.
+///
+/// # Safety
+/// `path` must be NULL or a valid C string.
+#[inline]
+pub unsafe fn pre_resolve_kept(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: &mut [u8; PATH_MAX],
+    last: &mut resolved::Last,
+) -> Option<Resolution> {
+    let _errno = crate::SavedErrno::new();
+    crate::guarded_or(None, || {
+        let filter = filter()?;
+        // SAFETY: forwarded contract.
+        let p = unsafe { c_bytes(path) }?;
+        // Relative to a directory fd: never kept, never looked up.
+        let keepable = p.first() == Some(&b'/') || dirfd == libc::AT_FDCWD;
+        let id = filter as *const dftracer_core::frontend::DataDirs as usize;
+        let mut repeat = false;
+        if keepable {
+            match last.lookup(p, id) {
+                resolved::Found::Untraced => return None,
+                resolved::Found::Traced(n) => {
+                    return Some(Resolution {
+                        kept: true,
+                        len: n,
+                        entry: true,
+                    })
+                }
+                resolved::Found::Miss => repeat = last.noted_again(p),
+            }
+        }
+        if repeat {
+            return keep_resolved(dirfd, p, buf, last, filter, id);
+        }
+        let q = resolve_bytes(dirfd, p, buf)?;
+        filter.traces(q).then_some(Resolution {
+            kept: false,
+            len: q.len(),
+            entry: false,
+        })
+    })
+}
+
+/// A keepable path's second miss in a row: resolves it and keeps the answer (for a relative
+/// path, only when the cwd text it was resolved against is known, [`cwd::stamp_now`]).
+#[inline(never)]
+fn keep_resolved(
+    dirfd: c_int,
+    p: &[u8],
+    buf: &mut [u8; PATH_MAX],
+    last: &mut resolved::Last,
+    filter: &dftracer_core::frontend::DataDirs,
+    id: usize,
+) -> Option<Resolution> {
+    let relative = p.first() != Some(&b'/');
+    let stamp = if relative { cwd::stamp_now() } else { None };
+    let Some(q) = resolve_bytes(dirfd, p, buf) else {
+        last.clear();
+        return None;
+    };
+    let traced = filter.traces(q).then_some(q);
+    let entry = if relative && !stamp.is_some_and(cwd::still) {
+        // The cwd moved, or was read from the kernel: its text has no stamp to keep.
+        last.clear();
+        false
+    } else {
+        last.keep(p, id, stamp, traced)
+    };
+    traced.map(|q| Resolution {
+        kept: false,
+        len: q.len(),
+        entry,
     })
 }
 

@@ -9,7 +9,7 @@ use libc::{
 
 use dftracer_core::{Arg, Layer, Schema, Slot, Value};
 
-use super::{missing, pre_resolve, traced_fd, POSIX};
+use super::{missing, pre_resolve_kept, traced_fd, POSIX};
 use crate::{
     enter, guarded, guarded_or, on_fd, on_path, posix_on, real, record,
     ticks, SavedErrno, FDS,
@@ -74,11 +74,13 @@ unsafe fn open_common(
         }
         return fd;
     };
-    let resolved = match busy.scratch_and_self() {
-        Some((bufs, rec)) => pre_resolve(dirfd, path, &mut bufs[0]).map(|n| (bufs, rec, n)),
+    let resolved = match busy.scratch_last_and_self() {
+        Some((bufs, last, rec)) => {
+            pre_resolve_kept(dirfd, path, &mut bufs[0], last).map(|r| (bufs, last, rec, r))
+        }
         None => None,
     };
-    let Some((bufs, rec, n)) = resolved else {
+    let Some((bufs, last, rec, r)) = resolved else {
         drop(busy);
         let fd = call();
         if fd >= 0 {
@@ -90,10 +92,24 @@ unsafe fn open_common(
     let fd = call();
     let _errno = SavedErrno::new();
     let t1 = ticks();
-    guarded(|| {
-        let p = &bufs[0][..n];
+    let p = if r.kept {
+        last.kept_path(r.len)
+    } else {
+        &bufs[0][..r.len]
+    };
+    let interned = guarded_or(None, || {
         if fd >= 0 {
-            match crate::table::intern(p) {
+            // The slot the last open of this path took, if it still holds it (its
+            // generation moves when it is claimed for another path), else the pool's.
+            let kept_file = if r.kept { last.file() } else { None };
+            let pinned = match kept_file.and_then(|h| h.pin()) {
+                Some(f) => {
+                    crate::table::touch();
+                    Some(f)
+                }
+                None => crate::table::intern(p),
+            };
+            match pinned {
                 Some(file) => {
                     let h = file.handle();
                     FDS.set(fd, Some(file));
@@ -104,7 +120,7 @@ unsafe fn open_common(
                     } else {
                         rec.record_static(&schemas[0], t0, t1, [f, fdv, fdv], &h);
                     }
-                    return;
+                    return Some(h);
                 }
                 // No slot free in the path's bucket: the open names its path, the fd is
                 // not tracked.
@@ -128,7 +144,12 @@ unsafe fn open_common(
         } else {
             record(POSIX, name, t0, t1, &[fl, fdv, ret, fhash]);
         }
+        None
     });
+    // The entry kept for this path remembers its slot (only this path's: `r.entry`).
+    if interned.is_some() && r.entry {
+        last.set_file(interned);
+    }
     drop(busy);
     fd
 }
