@@ -12,7 +12,9 @@
 //! interval). It reads a (realtime, tsc) pair, computes the tick length from the first pair
 //! (a long baseline: the error shrinks as the process lives) and publishes a fresh anchor
 //! through a sequence lock, at most every [`REANCHOR_NS`], never behind the conversion it
-//! replaces (so no thread sees time go back across a re-anchoring; `tests/clock_drift.rs`
+//! replaces at any tick up to the publication ([`not_behind`]), and a reader that races with
+//! a publication reads the TSC again instead of the vDSO (so no thread sees time go back
+//! across a re-anchoring; `tests/clock_drift.rs`
 //! checks this and the drift against `CLOCK_REALTIME` over minutes, FORMAT.md "Clock" gives
 //! the bound). A published anchor is used for at most [`MAX_AGE_TICKS`] ticks
 //! (a few seconds); past that (writer stalled or gone) readers fall back to the vDSO. If a
@@ -56,11 +58,12 @@ impl Conversion {
 /// A [`Conversion`] behind a sequence lock: one writer (the tracer's writer thread) publishes,
 /// any number of readers read without ever blocking it or each other.
 pub struct Anchor {
-    /// Even: a conversion is published. Odd: none yet (it starts at 1), or the writer is
-    /// updating it, or has withdrawn it: readers test one bit. It only grows: a withdrawal
-    /// moves it to odd rather than back to 1, so a reader that loaded the old anchor's value
-    /// before a withdrawal and a new publication cannot find that same value again and mix
-    /// the two anchors.
+    /// Even (0 mod 4): a conversion is published. Odd: none yet (it starts at 3) or withdrawn
+    /// (3 mod 4), or the writer is publishing one (1 mod 4): readers test one bit, and a
+    /// reader that raced with a publication tells it from a withdrawal ([`Anchor::withdrawn`]).
+    /// It only grows: a withdrawal moves it to 3 mod 4 rather than back to 3, so a reader that
+    /// loaded the old anchor's value before a withdrawal and a new publication cannot find
+    /// that same value again and mix the two anchors.
     seq: sync::AtomicU64,
     base_tsc: sync::AtomicU64,
     base_ns: sync::AtomicU64,
@@ -77,7 +80,7 @@ impl Anchor {
     #[cfg(not(loom))]
     pub const fn new() -> Anchor {
         Anchor {
-            seq: sync::AtomicU64::new(1),
+            seq: sync::AtomicU64::new(3),
             base_tsc: sync::AtomicU64::new(0),
             base_ns: sync::AtomicU64::new(0),
             mult: sync::AtomicU64::new(0),
@@ -88,7 +91,7 @@ impl Anchor {
     #[cfg(loom)]
     pub fn new() -> Anchor {
         Anchor {
-            seq: sync::AtomicU64::new(1),
+            seq: sync::AtomicU64::new(3),
             base_tsc: sync::AtomicU64::new(0),
             base_ns: sync::AtomicU64::new(0),
             mult: sync::AtomicU64::new(0),
@@ -134,21 +137,39 @@ impl Anchor {
 
     /// Writer only: publishes `c`.
     pub fn publish(&self, c: Conversion) {
-        let odd = self.seq.load(Ordering::Relaxed) | 1;
+        self.publish_with(|| c);
+    }
+
+    /// Writer only: publishes the conversion `make` returns, called once no reader can pass
+    /// its check with the conversion published before (the sequence is odd and, after a
+    /// full fence, visible to every core): a counter read inside `make` is later than every
+    /// counter value a reader of the old conversion returned.
+    pub fn publish_with(&self, make: impl FnOnce() -> Conversion) {
+        // 1 mod 4 from either a published (0) or a withdrawn (3) value.
+        let odd = (self.seq.load(Ordering::Relaxed) | 3) + 2;
         self.seq.store(odd, Ordering::Relaxed);
         // Also when the sequence was odd already (withdrawn): a reader that sees one of the
-        // stores below must then see the sequence moved past the value it started with.
-        sync::fence(Ordering::Release);
+        // stores below must then see the sequence moved past the value it started with. A
+        // full fence: the odd sequence is visible everywhere before `make` runs.
+        sync::fence(Ordering::SeqCst);
+        let c = make();
         self.base_tsc.store(c.base_tsc, Ordering::Relaxed);
         self.base_ns.store(c.base_ns, Ordering::Relaxed);
         self.mult.store(c.mult, Ordering::Relaxed);
-        self.seq.store(odd + 1, Ordering::Release);
+        self.seq.store(odd + 3, Ordering::Release);
     }
 
     /// Writer only: readers stop using the published conversion.
     pub fn withdraw(&self) {
         let s = self.seq.load(Ordering::Relaxed);
-        self.seq.store(s | 1, Ordering::Release);
+        self.seq.store(s | 3, Ordering::Release);
+    }
+
+    /// Whether no conversion is published and none is being published (none yet, or
+    /// withdrawn), as opposed to the few stores of a publication.
+    #[inline]
+    pub fn withdrawn(&self) -> bool {
+        self.seq.load(Ordering::Acquire) & 3 == 3
     }
 }
 
@@ -212,6 +233,25 @@ pub fn ticks() -> u64 {
     #[cfg(target_arch = "x86_64")]
     if ANCHOR.in_use() {
         return rdtsc_tagged();
+    }
+    ticks_slow()
+}
+
+/// [`ticks`] while no conversion is published: the vDSO clock, unless a publication is in
+/// progress (then the tagged TSC once it is done: a vDSO reading there could be earlier than
+/// the tagged ticks just before it on this thread, by the conversion's error).
+#[cold]
+#[inline(never)]
+fn ticks_slow() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    for _ in 0..RACE_TRIES {
+        if ANCHOR.in_use() {
+            return rdtsc_tagged();
+        }
+        if ANCHOR.withdrawn() {
+            break;
+        }
+        std::hint::spin_loop();
     }
     realtime_ns()
 }
@@ -372,12 +412,32 @@ pub fn now_ns() -> u64 {
     vdso_ns()
 }
 
-/// The vDSO clock; out of line where the TSC is read first, so that the TSC path of its
-/// callers needs no stack frame.
+/// The vDSO clock, unless a read of the TSC raced with a publication (the sequence moved
+/// or is odd for the few stores of one): then the TSC again, a few times first. Falling back
+/// to the vDSO there could read an earlier time than the TSC just gave on this thread (by
+/// the conversion's error). A withdrawn anchor stays odd: the vDSO. Out of line where the
+/// TSC is read first, so that the TSC path of its callers needs no stack frame.
 #[cfg_attr(target_arch = "x86_64", cold, inline(never))]
 fn vdso_ns() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    for _ in 0..RACE_TRIES {
+        match ANCHOR.read(rdtsc) {
+            Some((c, t)) => match c.at(t) {
+                Some(ns) => return ns,
+                None => break, // an anchor too old to trust
+            },
+            None if ANCHOR.withdrawn() => break,
+            None => std::hint::spin_loop(),
+        }
+    }
     realtime_ns()
 }
+
+/// Reads of the TSC made again while a publication is in progress before the vDSO is read
+/// instead (the publication's stores take well under a microsecond unless the writer is
+/// preempted among them).
+#[cfg(target_arch = "x86_64")]
+const RACE_TRIES: usize = 64;
 
 /// How long the writer may sleep before its next [`recalibrate`], in ms: a first anchor is
 /// published one baseline after calibration began (the writer wakes for it, rather than at its
@@ -475,17 +535,42 @@ pub fn recalibrate(allowed: bool) {
             Some(c) => ns.max(c.predict(tsc)),
             None => ns,
         };
-        let c = Conversion {
+        let fresh = Conversion {
             base_tsc: tsc,
             base_ns,
             mult: mult as u64,
         };
-        // Kept before it is published: a tick tagged under it must find it (ticks_ns).
-        history::push(c);
-        ANCHOR.publish(c);
+        ANCHOR.publish_with(|| {
+            // A flatter line than the old one falls behind it after `tsc`, and readers used
+            // the old one until the sequence went odd, which may be long after the pair was
+            // read (the writer preempted in between): raised so that it is not behind the old
+            // one now, so not at any instant since `tsc` either (the gap grows with time), and
+            // no reader reads an earlier time after the switch.
+            let c = match current {
+                Some(old) => not_behind(fresh, old, rdtsc()),
+                None => fresh,
+            };
+            // Kept before it is published: a tick tagged under it must find it (ticks_ns).
+            history::push(c);
+            c
+        });
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = allowed;
+}
+
+/// `fresh` (based at or after `old`'s value at its base tick), raised where needed so that
+/// at no tick from its base to `now` does it give an earlier time than `old`: the gap
+/// between the two lines is largest at `now` when `fresh` is the flatter one.
+fn not_behind(fresh: Conversion, old: Conversion, now: u64) -> Conversion {
+    if fresh.mult >= old.mult || now < fresh.base_tsc {
+        return fresh;
+    }
+    let behind = old.predict(now).saturating_sub(fresh.predict(now));
+    Conversion {
+        base_ns: fresh.base_ns + behind,
+        ..fresh
+    }
 }
 
 /// A (realtime ns, tsc) pair read close together: the realtime midpoint around one `rdtsc`,
@@ -635,6 +720,67 @@ fn in_unit(unit: TimeMetric, ns: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flatter conversion published late is raised to the old one's value at the
+    /// publication, so a reader never reads an earlier time across the switch; a steeper one,
+    /// or one published at once, is left as computed.
+    #[test]
+    fn a_late_flatter_anchor_is_raised_to_the_old_line() {
+        let old = Conversion {
+            base_tsc: 1_000,
+            base_ns: 5_000_000,
+            mult: 1 << 32, // 1 ns a tick
+        };
+        let tsc = 3_000_000;
+        let flatter = Conversion {
+            base_tsc: tsc,
+            base_ns: old.predict(tsc),
+            mult: (1 << 32) - (1 << 12), // 1 - 2^-20 ns a tick
+        };
+        let now = tsc + 100_000_000; // published 0.1 s (of ticks) after the pair was read
+        assert!(
+            flatter.predict(now) < old.predict(now),
+            "the case this is about"
+        );
+        let c = not_behind(flatter, old, now);
+        for t in [tsc, tsc + 1, (tsc + now) / 2, now - 1, now] {
+            assert!(c.predict(t) >= old.predict(t), "behind at tick {t}");
+        }
+        assert_eq!(
+            c.predict(now),
+            old.predict(now),
+            "raised by just what was missing"
+        );
+        let steeper = Conversion {
+            mult: (1 << 32) + (1 << 12),
+            ..flatter
+        };
+        assert_eq!(not_behind(steeper, old, now), steeper);
+        assert_eq!(not_behind(flatter, old, tsc), flatter);
+    }
+
+    /// The sequence's states: none yet and withdrawn (readers go to the vDSO at once), a
+    /// publication in progress (readers of `now_ns` and `ticks` wait for it), published.
+    #[test]
+    fn anchor_tells_a_publication_from_a_withdrawal() {
+        let a = Anchor::new();
+        assert!(a.withdrawn() && !a.in_use() && a.read(|| 7).is_none());
+        let c = Conversion {
+            base_tsc: 10,
+            base_ns: 20,
+            mult: 1 << 32,
+        };
+        a.publish_with(|| {
+            assert!(!a.in_use() && !a.withdrawn(), "publishing: neither");
+            c
+        });
+        assert!(a.in_use() && !a.withdrawn() && a.current() == Some(c));
+        a.withdraw();
+        assert!(a.withdrawn() && !a.in_use());
+        a.publish(c);
+        a.publish(c);
+        assert!(a.in_use() && a.read(|| 7) == Some((c, 7)));
+    }
 
     #[test]
     fn tracks_realtime_once_calibrated() {
