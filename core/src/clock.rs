@@ -231,10 +231,16 @@ pub const TSC_TAG: u64 = 1 << 63;
 #[inline(always)]
 pub fn ticks() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if ANCHOR.in_use() {
-        return rdtsc_tagged();
+    {
+        let s = ANCHOR.seq.load(Ordering::Acquire);
+        if s & 1 == 0 {
+            return rdtsc_tagged();
+        }
+        if s & 3 == 1 {
+            return ticks_slow();
+        }
     }
-    ticks_slow()
+    realtime_ns()
 }
 
 /// [`ticks`] while no conversion is published: the vDSO clock, unless a publication is in
@@ -419,6 +425,10 @@ pub fn now_ns() -> u64 {
 /// TSC is read first, so that the TSC path of its callers needs no stack frame.
 #[cfg_attr(target_arch = "x86_64", cold, inline(never))]
 fn vdso_ns() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if ANCHOR.withdrawn() {
+        return realtime_ns();
+    }
     #[cfg(target_arch = "x86_64")]
     for _ in 0..RACE_TRIES {
         match ANCHOR.read(rdtsc) {
