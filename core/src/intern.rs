@@ -85,8 +85,9 @@ fn eq(a: &[u8], b: &[u8]) -> bool {
     }
     let w8 = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().unwrap_or_default());
     let w4 = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().unwrap_or_default());
+    let short = |s: &[u8]| s.iter().fold(0u32, |w, &c| w << 8 | c as u32);
     match n {
-        0..=3 => a == b,
+        0..=3 => short(a) == short(b),
         4..=7 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
         8..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
         _ => a == b,
