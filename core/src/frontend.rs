@@ -29,7 +29,7 @@ pub use crate::sink::{check_dir as check_log_dir, prepare_dir as prepare_log_dir
 pub use crate::start::{Frontend, LazyStart};
 pub use crate::tracer::{claim_for_app, prefix_for, retarget, start_failed};
 // Data dirs
-pub use crate::filter::{append_normalized, normalize_into, DataDirs};
+pub use crate::filter::{append_normalized, copy_words, normalize_into, DataDirs};
 pub use crate::tracer::set_data_dirs;
 // Signals
 pub use crate::tracer::before_self_signal;

@@ -138,10 +138,11 @@ impl Pending<'_> {
         } = self
         {
             let n = vals.len().min(schema.keys.len());
-            if strs.is_empty() {
-                return write_static(out, schema, *ts, *dur, &vals[..n], *file, 0);
+            write_static(out, schema, *ts, *dur, &vals[..n], *file, 0);
+            if !strs.is_empty() {
+                put_strs(out, schema, n, strs);
             }
-            return write_static_strs(out, schema, *ts, *dur, &vals[..n], *file, strs);
+            return;
         }
         let mut w = Cursor { buf: out, pos: 0 };
         w.u32(total as u32);
@@ -407,20 +408,12 @@ pub fn write_static(
     }
 }
 
-/// [`write_static`] for a schema with [`Slot::Str`] slots: each such slot's word is the
-/// length of its string (the next of `strs`, empty when none is left), and the strings
-/// follow the values, in slot order (`out` is exactly [`Pending::len`] bytes).
-fn write_static_strs(
-    out: &mut [u8],
-    schema: &'static Schema,
-    ts: u64,
-    dur: u64,
-    vals: &[u64],
-    file: Option<FileHandle>,
-    strs: &[&[u8]],
-) {
-    write_static(out, schema, ts, dur, vals, file, 0);
-    let (words, tail) = out[STATIC_HEAD..].split_at_mut(8 * vals.len());
+/// After [`write_static`] of `n` values, for a schema with [`Slot::Str`] slots: each such
+/// slot's word becomes the length of its string (the next of `strs`, empty when none is
+/// left), and the strings follow the values, in slot order (`out` is exactly
+/// [`Pending::len`] bytes).
+fn put_strs(out: &mut [u8], schema: &'static Schema, n: usize, strs: &[&[u8]]) {
+    let (words, tail) = out[STATIC_HEAD..].split_at_mut(8 * n);
     let mut next = strs.iter();
     let mut at = 0;
     for (w, &(_, slot)) in words.chunks_exact_mut(8).zip(schema.keys) {

@@ -22,6 +22,7 @@
 //! row: a miss notes the path's length and last eight bytes (two stores), and the answer is
 //! copied in only when the next miss has the same note, so a program that opens a new file
 //! each time (a data loader) pays a comparison and two stores per `open`, not two copies.
+use dftracer_core::frontend::copy_words;
 use dftracer_core::FileHandle;
 
 use super::cwd::{self, Stamp};
@@ -130,11 +131,11 @@ impl Last {
         {
             return false;
         }
-        copy_short(&mut self.raw[..p.len()], p);
+        copy_words(&mut self.raw[..p.len()], p);
         self.stamp = if relative { stamp } else { None };
         self.filter = filter;
         if let Some(t) = traced {
-            copy_short(&mut self.out[..t.len()], t);
+            copy_words(&mut self.out[..t.len()], t);
         }
         self.out_len = out_len;
         self.file = None;
@@ -163,25 +164,6 @@ impl Last {
     /// Forgets the entry.
     pub fn clear(&mut self) {
         self.raw_len = 0;
-    }
-}
-
-/// `dst.copy_from_slice(src)` as two overlapping moves up to 32 bytes (no `memcpy` call).
-#[inline]
-fn copy_short(dst: &mut [u8], src: &[u8]) {
-    fn two<const K: usize>(dst: &mut [u8], src: &[u8]) {
-        let n = src.len();
-        let head: [u8; K] = src[..K].try_into().unwrap_or([0; K]);
-        let tail: [u8; K] = src[n - K..].try_into().unwrap_or([0; K]);
-        dst[..K].copy_from_slice(&head);
-        dst[n - K..n].copy_from_slice(&tail);
-    }
-    match src.len() {
-        33.. => dst.copy_from_slice(src),
-        16.. => two::<16>(dst, src),
-        8.. => two::<8>(dst, src),
-        4.. => two::<4>(dst, src),
-        _ => dst.copy_from_slice(src),
     }
 }
 
