@@ -32,6 +32,10 @@ pub const KIND_COUNTER: u8 = 2;
 pub const KIND_META: u8 = 4;
 /// A [`Pending::Static`] record: only [`Record::decode_trusted`] reads it.
 pub const KIND_STATIC: u8 = 5;
+/// A [`Pending::Static`] record of a schema with float, bool or string slots: the static
+/// layout, which the writer's fast path ([`StaticRecord::decode_with`]) declines, so that its
+/// line is rendered through the checked cursor ([`Record::mixed`]).
+pub const KIND_MIXED: u8 = 6;
 
 /// Set on the kind byte when some arg is a [`Value::Path`] (the writer then emits FH records).
 const HAS_PATH: u8 = 0x80;
@@ -139,7 +143,8 @@ impl Pending<'_> {
         {
             let n = vals.len().min(schema.keys.len());
             write_static(out, schema, *ts, *dur, &vals[..n], *file, 0);
-            if !strs.is_empty() {
+            if schema.keys.iter().any(|k| !k.1.is_int()) {
+                out[4] = KIND_MIXED;
                 put_strs(out, schema, n, strs);
             }
             return;
@@ -319,6 +324,8 @@ pub struct Record<'a> {
     args: &'a [u8],
     /// A static record's strings ([`StaticRecord::strs`]; empty for others).
     strs: &'a [u8],
+    /// A [`KIND_MIXED`] record (its schema has float, bool or string slots).
+    pub mixed: bool,
 }
 
 struct Reader<'a> {
@@ -451,10 +458,41 @@ impl<'a> StaticRecord<'a> {
         buf: &'a [u8],
         clock: &mut crate::clock::Newest,
     ) -> Option<StaticRecord<'a>> {
-        let head: &[u8; STATIC_HEAD] = buf.get(..STATIC_HEAD)?.try_into().ok()?;
-        if head[4] != KIND_STATIC {
+        if buf.get(4) != Some(&KIND_STATIC) {
             return None;
         }
+        // SAFETY: this function's contract.
+        unsafe { StaticRecord::decode_body(buf, clock) }
+    }
+
+    /// [`StaticRecord::decode_with`] of a [`KIND_MIXED`] record (`None` for any other).
+    ///
+    /// # Safety
+    /// As [`StaticRecord::decode`].
+    #[allow(unsafe_code)]
+    #[inline]
+    pub unsafe fn decode_mixed_with(
+        buf: &'a [u8],
+        clock: &mut crate::clock::Newest,
+    ) -> Option<StaticRecord<'a>> {
+        if buf.get(4) != Some(&KIND_MIXED) {
+            return None;
+        }
+        // SAFETY: this function's contract.
+        unsafe { StaticRecord::decode_body(buf, clock) }
+    }
+
+    /// [`StaticRecord::decode_with`] of a static or mixed record, whichever its kind.
+    ///
+    /// # Safety
+    /// As [`StaticRecord::decode`].
+    #[allow(unsafe_code)]
+    #[inline(always)]
+    unsafe fn decode_body(
+        buf: &'a [u8],
+        clock: &mut crate::clock::Newest,
+    ) -> Option<StaticRecord<'a>> {
+        let head: &[u8; STATIC_HEAD] = buf.get(..STATIC_HEAD)?.try_into().ok()?;
         let word = |i: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&head[8 * i..8 * i + 8]);
@@ -553,6 +591,7 @@ impl<'a> Record<'a> {
             file: None,
             args: &buf[r.pos..],
             strs: &[],
+            mixed: false,
         })
     }
 
@@ -564,11 +603,13 @@ impl<'a> Record<'a> {
     /// (with the generation it names), which are dereferenced here.
     #[allow(unsafe_code)]
     pub unsafe fn decode_trusted(buf: &'a [u8]) -> Option<Record<'a>> {
-        if buf.get(4) != Some(&KIND_STATIC) {
-            return Record::decode(buf);
-        }
+        let mixed = match buf.get(4) {
+            Some(&KIND_STATIC) => false,
+            Some(&KIND_MIXED) => true,
+            _ => return Record::decode(buf),
+        };
         // SAFETY: this function's contract is `StaticRecord::decode`'s.
-        let s = unsafe { StaticRecord::decode(buf) }?;
+        let s = unsafe { StaticRecord::decode_body(buf, &mut crate::clock::Newest::default()) }?;
         let text = |s: &'static str| Text {
             bytes: s.as_bytes(),
             orig_len: s.len(),
@@ -588,6 +629,7 @@ impl<'a> Record<'a> {
             file: s.file,
             args: s.vals,
             strs: s.strs,
+            mixed,
         })
     }
 

@@ -85,9 +85,6 @@ pub(super) struct Template {
     pub(super) last_at: u64,
     /// Every piece from 3 on is at most 32 bytes (copied in one move).
     pub(super) short: bool,
-    /// Every slot is an integer: the line is written without checks
-    /// ([`super::event::complete_static`]); else through a checked cursor.
-    pub(super) ints: bool,
     /// `{"id":`, the id, the middle (piece 0) and the ts's high digits of the last line
     /// written from this template: a line's head is mostly one copy of it.
     pub(super) head: LineHead,
@@ -151,7 +148,6 @@ impl Template {
         self.pieces
             .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
         self.short = self.pieces.iter().skip(3).all(|&(_, n)| n <= 32);
-        self.ints = schema.keys.iter().all(|k| k.1.is_int());
         self.merged = match cuts.get(4) {
             Some(&end) if ctx.metadata => (cuts[2], end - cuts[2]),
             _ => (0, 0),

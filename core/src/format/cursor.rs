@@ -154,7 +154,8 @@ pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
     unsafe {
         match slot {
             Slot::Int => put_int(d, v as i64),
-            // Only templates of integer slots are written here (`Template::ints`); any
+            // Only integer slots are written here: a record of a schema with other slots is
+            // a mixed one (`record::KIND_MIXED`), rendered through the checked cursor; any
             // other slot would be written as its bits, within the same bound.
             _ => put_num(d, v),
         }

@@ -3,8 +3,8 @@
 
 use super::cache::{middle, named_prefix, template, PrefixCache, Template};
 use super::cursor::{
-    put16, put_head, put_lit8, put_num, put_piece, put_piece_short, put_slot, reserved, HighDigits,
-    Put, COPY_PAD,
+    put16, put_head, put_lit8, put_num, put_piece, put_piece_short, put_slot, reserved, Put,
+    COPY_PAD,
 };
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
@@ -194,9 +194,6 @@ pub(super) fn complete_static(
         tid,
         file,
     );
-    if !t.ints {
-        return complete_mixed(out, t, &mut cache.ts_hi, ctx, line, rec, fhash.as_ref());
-    }
     let prev = std::mem::replace(&mut t.last_at, at);
     let Template {
         text,
@@ -280,20 +277,30 @@ pub(super) fn complete_static(
 }
 
 /// [`complete_static`] for a schema with float, bool or string slots
-/// ([`crate::intern_args`]): the same pieces, written through the checked cursor, the
-/// values as [`complete`] writes them (strings escaped; a record's strings are whole, at
-/// most [`crate::event::MAX_STR`] bytes each).
-#[cold]
-#[inline(never)]
-fn complete_mixed(
+/// ([`crate::intern_args`], a [`crate::record::KIND_MIXED`] record): the same template's
+/// pieces, written through the checked cursor, the values as [`complete`] writes them
+/// (strings escaped; a record's strings are whole, at most [`crate::event::MAX_STR`] bytes
+/// each). Returns the previous line's position, as [`complete_static`] does.
+pub(super) fn complete_mixed(
     out: &mut Vec<u8>,
-    t: &mut Template,
-    ts_hi: &mut HighDigits,
+    cache: &mut PrefixCache,
     ctx: &Ctx,
     line: Line,
     rec: &StaticView,
-    fhash: Option<&Hash16>,
 ) -> u64 {
+    let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
+    let fhash = fhash.as_ref();
+    let t = template(
+        &mut cache.statics,
+        &mut cache.victim,
+        &mut cache.mru,
+        ctx,
+        rec.schema,
+        rec.layer as u64,
+        line.tid,
+        fhash.is_some(),
+    );
+    let ts_hi = &mut cache.ts_hi;
     let prev = std::mem::replace(&mut t.last_at, line.at);
     let keys = rec.schema.keys;
     // The template's bound counts NUM_MAX bytes per slot; a string takes its quotes and at

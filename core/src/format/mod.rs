@@ -125,6 +125,17 @@ impl Encoder {
         event::complete_static(out, &mut self.cache, &ctx, line, rec)
     }
 
+    /// A mixed static record's complete event: its float, bool and string slots written
+    /// through the checked cursor (see [`event::complete_mixed`]).
+    pub fn complete_mixed(&mut self, out: &mut Vec<u8>, line: Line, rec: &StaticView) -> u64 {
+        let ctx = Ctx {
+            pid: self.pid,
+            hhash: &self.hhash,
+            metadata: self.metadata,
+        };
+        event::complete_mixed(out, &mut self.cache, &ctx, line, rec)
+    }
+
     /// A counter event (ph 2): `name,cat,type,ts,ph,pid,tid,args` (args always written).
     pub fn counter(
         &self,

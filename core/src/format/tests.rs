@@ -984,10 +984,18 @@ fn mixed_slots_equal_generic_lines() {
                     generic.write(&mut gbuf);
                     // SAFETY: written just above by Pending::write in this process.
                     #[allow(unsafe_code)]
-                    let srec = unsafe { StaticRecord::decode(&buf).unwrap() };
+                    let (fast_path, back) = unsafe {
+                        (
+                            StaticRecord::decode(&buf),
+                            Record::decode_trusted(&buf).unwrap(),
+                        )
+                    };
+                    // A mixed record: the writer's unchecked path declines it.
+                    assert!(fast_path.is_none() && back.mixed);
                     let rec = Record::decode(&gbuf).unwrap();
                     let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
-                    event::complete_static(&mut fast, &mut cache, &ctx, at0(id, 9), &srec.view());
+                    let view = back.static_view().unwrap();
+                    event::complete_mixed(&mut fast, &mut cache, &ctx, at0(id, 9), &view);
                     event::complete(
                         &mut slow,
                         None,
@@ -1002,9 +1010,6 @@ fn mixed_slots_equal_generic_lines() {
                         "set {set}, {n} values, metadata {metadata}"
                     );
                     // The same record read back as a `Record` gives the same args.
-                    // SAFETY: as above.
-                    #[allow(unsafe_code)]
-                    let back = unsafe { Record::decode_trusted(&buf).unwrap() };
                     let got: Vec<_> = back
                         .args()
                         .map(|(k, v)| (k.bytes.to_vec(), format!("{v:?}")))

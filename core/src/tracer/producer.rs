@@ -303,9 +303,10 @@ pub fn complete_static(
 }
 
 /// As [`complete_static`] for a schema whose slots may hold floats, bools and strings
-/// ([`crate::intern_args`]): `strs` are the strings of its [`crate::Slot::Str`] slots, in
-/// order, each at most [`crate::event::MAX_STR`] bytes (the ring carries their bytes after
-/// the values; the slot values of those slots are ignored). No file.
+/// ([`crate::intern_args`]), which must be recorded here, not through [`complete_static`]:
+/// `strs` are the strings of its [`crate::Slot::Str`] slots, in order, each at most
+/// [`crate::event::MAX_STR`] bytes (the ring carries their bytes after the values; the slot
+/// values of those slots are ignored). No file.
 pub fn complete_strs(
     schema: &'static crate::Schema,
     ts: u64,

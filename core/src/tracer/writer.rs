@@ -14,7 +14,7 @@ use crate::hash::{hash16, Hash16};
 use crate::paths::{PathTable, PATHS_CAP};
 use crate::record::{
     ArgValue, Record, StaticRecord, StaticView, Text, KIND_COMPLETE, KIND_COUNTER, KIND_META,
-    MAX_RECORD,
+    KIND_MIXED, MAX_RECORD,
 };
 use crate::ring::Ring;
 use crate::signals;
@@ -313,9 +313,16 @@ impl Writer {
         folds.flush(json, enc, before);
     }
 
-    /// Decodes and encodes a record other than a static one taken by the fast path.
+    /// Decodes and encodes a record other than a static one taken by the fast path. Out of
+    /// line: the drain loop's static path stays as it is (a test for mixed records there cost
+    /// the static lines more than it saved the mixed ones).
     #[inline(never)]
     fn encode_bytes(&mut self, sh: &Shared, tid: u32, bytes: &[u8]) {
+        // A mixed static record (log_event's args), aggregation off: straight to its line,
+        // not through a `Record`.
+        if self.agg.is_none() && bytes.get(4) == Some(&KIND_MIXED) {
+            return self.encode_mixed_bytes(sh, tid, bytes);
+        }
         // SAFETY: as in `drain_ring`: written by `Pending::write` in this process.
         #[allow(unsafe_code)]
         if let Some(rec) = unsafe { Record::decode_trusted(bytes) } {
@@ -358,6 +365,26 @@ impl Writer {
         }
         let (start, at, line) = self.next_line(tid);
         let prev = self.enc.complete_static(&mut self.json, line, rec);
+        self.complete_done(start, at, prev, rec.layer as usize);
+    }
+
+    /// A [`KIND_MIXED`] record from the ring (aggregation off).
+    fn encode_mixed_bytes(&mut self, sh: &Shared, tid: u32, bytes: &[u8]) {
+        // SAFETY: as in `drain_ring`: written by `Pending::write` in this process.
+        #[allow(unsafe_code)]
+        if let Some(rec) = unsafe { StaticRecord::decode_mixed_with(bytes, &mut self.clock) } {
+            if !self.header_done {
+                self.header(sh);
+            }
+            self.encode_mixed(tid, &rec.view());
+        }
+    }
+
+    /// A [`crate::record::KIND_MIXED`] record's line (its schema has float, bool or string
+    /// slots, and neither a file nor folding; `encode` wrote the header).
+    fn encode_mixed(&mut self, tid: u32, rec: &StaticView) {
+        let (start, at, line) = self.next_line(tid);
+        let prev = self.enc.complete_mixed(&mut self.json, line, rec);
         self.complete_done(start, at, prev, rec.layer as usize);
     }
 
@@ -417,6 +444,9 @@ impl Writer {
             }
         }
         if let Some(v) = rec.static_view() {
+            if rec.mixed {
+                return self.encode_mixed(tid, &v);
+            }
             return self.encode_static(sh, tid, &v);
         }
         if sh.cfg.metadata && rec.has_path {

@@ -203,14 +203,22 @@ fn complete_schema(
 ) {
     let mut vals: heapless::Vec<u64, MAX_PY_ARGS> = heapless::Vec::new();
     let mut strs: heapless::Vec<&[u8], MAX_PY_ARGS> = heapless::Vec::new();
+    let mut ints = true;
     for arg in args {
         // At most MAX_PY_ARGS args: no push fails.
         let _ = vals.push(slot_of(&arg.value).map_or(0, |s| s.1));
-        if let dftracer_core::Value::Str(s) = arg.value {
-            let _ = strs.push(s);
+        match arg.value {
+            dftracer_core::Value::Int(_) | dftracer_core::Value::UInt(_) => {}
+            dftracer_core::Value::Str(s) => {
+                let _ = strs.push(s);
+                ints = false;
+            }
+            _ => ints = false,
         }
     }
-    if strs.is_empty() {
+    // A schema with float, bool or string slots is recorded through `complete_strs` (a
+    // mixed record, which the writer renders through its checked cursor).
+    if ints {
         (a.complete_static)(schema, ts, dur, &vals, None)
     } else {
         (a.complete_strs)(schema, ts, dur, &vals, &strs)
