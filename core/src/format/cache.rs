@@ -259,6 +259,32 @@ pub(super) fn template_set(ctx: &Ctx, schema: &Schema, tid: u32, file: bool) -> 
     set_of(Template::key(ctx, schema, tid, file), tid)
 }
 
+impl PrefixCache {
+    /// [`template`] of (schema, tid, file) in this cache, and the timestamps' high digits
+    /// (borrowed together: a mixed line writes both).
+    #[inline(always)]
+    pub(super) fn template_for(
+        &mut self,
+        ctx: &Ctx,
+        schema: &Schema,
+        layer: u64,
+        tid: u32,
+        file: bool,
+    ) -> (&mut Template, &mut HighDigits) {
+        let t = template(
+            &mut self.statics,
+            &mut self.victim,
+            &mut self.mru,
+            ctx,
+            schema,
+            layer,
+            tid,
+            file,
+        );
+        (t, &mut self.ts_hi)
+    }
+}
+
 /// The template of (schema, tid, file) for this file's context, built on a miss. Its
 /// `pieces` hold `4 + keys + file` pieces with metadata, else 3 (checked whenever it
 /// becomes the template used last, which a repeat returns without a check).

@@ -1,7 +1,7 @@
 //! Event lines: complete events (ph 1: the generic line, with a cached middle or without,
 //! and a static record's line from its template) and counters (ph 2).
 
-use super::cache::{middle, named_prefix, template, PrefixCache, Template};
+use super::cache::{middle, named_prefix, PrefixCache, Template};
 use super::cursor::{
     put16, put_head, put_lit8, put_num, put_piece, put_piece_short, put_slot, reserved, Put,
     COPY_PAD,
@@ -184,16 +184,7 @@ pub(super) fn complete_static(
     let schema = rec.schema;
     let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
     let file = fhash.is_some();
-    let t = template(
-        &mut cache.statics,
-        &mut cache.victim,
-        &mut cache.mru,
-        ctx,
-        schema,
-        rec.layer as u64,
-        tid,
-        file,
-    );
+    let (t, _) = cache.template_for(ctx, schema, rec.layer as u64, tid, file);
     let prev = std::mem::replace(&mut t.last_at, at);
     let Template {
         text,
@@ -290,17 +281,8 @@ pub(super) fn complete_mixed(
 ) -> u64 {
     let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
     let fhash = fhash.as_ref();
-    let t = template(
-        &mut cache.statics,
-        &mut cache.victim,
-        &mut cache.mru,
-        ctx,
-        rec.schema,
-        rec.layer as u64,
-        line.tid,
-        fhash.is_some(),
-    );
-    let ts_hi = &mut cache.ts_hi;
+    let (t, ts_hi) =
+        cache.template_for(ctx, rec.schema, rec.layer as u64, line.tid, fhash.is_some());
     let prev = std::mem::replace(&mut t.last_at, line.at);
     let keys = rec.schema.keys;
     // The template's bound counts NUM_MAX bytes per slot; a string takes its quotes and at

@@ -117,23 +117,26 @@ impl Encoder {
     /// ([`crate::deflate::hint`]).
     #[inline(always)]
     pub fn complete_static(&mut self, out: &mut Vec<u8>, line: Line, rec: &StaticView) -> u64 {
+        let (ctx, cache) = self.ctx_and_cache();
+        event::complete_static(out, cache, &ctx, line, rec)
+    }
+
+    /// The line context and the template cache, borrowed together.
+    #[inline(always)]
+    fn ctx_and_cache(&mut self) -> (Ctx<'_>, &mut PrefixCache) {
         let ctx = Ctx {
             pid: self.pid,
             hhash: &self.hhash,
             metadata: self.metadata,
         };
-        event::complete_static(out, &mut self.cache, &ctx, line, rec)
+        (ctx, &mut self.cache)
     }
 
     /// A mixed static record's complete event: its float, bool and string slots written
     /// through the checked cursor (see [`event::complete_mixed`]).
     pub fn complete_mixed(&mut self, out: &mut Vec<u8>, line: Line, rec: &StaticView) -> u64 {
-        let ctx = Ctx {
-            pid: self.pid,
-            hhash: &self.hhash,
-            metadata: self.metadata,
-        };
-        event::complete_mixed(out, &mut self.cache, &ctx, line, rec)
+        let (ctx, cache) = self.ctx_and_cache();
+        event::complete_mixed(out, cache, &ctx, line, rec)
     }
 
     /// A counter event (ph 2): `name,cat,type,ts,ph,pid,tid,args` (args always written).
