@@ -106,7 +106,8 @@ impl PathTable {
     /// Adds `path` (its `FH` was just written), evicting an entry when full; returns the
     /// entry's mark for [`PathTable::marked`].
     pub fn insert(&mut self, path: &[u8], hash: Hash16) -> u64 {
-        if 2 * (self.entries.len() + 1) > self.slots.len() {
+        // Grown while entries are added (at most half full), not once the table evicts.
+        if self.entries.len() < self.cap && 2 * (self.entries.len() + 1) > self.slots.len() {
             self.grow();
         }
         let tag = tag_of(path);
@@ -247,7 +248,7 @@ mod tests {
     #[test]
     fn path_table_agrees_with_a_model() {
         use std::collections::HashMap;
-        for cap in [1, 3, 64, 700, 5000] {
+        for cap in [1, 3, 64, 512, 700, 5000] {
             let mut t = PathTable::new(cap);
             let mut model: HashMap<Vec<u8>, Hash16> = HashMap::new();
             let mut x = 0x9e37_79b9u64 ^ cap as u64;
@@ -271,10 +272,13 @@ mod tests {
                 let filled = t.slots.iter().filter(|&&v| v != 0).count();
                 assert_eq!(filled, t.len(), "step {step}: one slot per entry");
             }
-            // Every entry is found by its path, and every slot names a distinct entry.
+            // Every entry is found by its path, and every slot names a distinct entry; the
+            // index is at most half full and no larger than the capacity needs.
             for (i, e) in t.entries.iter().enumerate() {
                 assert_eq!(t.find(&e.path), Some(i));
             }
+            let need = (2 * cap).next_power_of_two().max(FIRST_SLOTS);
+            assert!(t.slots.len() == need, "{} slots for {cap}", t.slots.len());
         }
     }
 }
