@@ -166,7 +166,7 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 /// loop runs over the schema's keys) and the hash only with the file piece. `bound +
 /// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
 /// count the indexes rely on was checked against the record's shape by
-/// [`template`] (at a miss; a repeat returns the same template).
+/// [`template`](super::cache::template) (at a miss; a repeat returns the same template).
 ///
 /// The line starts at position `line.at` of the writer's stream (all JSON bytes it wrote so
 /// far); returns the position of the previous line written from the
