@@ -7,7 +7,10 @@
 //! the same build of this crate: [`BUILD_ID`] is compared before the table is used.
 
 use crate::files::FileHandle;
-use crate::{AppValue, Arg, Config, Error, Layer, Origin, Schema, SchemaKeys, Slot, Stats};
+use crate::{
+    AppValue, Arg, ArgsSchema, Config, Error, Layer, MixedSchema, Origin, Schema, SchemaKeys, Slot,
+    Stats,
+};
 use std::sync::atomic::AtomicU64;
 
 /// Identifies this build of the core (sources, version, compiler).
@@ -20,10 +23,10 @@ pub const SYMBOL: &[u8] = b"dftracer_rs_api\0";
 pub type CompleteFn = fn(Layer, &[u8], &[u8], u64, u64, &[Arg<'_>]);
 
 /// [`crate::intern_args`]: layer, name, category, (key, slot) per arg.
-pub type InternArgsFn = fn(Layer, &[u8], &[u8], &[(&[u8], Slot)]) -> Option<&'static Schema>;
+pub type InternArgsFn = fn(Layer, &[u8], &[u8], &[(&[u8], Slot)]) -> Option<ArgsSchema>;
 
 /// [`crate::complete_strs`]: schema, ts, dur, slot values, strings.
-pub type CompleteStrsFn = fn(&'static Schema, u64, u64, &[u64], &[&[u8]]);
+pub type CompleteStrsFn = fn(MixedSchema, u64, u64, &[u64], &[&[u8]]);
 
 /// The core's entry points, as one library's copy of the core provides them.
 pub struct Api {

@@ -142,22 +142,65 @@ impl Slot {
 ///
 /// The JSON args are the slots in order, then `file_key` with the file's hash when a file
 /// is given.
+///
+/// Its slots are integers: the writer renders a static record's values without checks.
+/// A schema with float, bool or string slots is a [`MixedSchema`], which only
+/// [`crate::intern_args`] makes; the fields are private so that no other code builds one.
 #[derive(Debug)]
 pub struct Schema {
-    pub layer: Layer,
-    pub name: &'static str,
-    pub cat: &'static str,
-    pub keys: &'static [(&'static str, Slot)],
-    pub file_key: &'static str,
+    pub(crate) layer: Layer,
+    pub(crate) name: &'static str,
+    pub(crate) cat: &'static str,
+    pub(crate) keys: &'static [(&'static str, Slot)],
+    pub(crate) file_key: &'static str,
     /// A low-information call ([`Schema::folded`]): the slot of its `ret`. Such a call that
     /// returned 0 is counted in its (name, thread, interval) ph 3 record instead of written
     /// as an event, unless `DFTRACER_FOLD_CALLS=0` (FORMAT.md "Folded calls").
-    pub fold: Option<u8>,
+    pub(crate) fold: Option<u8>,
+}
+
+/// A schema with float, bool or string slots, from [`crate::intern_args`]: its events are
+/// recorded through [`crate::complete_strs`] only (a mixed record, rendered through the
+/// writer's checked cursor), never as static records.
+#[derive(Clone, Copy, Debug)]
+pub struct MixedSchema(&'static Schema);
+
+impl MixedSchema {
+    pub(crate) fn schema(self) -> &'static Schema {
+        self.0
+    }
+}
+
+/// What [`crate::intern_args`] gives: the way its events must be recorded is in the type.
+#[derive(Clone, Copy, Debug)]
+pub enum ArgsSchema {
+    /// Integer slots only: through [`crate::complete_static`].
+    Ints(&'static Schema),
+    /// Float, bool or string slots: through [`crate::complete_strs`].
+    Mixed(MixedSchema),
+}
+
+impl ArgsSchema {
+    pub(crate) fn of(schema: &'static Schema) -> ArgsSchema {
+        if schema.is_mixed() {
+            ArgsSchema::Mixed(MixedSchema(schema))
+        } else {
+            ArgsSchema::Ints(schema)
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn schema(self) -> &'static Schema {
+        match self {
+            ArgsSchema::Ints(s) => s,
+            ArgsSchema::Mixed(m) => m.0,
+        }
+    }
 }
 
 impl Schema {
     /// Panics (at compile time in a `static`) if a string needs JSON escaping, a key is
-    /// `hhash`, or there are more than [`MAX_ARGS`] slots.
+    /// `hhash`, a slot is not an integer, or there are more than [`MAX_ARGS`] slots.
     pub const fn new(
         layer: Layer,
         name: &'static str,
@@ -171,6 +214,10 @@ impl Schema {
         while i < keys.len() {
             assert!(plain(keys[i].0));
             assert!(!eq(keys[i].0, "hhash"));
+            assert!(
+                keys[i].1.is_int(),
+                "float, bool and string slots come from intern_args"
+            );
             i += 1;
         }
         assert!(!eq(file_key, "hhash"));
@@ -199,6 +246,23 @@ impl Schema {
             i += 1;
         }
         panic!("a folded schema needs an int `ret` slot")
+    }
+
+    pub fn layer(&self) -> Layer {
+        self.layer
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub fn cat(&self) -> &'static str {
+        self.cat
+    }
+
+    /// Whether a slot is a float, bool or string (only in a [`MixedSchema`]).
+    pub(crate) fn is_mixed(&self) -> bool {
+        self.keys.iter().any(|k| !k.1.is_int())
     }
 }
 
@@ -264,5 +328,13 @@ mod tests {
         let s = "é".repeat(10); // 2 bytes each
         assert_eq!(clip(s.as_bytes(), 5).len(), 4);
         assert_eq!(clip(b"abc", 5), b"abc");
+    }
+
+    /// A static schema's slots are integers (its records are rendered without checks).
+    #[test]
+    #[should_panic(expected = "intern_args")]
+    fn a_static_schema_refuses_other_slots() {
+        static KEYS: [(&str, super::Slot); 1] = [("x", super::Slot::Float)];
+        let _ = super::Schema::new(super::Layer::Python, "f", "c", &KEYS, "");
     }
 }

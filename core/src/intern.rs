@@ -15,7 +15,7 @@
 
 #![allow(unsafe_code)]
 
-use crate::event::{Layer, Schema, Slot};
+use crate::event::{ArgsSchema, Layer, Schema, Slot};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// Entries of the table.
@@ -105,8 +105,12 @@ pub fn intern(layer: Layer, name: &[u8], cat: &[u8]) -> Option<&'static Schema> 
 /// `keys` (in this order, each rendered as its [`Slot`] says, no file): a decorated Python
 /// function's captured `step`, `epoch`, ... The same one for the same values (keys compared
 /// by content), or `None` as for [`intern`], and also for keys that need escaping, a key
-/// `hhash`, or [`crate::event::MAX_ARGS`] keys or more.
+/// `hhash`, a slot that is not an integer (see [`intern_args`]), or
+/// [`crate::event::MAX_ARGS`] keys or more.
 pub fn intern_keyed(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> Option<&'static Schema> {
+    if !keys.iter().all(|k| k.1.is_int()) {
+        return None;
+    }
     let first = keys.first().map(|k| k.0.as_bytes());
     lookup(
         layer,
@@ -124,12 +128,13 @@ pub fn intern_keyed(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> Option
 /// compared by content and copied once, when their schema is made (at most [`SLOTS`]
 /// schemas, so at most that many copies); also `None` for keys longer than [`MAX_LEN`]
 /// bytes together (so the table's strings stay under `SLOTS` × 3 × `MAX_LEN` bytes).
+/// Whether its events are static or mixed records is decided here, once, by its slots.
 pub fn intern_args(
     layer: Layer,
     name: &[u8],
     cat: &[u8],
     keys: &[(&[u8], Slot)],
-) -> Option<&'static Schema> {
+) -> Option<ArgsSchema> {
     lookup(
         layer,
         name,
@@ -149,6 +154,7 @@ pub fn intern_args(
             ok.then(|| leak_keys(keys))
         },
     )
+    .map(ArgsSchema::of)
 }
 
 /// A leaked copy of `keys` (plain ASCII, checked by the caller): one allocation for the
@@ -339,6 +345,8 @@ mod tests {
             &[(&k1, Slot::Int), (&k2, Slot::Str)],
         )
         .unwrap();
+        assert!(matches!(a, ArgsSchema::Mixed(_)));
+        let a = a.schema();
         k1[0] = b'X'; // the schema kept its own copy
         assert_eq!(a.keys, &[("step", Slot::Int), ("s", Slot::Str)][..]);
         let again = intern_args(
@@ -347,7 +355,7 @@ mod tests {
             b"c",
             &[(b"step", Slot::Int), (b"s", Slot::Str)],
         );
-        assert!(std::ptr::eq(a, again.unwrap()));
+        assert!(std::ptr::eq(a, again.unwrap().schema()));
         for other in [
             &[(&b"step"[..], Slot::Int), (&b"s"[..], Slot::Float)][..],
             &[(b"step", Slot::Int)],
@@ -355,6 +363,10 @@ mod tests {
             &[(b"stepp", Slot::Int), (b"s", Slot::Str)],
         ] {
             let b = intern_args(Layer::Python, b"ev_args", b"c", other).unwrap();
+            // Mixed exactly when a slot is not an integer.
+            let ints = other.iter().all(|k| k.1.is_int());
+            assert_eq!(matches!(b, ArgsSchema::Ints(_)), ints);
+            let b = b.schema();
             assert!(!std::ptr::eq(a, b));
             assert_eq!(b.keys.len(), other.len());
         }
@@ -362,9 +374,12 @@ mod tests {
         static STEP: [(&str, Slot); 1] = [("step", Slot::Int)];
         let i = intern_args(Layer::Python, b"ev_args", b"c", &[(b"step", Slot::Int)]).unwrap();
         assert!(std::ptr::eq(
-            i,
+            i.schema(),
             intern_keyed(Layer::Python, b"ev_args", b"c", &STEP).unwrap()
         ));
+        // `intern_keyed` never gives a schema with other slots, even one `intern_args` made.
+        static MIXED: [(&str, Slot); 2] = [("step", Slot::Int), ("s", Slot::Str)];
+        assert!(intern_keyed(Layer::Python, b"ev_args", b"c", &MIXED).is_none());
         let long = [b'k'; MAX_LEN + 1];
         for bad in [
             &[(&b"hhash"[..], Slot::Int)][..],

@@ -61,7 +61,7 @@ mod sys;
 mod tracer;
 
 pub use config::{Config, ConfigError, InitMode, TimeMetric};
-pub use event::{Arg, Layer, Schema, Slot, Value};
+pub use event::{Arg, ArgsSchema, Layer, MixedSchema, Schema, Slot, Value};
 pub use files::{FileHandle, FileRef, Pinned};
 pub use intern::{intern, intern_args, intern_keyed, Keys as SchemaKeys};
 pub use sink::Origin;

@@ -143,7 +143,7 @@ impl Pending<'_> {
         {
             let n = vals.len().min(schema.keys.len());
             write_static(out, schema, *ts, *dur, &vals[..n], *file, 0);
-            if schema.keys.iter().any(|k| !k.1.is_int()) {
+            if schema.is_mixed() {
                 out[4] = KIND_MIXED;
                 put_strs(out, schema, n, strs);
             }

@@ -940,7 +940,9 @@ fn mixed_slots_equal_generic_lines() {
                     (a.key, slot)
                 })
                 .collect();
-            let schema = crate::intern_args(Layer::Python, b"ev", b"bench", &keys).unwrap();
+            let schema = crate::intern_args(Layer::Python, b"ev", b"bench", &keys)
+                .unwrap()
+                .schema();
             let vals: Vec<u64> = args
                 .iter()
                 .map(|a| match a.value {

@@ -302,20 +302,13 @@ pub fn complete_static(
     let _ = LOCAL.try_with(|l| record_static_in(l, s, schema, ts, dur, vals, file, Times::Unit));
 }
 
-/// As [`complete_static`] for a schema whose slots may hold floats, bools and strings
-/// ([`crate::intern_args`]), which must be recorded here, not through [`complete_static`]:
-/// `strs` are the strings of its [`crate::Slot::Str`] slots, in order, each at most
-/// [`crate::event::MAX_STR`] bytes (the ring carries their bytes after the values; the slot
-/// values of those slots are ignored). No file.
-pub fn complete_strs(
-    schema: &'static crate::Schema,
-    ts: u64,
-    dur: u64,
-    vals: &[u64],
-    strs: &[&[u8]],
-) {
+/// As [`complete_static`] for a schema whose slots hold floats, bools or strings
+/// ([`crate::intern_args`]): `strs` are the strings of its [`crate::Slot::Str`] slots, in
+/// order, each at most [`crate::event::MAX_STR`] bytes (the ring carries their bytes after
+/// the values; the slot values of those slots are ignored). No file.
+pub fn complete_strs(schema: crate::MixedSchema, ts: u64, dur: u64, vals: &[u64], strs: &[&[u8]]) {
     record(&Pending::Static {
-        schema,
+        schema: schema.schema(),
         ts,
         dur,
         vals,

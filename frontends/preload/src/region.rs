@@ -133,14 +133,14 @@ impl Region {
 
     pub fn name(&self) -> &[u8] {
         match self.schema {
-            Some(s) => s.name.as_bytes(),
+            Some(s) => s.name().as_bytes(),
             None => self.text(self.name),
         }
     }
 
     pub fn cat(&self) -> &[u8] {
         match self.schema {
-            Some(s) => s.cat.as_bytes(),
+            Some(s) => s.cat().as_bytes(),
             None => self.text(self.cat),
         }
     }

@@ -155,8 +155,8 @@ pub fn site_schema(
         let ok = unsafe { same_words(e.name, &e.name_w) && same_words(e.cat, &e.cat_w) };
         return ok.then_some(e.schema);
     }
-    (same(name, &e.name_w, e.schema.name.as_bytes())
-        && same(cat, &e.cat_w, e.schema.cat.as_bytes()))
+    (same(name, &e.name_w, e.schema.name().as_bytes())
+        && same(cat, &e.cat_w, e.schema.cat().as_bytes()))
     .then_some(e.schema)
 }
 
@@ -198,8 +198,8 @@ pub fn remember_site(
     if name.is_null() || cat.is_null() || !slot.load(Ordering::Relaxed).is_null() {
         return;
     }
-    let name_w = Words::of(schema.name.as_bytes());
-    let cat_w = Words::of(schema.cat.as_bytes());
+    let name_w = Words::of(schema.name().as_bytes());
+    let cat_w = Words::of(schema.cat().as_bytes());
     publish_once(
         slot,
         Site {
@@ -286,8 +286,12 @@ pub fn keyed_schema(base: &'static Schema, keys: &[&[u8]]) -> Option<&'static Sc
         ));
     }
     let owned: &'static [(&'static str, dftracer_core::Slot)] = Box::leak(owned.into_boxed_slice());
-    let keyed =
-        dftracer_core::intern_keyed(base.layer, base.name.as_bytes(), base.cat.as_bytes(), owned);
+    let keyed = dftracer_core::intern_keyed(
+        base.layer(),
+        base.name().as_bytes(),
+        base.cat().as_bytes(),
+        owned,
+    );
     publish_once(
         slot,
         KeyedSite {

@@ -12,7 +12,7 @@
 
 use std::cell::UnsafeCell;
 
-use dftracer_core::{Schema, Slot};
+use dftracer_core::{ArgsSchema, Slot};
 use pyo3::ffi;
 
 /// Entries per thread (direct-mapped).
@@ -27,7 +27,7 @@ struct Entry {
     n: usize,
     keys: [*mut ffi::PyObject; KEYS],
     slots: [Option<Slot>; KEYS],
-    schema: *const Schema,
+    schema: Option<ArgsSchema>,
 }
 
 const EMPTY: Entry = Entry {
@@ -36,7 +36,7 @@ const EMPTY: Entry = Entry {
     n: 0,
     keys: [std::ptr::null_mut(); KEYS],
     slots: [None; KEYS],
-    schema: std::ptr::null(),
+    schema: None,
 };
 
 thread_local! {
@@ -78,10 +78,7 @@ impl Shape<'_> {
 /// # Safety
 /// The GIL is held; `shape`'s pointers are live exact str objects.
 #[inline]
-pub unsafe fn find(
-    shape: &Shape,
-    make: impl FnOnce() -> Option<&'static Schema>,
-) -> Option<&'static Schema> {
+pub unsafe fn find(shape: &Shape, make: impl FnOnce() -> Option<ArgsSchema>) -> Option<ArgsSchema> {
     if shape.keys.len() > KEYS {
         return None;
     }
@@ -91,9 +88,8 @@ pub unsafe fn find(
             // SAFETY: this thread's cache, not borrowed elsewhere: nothing below calls back
             // into Python code or into `find` (the decrefs free str objects only).
             let e = unsafe { &mut (*c.get())[i] };
-            if !e.schema.is_null() && shape.is(e) {
-                // SAFETY: the schema came from `intern_args`, which never frees one.
-                return Some(unsafe { &*e.schema });
+            if e.schema.is_some() && shape.is(e) {
+                return e.schema;
             }
             let schema = make()?;
             // SAFETY: per this function's contract (the GIL is held); the old entry's
@@ -109,13 +105,13 @@ pub unsafe fn find(
 ///
 /// # Safety
 /// As [`find`]; `e`'s objects, if any, are references this cache holds.
-unsafe fn replace(e: &mut Entry, shape: &Shape, schema: &'static Schema) {
+unsafe fn replace(e: &mut Entry, shape: &Shape, schema: ArgsSchema) {
     let old = *e;
     let mut new = Entry {
         name: shape.name,
         cat: shape.cat,
         n: shape.keys.len(),
-        schema,
+        schema: Some(schema),
         ..EMPTY
     };
     for (i, &(k, s)) in shape.keys.iter().enumerate() {
@@ -131,7 +127,7 @@ unsafe fn replace(e: &mut Entry, shape: &Shape, schema: &'static Schema) {
             ffi::Py_INCREF(p);
         }
         *e = new;
-        if !old.schema.is_null() {
+        if old.schema.is_some() {
             for p in [old.name, old.cat]
                 .into_iter()
                 .chain(old.keys[..old.n].iter().copied())

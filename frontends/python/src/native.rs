@@ -11,7 +11,7 @@
 #![allow(unsafe_code)]
 
 use dftracer_core::frontend::{Api, API_SYMBOL as SYMBOL, BUILD_ID};
-use dftracer_core::{AppValue, Arg, Config, Error, Layer, Origin, Stats};
+use dftracer_core::{AppValue, Arg, ArgsSchema, Config, Error, Layer, Origin, Stats};
 
 use crate::MAX_PY_ARGS;
 use std::ffi::{CStr, CString};
@@ -192,36 +192,25 @@ fn slot_of(v: &dftracer_core::Value) -> Option<(dftracer_core::Slot, u64)> {
 }
 
 /// Records an event of `schema` (from `intern_args` for exactly these args' keys and
-/// slots): the slot values, and the strings after them when there are any.
+/// slots): the slot values, and for a mixed schema the strings after them.
 #[inline(always)]
-fn complete_schema(
-    a: &Api,
-    schema: &'static dftracer_core::Schema,
-    ts: u64,
-    dur: u64,
-    args: &[Arg<'_>],
-) {
+fn complete_schema(a: &Api, schema: ArgsSchema, ts: u64, dur: u64, args: &[Arg<'_>]) {
     let mut vals: heapless::Vec<u64, MAX_PY_ARGS> = heapless::Vec::new();
-    let mut strs: heapless::Vec<&[u8], MAX_PY_ARGS> = heapless::Vec::new();
-    let mut ints = true;
     for arg in args {
         // At most MAX_PY_ARGS args: no push fails.
         let _ = vals.push(slot_of(&arg.value).map_or(0, |s| s.1));
-        match arg.value {
-            dftracer_core::Value::Int(_) | dftracer_core::Value::UInt(_) => {}
-            dftracer_core::Value::Str(s) => {
-                let _ = strs.push(s);
-                ints = false;
-            }
-            _ => ints = false,
-        }
     }
-    // A schema with float, bool or string slots is recorded through `complete_strs` (a
-    // mixed record, which the writer renders through its checked cursor).
-    if ints {
-        (a.complete_static)(schema, ts, dur, &vals, None)
-    } else {
-        (a.complete_strs)(schema, ts, dur, &vals, &strs)
+    match schema {
+        ArgsSchema::Ints(schema) => (a.complete_static)(schema, ts, dur, &vals, None),
+        ArgsSchema::Mixed(schema) => {
+            let mut strs: heapless::Vec<&[u8], MAX_PY_ARGS> = heapless::Vec::new();
+            for arg in args {
+                if let dftracer_core::Value::Str(s) = arg.value {
+                    let _ = strs.push(s);
+                }
+            }
+            (a.complete_strs)(schema, ts, dur, &vals, &strs)
+        }
     }
 }
 
