@@ -58,8 +58,8 @@ pub struct Api {
     pub now: fn() -> u64,
     /// [`crate::frontend::ticks`]: a raw clock read, only for `end_ticks` or `ticks_in_unit`.
     pub ticks: fn() -> u64,
-    /// [`crate::end_ticks`]: schema, begin tick (the end is read inside).
-    pub end_ticks: fn(&'static Schema, u64),
+    /// [`crate::end_ticks`]: schema, begin tick (the end is read inside), slot values.
+    pub end_ticks: fn(&'static Schema, u64, &[u64]),
     /// [`crate::frontend::ticks_in_unit`]: a tick as the `now` value of that instant.
     pub ticks_in_unit: fn(u64) -> u64,
     pub finalize: fn(),

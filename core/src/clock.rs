@@ -293,7 +293,8 @@ pub fn ticks_ns(t: u64) -> u64 {
     if t & TSC_TAG == 0 {
         return t;
     }
-    history::ns_at(t & !TSC_TAG)
+    let t = t & !TSC_TAG;
+    history::ns_newest(t).unwrap_or_else(|| history::ns_at(t))
 }
 
 /// Every conversion published, newest last (the last [`history::LEN`]): [`ticks_ns`] finds
@@ -339,6 +340,15 @@ mod history {
             std::hint::spin_loop();
         }
         None
+    }
+
+    /// [`ns_at`] when the newest conversion is based at or before `t` (a tick just read: the
+    /// common case), in one read of its slot; else None.
+    #[inline(always)]
+    pub fn ns_newest(t: u64) -> Option<u64> {
+        let n = COUNT.load(Ordering::Acquire);
+        let c = read_once(n.checked_sub(1)?)?;
+        (t >= c.base_tsc).then(|| c.predict(t))
     }
 
     /// Epoch ns at raw tick `t`: the newest conversion based at or before it, else the
@@ -862,6 +872,17 @@ mod tests {
             check(&mut last, old[i], t);
             check(&mut last, t, ticks());
             check(&mut last, old[i], old[(i + 1) % 100]);
+        }
+        // A tick under the newest conversion is converted from its slot alone; the result is
+        // the full look-up's, and an older tick takes the full look-up.
+        let fresh = ticks() & !TSC_TAG;
+        assert_eq!(history::ns_newest(fresh), Some(history::ns_at(fresh)));
+        for &t in &old {
+            let raw = t & !TSC_TAG;
+            assert_eq!(ticks_ns(t), history::ns_at(raw));
+            if let Some(ns) = history::ns_newest(raw) {
+                assert_eq!(ns, history::ns_at(raw));
+            }
         }
         recalibrate(false);
         assert!(!tsc_in_use());

@@ -157,6 +157,8 @@ pub struct Schema {
     /// returned 0 is counted in its (name, thread, interval) ph 3 record instead of written
     /// as an event, unless `DFTRACER_FOLD_CALLS=0` (FORMAT.md "Folded calls").
     pub(crate) fold: Option<u8>,
+    /// A slot is a float, bool or string (only in a [`MixedSchema`]; see [`Schema::is_mixed`]).
+    pub(crate) mixed: bool,
 }
 
 /// A schema with float, bool or string slots, from [`crate::intern_args`]: its events are
@@ -228,6 +230,7 @@ impl Schema {
             keys,
             file_key,
             fold: None,
+            mixed: false,
         }
     }
 
@@ -262,7 +265,7 @@ impl Schema {
 
     /// Whether a slot is a float, bool or string (only in a [`MixedSchema`]).
     pub(crate) fn is_mixed(&self) -> bool {
-        self.keys.iter().any(|k| !k.1.is_int())
+        self.mixed
     }
 }
 

@@ -261,6 +261,7 @@ fn make(layer: Layer, name: &[u8], cat: &[u8], keys: Keys) -> *mut Schema {
         keys,
         file_key: "",
         fold: None,
+        mixed: keys.iter().any(|k| !k.1.is_int()),
     }))
 }
 

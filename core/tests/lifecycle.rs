@@ -507,7 +507,7 @@ fn scenario_entry() {
                 }
                 let b = dftracer_core::now();
                 dftracer_core::complete_static(inner, a, b - a, &[], None);
-                dftracer_core::end_ticks(schema, t0);
+                dftracer_core::end_ticks(schema, t0, &[]);
             }
             dftracer_core::finalize();
         }

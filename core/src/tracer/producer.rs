@@ -365,12 +365,12 @@ fn record_ticks_in<V: Vals>(
     record_static_in(l, s, schema, t0, t1, vals, file, Times::Raw);
 }
 
-/// Ends a static event without args or file that began at [`ticks`] `t0`: reads the clock
-/// the same way and records `schema`'s complete event (the writer converts both ends). One
-/// call instead of two for a frontend that reaches the core through [`crate::api::Api`] (a
-/// decorated Python function's exit). No-op when tracing is off.
-pub fn end_ticks(schema: &'static crate::Schema, t0: u64) {
-    complete_ticks(schema, t0, crate::clock::ticks(), &[], None);
+/// Ends a static event without file that began at [`ticks`] `t0`, with its slot values
+/// `vals`: reads the clock the same way and records `schema`'s complete event (the writer
+/// converts both ends). One call instead of two for a frontend that reaches the core through
+/// [`crate::api::Api`] (a decorated Python function's exit). No-op when tracing is off.
+pub fn end_ticks(schema: &'static crate::Schema, t0: u64, vals: &[u64]) {
+    complete_ticks(schema, t0, crate::clock::ticks(), vals, None);
 }
 
 /// A [`ticks`] value in the configured unit: what [`now`] read at that instant.

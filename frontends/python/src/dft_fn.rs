@@ -232,7 +232,7 @@ impl DftFn {
             if self.captured.iter().all(Option::is_none) {
                 if let Some(schema) = self.plain_schema() {
                     // No args: the core reads the clock and records in one call.
-                    native::end_ticks(schema, self.t1);
+                    native::end_ticks(schema, self.t1, &[]);
                     self.flushed = true;
                     return true;
                 }
@@ -279,9 +279,8 @@ impl DftFn {
         else {
             return false;
         };
-        let t2 = native::now();
-        let t1 = self.begin();
-        native::complete_keyed(schema, t1, t2.saturating_sub(t1), &vals[..n]);
+        // The core reads the end and the writer converts both.
+        native::end_ticks(schema, self.t1, &vals[..n]);
         true
     }
 

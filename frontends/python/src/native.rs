@@ -301,14 +301,6 @@ pub fn intern_keyed(
     api().and_then(|a| (a.intern_keyed)(layer, name, cat, keys))
 }
 
-/// An event of an interned keyed schema with its slot values.
-#[inline]
-pub fn complete_keyed(schema: &'static dftracer_core::Schema, ts: u64, dur: u64, vals: &[u64]) {
-    if let Some(a) = api() {
-        (a.complete_static)(schema, ts, dur, vals, None)
-    }
-}
-
 /// An event of an interned schema, without args.
 #[inline]
 pub fn complete_interned(schema: &'static dftracer_core::Schema, ts: u64, dur: u64) {
@@ -334,12 +326,12 @@ pub fn ticks() -> u64 {
     api().map(|a| (a.ticks)()).unwrap_or(0)
 }
 
-/// Ends an event of `schema` begun at [`ticks`] `t0`: the end is read in the core, and the
-/// writer converts both.
+/// Ends an event of `schema` begun at [`ticks`] `t0`, with its slot values: the end is read
+/// in the core, and the writer converts both.
 #[inline]
-pub fn end_ticks(schema: &'static dftracer_core::Schema, t0: u64) {
+pub fn end_ticks(schema: &'static dftracer_core::Schema, t0: u64, vals: &[u64]) {
     if let Some(a) = api() {
-        (a.end_ticks)(schema, t0)
+        (a.end_ticks)(schema, t0, vals)
     }
 }
 

@@ -118,7 +118,9 @@ impl Wrapped {
     /// Records the call from a keyed schema when every captured value is an `int` that fits
     /// 64 bits signed, `None` or absent, and at least one is an `int`: the values go into the
     /// ring as integers and the writer renders the line from the schema's template, the same
-    /// line the general path writes. False: nothing was recorded (the general path runs).
+    /// line the general path writes. `tick`: the call's start, a raw clock read (the end is
+    /// read and both are converted in the core). False: nothing was recorded (the general path
+    /// runs).
     ///
     /// # Safety
     /// The GIL is held, no exception is set, and `args`/`nargsf`/`kwnames` are the caller's
@@ -127,7 +129,7 @@ impl Wrapped {
     pub(crate) unsafe fn record_ints(
         &self,
         caps: &[u8],
-        t0: u64,
+        tick: u64,
         args: *const *mut pyo3::ffi::PyObject,
         nargsf: usize,
         kwnames: *mut pyo3::ffi::PyObject,
@@ -190,8 +192,7 @@ impl Wrapped {
         }
         // SAFETY: a non-null, non-NO_SCHEMA value is an interned schema (never freed).
         let schema: &'static dftracer_core::Schema = unsafe { &*p };
-        let t1 = native::now();
-        native::complete_keyed(schema, t0, t1.saturating_sub(t0), &vals[..n]);
+        native::end_ticks(schema, tick, &vals[..n]);
         true
     }
 
@@ -260,19 +261,19 @@ unsafe extern "C" fn wrapped_vectorcall(
     if w.capture.is_empty() {
         // No parameter is recorded: the event has no args (no argument list to build).
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            w.schema().map(|schema| native::end_ticks(schema, tick))
+            w.schema()
+                .map(|schema| native::end_ticks(schema, tick, &[]))
         }));
         if !matches!(done, Ok(None)) {
             return result;
         }
     }
-    let t0 = native::ticks_in_unit(tick);
     if !result.is_null() {
         if let Some(caps) = &w.int_caps {
             // SAFETY: the caller's own vectorcall arguments; the GIL is held and no exception
             // is set (the call returned a value). A panic must not cross this extern "C" fn.
             let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
-                w.record_ints(caps, t0, args, nargsf, kwnames)
+                w.record_ints(caps, tick, args, nargsf, kwnames)
             }));
             if !matches!(done, Ok(false)) {
                 return result;
@@ -280,7 +281,7 @@ unsafe extern "C" fn wrapped_vectorcall(
         }
     }
     // SAFETY: the caller's own vectorcall arguments; the GIL is held.
-    unsafe { wrapped_general(w, t0, None, args, nargsf, kwnames) };
+    unsafe { wrapped_general(w, native::ticks_in_unit(tick), None, args, nargsf, kwnames) };
     result
 }
 
