@@ -243,6 +243,26 @@ pub fn ticks() -> u64 {
     realtime_ns()
 }
 
+/// [`ticks`] for the end of an event that began at `t0` (a [`ticks`] value): the TSC again,
+/// without looking at the anchor, when `t0` was a TSC tick. Both ends then convert with the
+/// conversions current at their ticks ([`ticks_ns`]), even if the anchor was withdrawn in
+/// between (they stay in the history), and the duration is measured on one clock.
+#[inline(always)]
+pub fn ticks_after(t0: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if t0 & TSC_TAG != 0 {
+        return rdtsc_tagged();
+    }
+    ticks_no_tsc()
+}
+
+/// [`ticks`] out of line: the caller keeps no register for it across its own work (the
+/// anchor's address), and pays a call only where its start was not a TSC tick.
+#[inline(never)]
+fn ticks_no_tsc() -> u64 {
+    ticks()
+}
+
 /// [`ticks`] while no conversion is published: the vDSO clock, unless a publication is in
 /// progress (then the tagged TSC once it is done: a vDSO reading there could be earlier than
 /// the tagged ticks just before it on this thread, by the conversion's error).
@@ -884,12 +904,21 @@ mod tests {
                 assert_eq!(ns, history::ns_at(raw));
             }
         }
+        // The end of an event begun at a TSC tick is a TSC tick after it.
+        let end = ticks_after(t0);
+        assert!(end & TSC_TAG != 0 && end > t0 && ticks_ns(end) >= ts);
         recalibrate(false);
         assert!(!tsc_in_use());
         // Withdrawn: ticks are epoch nanoseconds again, and old raw ticks still convert.
         let (a, t, b) = (realtime_ns(), ticks(), realtime_ns());
         assert!(t & TSC_TAG == 0 && a <= t && t <= b);
         assert_eq!(ticks_ns(t0), ts);
+        // An event begun on the TSC ends on it, converted by the kept conversions; one
+        // begun on the vDSO clock ends on it.
+        let end = ticks_after(t0);
+        assert!(end & TSC_TAG != 0 && ticks_ns(end) >= ticks_ns(t0));
+        let end = ticks_after(t);
+        assert!(end & TSC_TAG == 0 && end >= t);
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod signals {
 // Child environment
 pub use crate::tracer::{child_env, export_env_at_init};
 // Recording sections
+pub use crate::clock::ticks_after;
 /// The calling thread's pointer, for a frontend's own static thread-locals (see
 /// [`tls_is_static`]).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

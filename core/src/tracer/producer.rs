@@ -370,7 +370,7 @@ fn record_ticks_in<V: Vals>(
 /// converts both ends). One call instead of two for a frontend that reaches the core through
 /// [`crate::api::Api`] (a decorated Python function's exit). No-op when tracing is off.
 pub fn end_ticks(schema: &'static crate::Schema, t0: u64, vals: &[u64]) {
-    complete_ticks(schema, t0, crate::clock::ticks(), vals, None);
+    complete_ticks(schema, t0, crate::clock::ticks_after(t0), vals, None);
 }
 
 /// A [`ticks`] value in the configured unit: what [`now`] read at that instant.

@@ -126,7 +126,7 @@ pub extern "C" fn dftracer_frame_close_(f: *mut Frame) {
     let fr = unsafe { &mut *f };
     match fr.mode {
         OPEN => {
-            let t1 = dftracer_core::frontend::ticks();
+            let t1 = dftracer_core::frontend::ticks_after(fr.ts);
             fr.mode = ENDED;
             // errno: the clock and a ring push leave it; the core keeps it across attaching
             // a ring and waking the writer, and the slow paths here save it themselves.

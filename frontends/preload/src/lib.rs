@@ -337,6 +337,12 @@ pub(crate) fn ticks() -> u64 {
     dftracer_core::frontend::ticks()
 }
 
+/// [`ticks`] at the end of a call that began at `t0` (see `dftracer_core::frontend::ticks_after`).
+#[inline(always)]
+pub(crate) fn ticks_after(t0: u64) -> u64 {
+    dftracer_core::frontend::ticks_after(t0)
+}
+
 /// The (timestamp, duration) in the trace's unit of an event from [`ticks`] `t0` to `t1`.
 pub(crate) fn ticks_span(t0: u64, t1: u64) -> (u64, u64) {
     dftracer_core::frontend::ticks_span(t0, t1)

@@ -213,21 +213,46 @@ impl<T: Zeroable + 'static, const N: usize> Chunked<T, N> {
     }
 }
 
-/// fd -> the traced file it refers to (0: none). Its top array covers every `u32`: a shim's
-/// lookup is a shift, two loads and their tests, without a range check.
-pub struct FdTable(Chunked<AtomicU64, TOP_ALL>);
+/// fd -> the traced file it refers to (0: none). The first [`CHUNK`] fds (those programs
+/// use) are a static array: a shim's lookup is a compare, one load and its test. Above them
+/// a [`Chunked`] table whose top array covers every `u32` (no range check there either).
+#[repr(C)] // `low` first: at the table's own address, no offset to add
+pub struct FdTable {
+    low: [AtomicU64; CHUNK],
+    high: Chunked<AtomicU64, TOP_ALL>,
+}
 
 impl FdTable {
     // Only ever a `static`: a by-value `Default` would build megabytes on the stack.
     #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
-        FdTable(Chunked::new())
+        FdTable {
+            low: [const { AtomicU64::new(0) }; CHUNK],
+            high: Chunked::new(),
+        }
+    }
+
+    /// `fd`'s slot if it exists (never allocates).
+    #[inline(always)]
+    fn slot(&'static self, fd: i32) -> Option<&'static AtomicU64> {
+        match self.low.get(fd as u32 as usize) {
+            Some(s) => Some(s),
+            None => self.high.get(fd),
+        }
+    }
+
+    /// `fd`'s slot, allocating its chunk if needed (`None`: out of range, or no memory).
+    fn slot_entry(&'static self, fd: i32) -> Option<&'static AtomicU64> {
+        match self.low.get(fd as u32 as usize) {
+            Some(s) => Some(s),
+            None => self.high.entry(fd),
+        }
     }
 
     /// The traced file behind `fd`, if any. Two loads on the untraced path.
     #[inline(always)]
-    pub fn path(&self, fd: i32) -> Option<Interned> {
-        Interned::of_bits(self.0.get(fd)?.load(Ordering::Acquire))
+    pub fn path(&'static self, fd: i32) -> Option<Interned> {
+        Interned::of_bits(self.slot(fd)?.load(Ordering::Acquire))
     }
 
     /// `fd`'s entry word: 0 when it is not traced, else an [`Entry`] to decode when the call
@@ -235,21 +260,25 @@ impl FdTable {
     /// Only fds of POSIX tracing are ever entered here, so a non-zero word also says that
     /// POSIX tracing was turned on.
     #[inline(always)]
-    pub fn word(&self, fd: i32) -> Entry {
-        Entry(self.0.get(fd).map_or(0, |s| s.load(Ordering::Acquire)))
+    pub fn word(&'static self, fd: i32) -> Entry {
+        let i = fd as u32 as usize;
+        if i < CHUNK {
+            return Entry(self.low[i].load(Ordering::Acquire));
+        }
+        Entry(self.high.get(fd).map_or(0, |s| s.load(Ordering::Acquire)))
     }
 
     /// Records that `fd` now refers to `what` (`None`: an untraced file); the entry keeps
     /// `what`'s pin, and gives back the one of the file it named before.
-    pub fn set(&self, fd: i32, what: Option<Pinned>) {
+    pub fn set(&'static self, fd: i32, what: Option<Pinned>) {
         match what {
             Some(p) => {
-                if let Some(s) = self.0.entry(fd) {
+                if let Some(s) = self.slot_entry(fd) {
                     release(s.swap(keep(p), Ordering::AcqRel));
                 }
             }
             None => {
-                if let Some(s) = self.0.get(fd) {
+                if let Some(s) = self.slot(fd) {
                     if s.load(Ordering::Relaxed) != 0 {
                         release(s.swap(0, Ordering::AcqRel));
                     }
@@ -260,8 +289,8 @@ impl FdTable {
 
     /// Forgets `fd` and returns what it was (with the entry's pin).
     #[inline]
-    pub fn take(&self, fd: i32) -> Option<Pinned> {
-        let s = self.0.get(fd)?;
+    pub fn take(&'static self, fd: i32) -> Option<Pinned> {
+        let s = self.slot(fd)?;
         if s.load(Ordering::Relaxed) == 0 {
             return None;
         }
@@ -271,12 +300,19 @@ impl FdTable {
     }
 
     /// Forgets every fd in `lo..=hi` (close_range, closefrom).
-    pub fn clear_range(&self, lo: u32, hi: u32) {
-        self.0.for_range(lo, hi, |s| {
+    pub fn clear_range(&'static self, lo: u32, hi: u32) {
+        let clear = |s: &AtomicU64| {
             if s.load(Ordering::Relaxed) != 0 {
                 release(s.swap(0, Ordering::AcqRel));
             }
-        });
+        };
+        let low_end = (hi as usize).min(CHUNK - 1);
+        for s in self.low.get(lo as usize..=low_end).into_iter().flatten() {
+            clear(s);
+        }
+        if hi as usize >= CHUNK {
+            self.high.for_range(lo.max(CHUNK as u32), hi, clear);
+        }
     }
 }
 
@@ -407,7 +443,17 @@ mod tests {
         static T: FdTable = FdTable::new();
         let p = intern(b"/data/f").unwrap();
         let pin = || p.handle().pin();
-        for fd in [0, 5, 1023, 1024, 5000, 1 << 20, (MAX_FD - 1) as i32] {
+        for fd in [
+            0,
+            5,
+            1023,
+            1024,
+            4095,
+            4096,
+            5000,
+            1 << 20,
+            (MAX_FD - 1) as i32,
+        ] {
             assert!(T.path(fd).is_none());
             T.set(fd, pin());
             assert_eq!(addr(T.path(fd).unwrap().file), addr(p.handle()));
@@ -423,6 +469,13 @@ mod tests {
         // Replacing an entry keeps the new file.
         T.set(5, intern(b"/data/g"));
         assert_eq!(T.path(5).unwrap().file.pin().unwrap().path(), b"/data/g");
+        // A range within the low fds, one across the boundary, one above it.
+        T.clear_range(6, 1023);
+        assert!(T.path(5).is_some() && T.path(1023).is_none() && T.path(4095).is_some());
+        T.clear_range(4095, 4096);
+        assert!(T.path(4095).is_none() && T.path(4096).is_none() && T.path(5000).is_some());
+        T.clear_range(4097, 5000);
+        assert!(T.path(5000).is_none() && T.path(5).is_some());
         T.clear_range(0, u32::MAX);
         assert!(T.path(5).is_none() && T.path((MAX_FD - 1) as i32).is_none());
     }

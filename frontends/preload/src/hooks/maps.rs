@@ -123,7 +123,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
         let t0 = ticks();
         let ret = real(addr, len);
         let _errno = SavedErrno::new();
-        let t1 = ticks();
+        let t1 = crate::ticks_after(t0);
         guarded(|| {
             record_static(
                 &MUNMAP,
@@ -168,7 +168,7 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> 
         let t0 = ticks();
         let ret = real(addr, len, flags);
         let _errno = SavedErrno::new();
-        let t1 = ticks();
+        let t1 = crate::ticks_after(t0);
         guarded(|| {
             record_static(
                 &MSYNC,

@@ -401,7 +401,7 @@ macro_rules! on_fd {
                         "fhash",
                     ));
                     let $ret = $call;
-                    let t1 = $crate::ticks();
+                    let t1 = $crate::ticks_after(t0);
                     // No `SavedErrno`: the clock and a static record leave `errno` alone
                     // (see `Busy::record_static`).
                     $crate::guarded(|| {
@@ -511,7 +511,7 @@ macro_rules! on_process {
         let $t0 = $crate::ticks();
         let $ret = $call;
         let _errno = $crate::SavedErrno::new();
-        let $t1 = $crate::ticks();
+        let $t1 = $crate::ticks_after($t0);
         $record;
         drop(busy);
         $ret
@@ -679,7 +679,7 @@ macro_rules! on_path {
                         let t0 = $crate::ticks();
                         let $ret = $call;
                         let _errno = $crate::SavedErrno::new();
-                        let t1 = $crate::ticks();
+                        let t1 = $crate::ticks_after(t0);
                         let p = &bufs[0][..n];
                         $crate::guarded(|| {
                             $crate::record(
@@ -719,7 +719,7 @@ macro_rules! on_file {
                     let t0 = $crate::ticks();
                     let $ret = $call;
                     let _errno = $crate::SavedErrno::new();
-                    let t1 = $crate::ticks();
+                    let t1 = $crate::ticks_after(t0);
                     $crate::guarded(|| {
                         busy.record_static(
                             &SCHEMA,

@@ -352,7 +352,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         return 0;
     }
     let _errno = SavedErrno::new();
-    let t1 = ticks();
+    let t1 = crate::ticks_after(t0);
     record_process(b"fork", t0, t1, &[Arg::int("ret", pid as i64)]);
     drop(busy);
     pid

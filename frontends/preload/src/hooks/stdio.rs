@@ -41,7 +41,7 @@ unsafe fn fopen_common(
     let t0 = ticks();
     let fp = real(path, mode);
     let _errno = SavedErrno::new();
-    let t1 = ticks();
+    let t1 = crate::ticks_after(t0);
     guarded(|| {
         let p = &bufs[0][..n];
         let fd = if fp.is_null() {
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
     let t0 = ticks();
     let fp = real(fd, mode);
     let _errno = SavedErrno::new();
-    let t1 = ticks();
+    let t1 = crate::ticks_after(t0);
     guarded(|| {
         if !fp.is_null() {
             if let Some(p) = file.handle().pin() {
@@ -154,7 +154,7 @@ pub unsafe extern "C" fn fclose(fp: *mut FILE) -> c_int {
     let t0 = ticks();
     let ret = real(fp);
     let _errno = SavedErrno::new();
-    let t1 = ticks();
+    let t1 = crate::ticks_after(t0);
     guarded(|| {
         record(
             STDIO,
@@ -347,7 +347,7 @@ unsafe fn freopen_common(
     let t0 = ticks();
     let ret = real(path, mode, fp);
     let _errno = SavedErrno::new();
-    let t1 = ticks();
+    let t1 = crate::ticks_after(t0);
     guarded(|| {
         let fd = if ret.is_null() {
             -1
