@@ -5,7 +5,9 @@
 //!   Lookup is two acquire loads and never locks; a chunk is allocated (zeroed) the first time
 //!   a traced fd falls in it and is never freed, so a slot reference is valid forever. The top
 //!   array is 2 MiB of zero-initialised `.bss`, which costs no memory until touched (the fd
-//!   table's, 8 MiB: it covers every `u32`, so that a shim's lookup has no range check).
+//!   table's, 8 MiB: it covers every `u32`, so that a lookup above the low fds has no range
+//!   check). The fd table's first 4,096 fds are a static array of their own (32 KiB of
+//!   `.bss`): a shim's lookup there is a compare and one load.
 //! - [`POOL`]: traced paths are interned in the core's bounded pool of reusable file slots
 //!   ([`dftracer_core::frontend::FilePool`]): [`POOL_SLOTS`] slots in buckets of
 //!   [`dftracer_core::frontend::WAYS`], so memory stays flat however many distinct files the
