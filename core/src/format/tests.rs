@@ -1026,3 +1026,229 @@ fn mixed_slots_equal_generic_lines() {
         }
     }
 }
+
+/// Lines of a few templates rendered with their scripts as the writer renders them (one
+/// buffer, line hints and scripts), compressed whole and in pushes cut at random line ends,
+/// decompressed and compared byte for byte. `gap` > 0: between two lines of the first
+/// template, lines of the others up to about `gap` bytes (references near the window's end).
+/// Returns (lines, scripts made, lines written from scripts whole, in pushes).
+fn scripted_roundtrip(seed: u64, gap: usize) -> (usize, usize, u64, u64) {
+    use crate::deflate::{hint, FastDeflate};
+    use crate::event::FileRef;
+    use crate::record::StaticRecord;
+    use miniz_oxide::inflate::decompress_to_vec;
+    let leak = |s: Schema| -> &'static Schema { Box::leak(Box::new(s)) };
+    let schemas: Vec<&'static Schema> = vec![
+        leak(Schema::new(
+            Layer::LibcIo,
+            "pread64",
+            "POSIX",
+            &[
+                ("fd", Slot::Int),
+                ("count", Slot::UInt),
+                ("offset", Slot::UInt),
+                ("ret", Slot::Int),
+            ],
+            "fhash",
+        )),
+        leak(Schema::new(Layer::CApp, "fn", "C", &[], "fhash")),
+        leak(Schema::new(
+            Layer::CApp,
+            "fn_2int",
+            "C",
+            &[("step", Slot::Int), ("rank", Slot::Int)],
+            "fhash",
+        )),
+    ];
+    let files: Vec<&'static FileRef> = [&b"/data/a.bin"[..], b"/data/b.bin"]
+        .iter()
+        .map(|p| &*Box::leak(Box::new(FileRef::new(p))))
+        .collect();
+    let mut x = seed | 1;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let ctxs = [ctx(4242, true), ctx(4242, false)];
+    let c = &ctxs[(seed % 2) as usize];
+    let mut cache = PrefixCache::default();
+    let (mut json, mut hints, mut scripts) = (Vec::new(), Vec::new(), Vec::new());
+    let mut id = 1u64;
+    let mut ts = [1_796_000_779_668_786u64, 99_990, 999_999_999_990][(seed % 3) as usize];
+    let mut dur = 5u64;
+    let mut vals = [3u64, 4096, 0, 4096, 0];
+    let mut si = 0usize;
+    let mut fi = Some(0usize);
+    let mut last0 = 0usize;
+    let mut nlines = 0;
+    while json.len() < 3 << 20 {
+        let r = rnd();
+        if gap > 0 {
+            // The first template once the others filled about `gap` bytes since its last
+            // line (a few bytes either side of it).
+            si = if json.len() - last0 + 150 >= gap + (r % 300) as usize {
+                0
+            } else {
+                1 + (r % 2) as usize
+            };
+        } else if r % 16 == 0 {
+            si = (rnd() % 3) as usize;
+        }
+        // Kinds of change, in runs: nothing but the id, a few digits, lengths up and down,
+        // every field.
+        match (r >> 8) % 64 {
+            0..=19 => ts += 1 + (r >> 20) % 9,
+            20..=39 => {
+                ts += (r >> 20) % 200;
+                dur = (r >> 30) % 20;
+                vals[2] += 4096;
+            }
+            40..=47 => {}
+            48..=51 => {
+                // Lengths change: one digit more or fewer, and powers of ten crossed.
+                let p = 10u64.pow(((r >> 20) % 12) as u32);
+                ts = (ts / p) * p + p - 1 + (r >> 40) % 3;
+                dur = [9, 10, 99, 100, 999, 1000, 1][((r >> 24) % 7) as usize];
+                vals[1] = [1, 10, 4096, 99_999, 100_000][((r >> 28) % 5) as usize];
+            }
+            52..=55 => {
+                for v in vals.iter_mut() {
+                    *v = rnd() >> (rnd() % 64);
+                }
+                dur = rnd() >> (rnd() % 64);
+                ts = ts.wrapping_add(rnd() >> (rnd() % 64));
+            }
+            56..=57 => fi = [None, Some(0), Some(1)][((r >> 20) % 3) as usize],
+            58..=59 => id = [9, 99, 999, 9_999, u64::MAX / 2][((r >> 20) % 5) as usize],
+            60 => vals[0] = (-((r >> 20) as i64 % 1000)) as u64,
+            _ => {}
+        }
+        // Fewer values than keys at times.
+        let n = if r % 32 == 7 {
+            ((r >> 12) % 5) as usize
+        } else {
+            schemas[si].keys.len()
+        }
+        .min(schemas[si].keys.len() + 1);
+        let p = Pending::Static {
+            strs: &[],
+            schema: schemas[si],
+            ts,
+            dur,
+            vals: &vals[..n],
+            file: fi.map(|k| files[k].handle()),
+        };
+        let mut buf = vec![0u8; p.len()];
+        p.write(&mut buf);
+        // SAFETY: written just above by Pending::write in this process.
+        #[allow(unsafe_code)]
+        let srec = unsafe { StaticRecord::decode(&buf).unwrap() };
+        let start = json.len();
+        let at = start as u64 + 1;
+        let line = Line { id, tid: 7, at };
+        let prev = event::complete_static_scripted(
+            &mut json,
+            &mut cache,
+            c,
+            line,
+            &srec.view(),
+            &mut scripts,
+        );
+        if prev != 0 {
+            if let Some(h) = hint(start, (at - prev) as usize) {
+                hints.push(h);
+            }
+        }
+        if si == 0 {
+            last0 = start;
+        }
+        id = id.wrapping_add(1);
+        nlines += 1;
+    }
+    let nscripts = {
+        let mut i = 0;
+        let mut k = 0;
+        while i < scripts.len() {
+            i += 2 + (scripts[i] & 0xffff) as usize;
+            k += 1;
+        }
+        k
+    };
+    // Whole, in 1 MiB members as the writer cuts them.
+    let mut d = FastDeflate::new();
+    let mut out = Vec::new();
+    d.compress_scripted(&json, &hints, &scripts, &mut out);
+    let whole = d.scripted_lines;
+    assert!(
+        decompress_to_vec(&out).unwrap() == json,
+        "seed {seed} gap {gap}: whole"
+    );
+    // Pushes of one stream, cut at line ends at random (1 KB to 300 KB), hints and scripts
+    // counted from each push's start.
+    let mut d = FastDeflate::new();
+    let mut stream = Vec::new();
+    let (mut at, mut hi, mut sc) = (0usize, 0usize, 0usize);
+    while at < json.len() {
+        let want = at + 1000 + (rnd() % 300_000) as usize;
+        let end = match json[want.min(json.len() - 1)..]
+            .iter()
+            .position(|&b| b == b'\n')
+        {
+            Some(k) => want.min(json.len() - 1) + k + 1,
+            None => json.len(),
+        };
+        let mut h = Vec::new();
+        while hi < hints.len() && ((hints[hi] >> 16) as usize) < end {
+            h.push(hints[hi] - ((at as u64) << 16));
+            hi += 1;
+        }
+        let mut s = Vec::new();
+        while sc < scripts.len() && ((scripts[sc] >> 32) as usize) < end {
+            let k = 2 + (scripts[sc] & 0xffff) as usize;
+            s.push(scripts[sc] - ((at as u64) << 32));
+            s.extend_from_slice(&scripts[sc + 1..sc + k]);
+            sc += k;
+        }
+        d.stream_push_scripted(&json[at..end], &h, &s, &mut stream);
+        at = end;
+    }
+    d.stream_end(&mut stream);
+    assert!(
+        decompress_to_vec(&stream).unwrap() == json,
+        "seed {seed} gap {gap}: pushes"
+    );
+    (nlines, nscripts, whole, d.scripted_lines)
+}
+
+/// Scripted lines ([`crate::deflate::FastDeflate::compress_scripted`]): ids across powers of
+/// ten, timestamps and values one digit longer or shorter, all-equal and all-changed lines,
+/// slots left out, files switched, metadata on and off, blocks, members and pushes, and
+/// references a few bytes either side of the window's end: every output decodes to the
+/// lines, and most lines were written from their scripts.
+#[test]
+fn scripted_lines_roundtrip() {
+    for seed in 1..=6u64 {
+        let (lines, scripts, whole, pushed) = scripted_roundtrip(seed * 0x9E37_79B9, 0);
+        assert!(
+            scripts * 10 >= lines * 7,
+            "{lines} lines, {scripts} scripts"
+        );
+        assert!(
+            whole * 10 >= scripts as u64 * 9,
+            "{scripts} scripts, {whole} used"
+        );
+        assert!(
+            pushed * 10 >= scripts as u64 * 9,
+            "{scripts} scripts, {pushed} used"
+        );
+    }
+    for (seed, gap) in [(7u64, 32_768usize), (8, 32_700), (9, 32_900)] {
+        let (lines, scripts, whole, pushed) = scripted_roundtrip(seed * 0x9E37_79B9, gap);
+        assert!(
+            scripts > 0 && whole > 0 && pushed > 0,
+            "{lines} {scripts} {whole} {pushed}"
+        );
+    }
+}
