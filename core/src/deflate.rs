@@ -78,7 +78,7 @@
 //! where it stands, without changing its state: `gzip.rs` writes them after every push and
 //! replaces them by the next one.
 
-pub(crate) const WINDOW: usize = 32 * 1024;
+const WINDOW: usize = 32 * 1024;
 const MIN_MATCH: usize = 4;
 const MAX_MATCH: usize = 258;
 const HASH_BITS: u32 = 15;
@@ -97,27 +97,6 @@ pub fn hint(at: usize, dist: usize) -> Option<u64> {
     } else {
         None
     }
-}
-
-/// The first word of a scripted line's script ([`FastDeflate::compress_scripted`]): the line
-/// starts at `start` in the input, is `len` bytes long (at most 65,535) and has `nops` ops.
-#[inline(always)]
-pub fn script_head(start: usize, len: usize, nops: usize) -> u64 {
-    (start as u64) << 32 | (len as u64) << 16 | nops as u64
-}
-
-/// The second word of a script: `dist`, the distance to the line's reference (the previous
-/// line of its template), and `dmax`, the farthest distance of its ops.
-#[inline(always)]
-pub fn script_dists(dist: usize, dmax: usize) -> u64 {
-    dist as u64 | (dmax as u64) << 32
-}
-
-/// One op of a script: `eq` bytes equal to the bytes `dist` before them, then `lit` bytes
-/// that differ from the reference (written as literals).
-#[inline(always)]
-pub fn script_op(eq: usize, lit: usize, dist: usize) -> u64 {
-    eq as u64 | (lit as u64) << 16 | (dist as u64) << 32
 }
 
 /// Tokens (literals or matches) per block.
@@ -202,91 +181,6 @@ fn dist_token(d1: u32) -> (u32, u32) {
     let dc = dist_sym(d1);
     let extra = d1 + 1 - DIST_BASE[dc as usize & 31] as u32;
     (extra << 10 | dc << 27, dc)
-}
-
-/// The `len` bytes before `end`, equal to the bytes `dist` before them, as tokens from
-/// `toks[n]` on (returns the new count): matches of at most [`MAX_MATCH`] (`dt`, `dc`: the
-/// distance part of the match token with 256 added, and the distance symbol), or literals
-/// when fewer than 4. The caller made room.
-#[inline(always)]
-fn put_run(
-    toks: &mut [u32; TOKEN_CAP],
-    n: usize,
-    lit_freq: &mut [u32; 288],
-    dist_freq: &mut [u32; 32],
-    input: &[u8],
-    end: usize,
-    (dist, len, dt, dc): (usize, usize, u32, usize),
-) -> usize {
-    if (MIN_MATCH..=MAX_MATCH).contains(&len) {
-        debug_assert!(
-            input[end - len..end] == input[end - len - dist..end - dist],
-            "scripted match of unequal bytes"
-        );
-        toks[n] = dt + len as u32;
-        lit_freq[257 + LEN_SYM[len] as usize] += 1;
-        dist_freq[dc] += 1;
-        return n + 1;
-    }
-    put_run_rest(
-        toks,
-        n,
-        lit_freq,
-        dist_freq,
-        input,
-        end,
-        (dist, len, dt, dc),
-    )
-}
-
-/// [`put_run`] of an empty run, of fewer than 4 bytes or of more than [`MAX_MATCH`].
-#[cold]
-#[inline(never)]
-fn put_run_rest(
-    toks: &mut [u32; TOKEN_CAP],
-    mut n: usize,
-    lit_freq: &mut [u32; 288],
-    dist_freq: &mut [u32; 32],
-    input: &[u8],
-    end: usize,
-    (dist, len, dt, dc): (usize, usize, u32, usize),
-) -> usize {
-    if len == 0 {
-        return n;
-    }
-    let mut q = end - len;
-    if len < MIN_MATCH {
-        for &b in &input[q..end] {
-            toks[n] = b as u32 | LIT;
-            n += 1;
-            lit_freq[b as usize] += 1;
-        }
-        return n;
-    }
-    let mut r = len;
-    loop {
-        // No piece under 3 bytes: 259 and 260 are cut as 256 + 3 and 257 + 3.
-        let t = if r <= MAX_MATCH {
-            r
-        } else if r - MAX_MATCH < 3 {
-            r - 3
-        } else {
-            MAX_MATCH
-        };
-        debug_assert!(
-            input[q..q + t] == input[q - dist..q + t - dist],
-            "scripted match of unequal bytes"
-        );
-        toks[n] = dt + t as u32;
-        n += 1;
-        lit_freq[257 + LEN_SYM[t] as usize] += 1;
-        dist_freq[dc] += 1;
-        q += t;
-        r -= t;
-        if r == 0 {
-            return n;
-        }
-    }
 }
 
 /// Bit k of `four_run(m)` set iff bits k..k+4 of `m` are (pairs, then pairs of pairs).
@@ -508,9 +402,6 @@ pub struct FastDeflate {
     /// Test builds: no hash probe on a miss (to measure what it finds).
     #[cfg(test)]
     probe_off: bool,
-    /// Test builds: lines written from their scripts.
-    #[cfg(test)]
-    pub(crate) scripted_lines: u64,
     /// `64 - bits` of this call's hash: small inputs use only the first `2^bits` entries of
     /// the table (a 3 KB member probing 128 KiB of cold table costs more than compressing).
     shift: u32,
@@ -831,8 +722,6 @@ impl FastDeflate {
             misses: [0; 2],
             #[cfg(test)]
             probe_off: false,
-            #[cfg(test)]
-            scripted_lines: 0,
             shift: 64 - HASH_BITS,
             next: 1,
             tokens: vec![0u32; TOKEN_CAP].into_boxed_slice().try_into().unwrap(),
@@ -872,27 +761,6 @@ impl FastDeflate {
     /// line rendered from the same template). Hints are sorted by `at`. They are only advice:
     /// every match is compared byte for byte, so a wrong hint costs ratio, never correctness.
     pub fn compress_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
-        self.compress_scripted(input, hints, &[], out)
-    }
-
-    /// [`FastDeflate::compress_hinted`] with line scripts: for some of the hinted lines, the
-    /// renderer's account of which bytes differ from the line's reference and at which
-    /// distance the others repeat it. Each script is [`script_head`]`(start, len, nops)`,
-    /// [`script_dists`]`(dist, dmax)` and `nops` [`script_op`]s whose `eq + lit` add up to
-    /// `len`; scripts are sorted by `start` and their lines do not overlap. A scripted line
-    /// is written as its script says, without comparing its bytes: **the caller guarantees
-    /// that every `eq` run equals the bytes `dist` before it** (the writer's template lines:
-    /// the same constant pieces, and the fields compared with the previous line's). The
-    /// encoder checks only that every match lies within the window and within this call's
-    /// (or the open stream's) bytes, that the ops cover the line and that the line lies in
-    /// the input; a script that fails is ignored (its line takes the hinted path).
-    pub fn compress_scripted(
-        &mut self,
-        input: &[u8],
-        hints: &[u64],
-        scripts: &[u64],
-        out: &mut Vec<u8>,
-    ) {
         // Tokens and frequencies are empty between calls (flush_block clears them).
         debug_assert!(self.ntok == 0);
         // An open stream is abandoned (its table entries become stale below).
@@ -913,7 +781,7 @@ impl FastDeflate {
                 self.next = 1;
             }
             let floor = self.next;
-            self.lz(input, s, s, e, floor, (hints, scripts, 0), out);
+            self.lz(input, s, s, e, floor, (hints, 0), out);
             self.next = floor + n as u32;
             s = e;
         }
@@ -937,19 +805,6 @@ impl FastDeflate {
     /// [`FastDeflate::stream_push`] with line hints (see [`FastDeflate::compress_hinted`]:
     /// `at` counts from the start of `input`; `dist` may reach into earlier pushes).
     pub fn stream_push_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
-        self.stream_push_scripted(input, hints, &[], out)
-    }
-
-    /// [`FastDeflate::stream_push_hinted`] with line scripts (see
-    /// [`FastDeflate::compress_scripted`]; `start` counts from the start of `input`, and a
-    /// script's distances may reach into earlier pushes of the open stream).
-    pub fn stream_push_scripted(
-        &mut self,
-        input: &[u8],
-        hints: &[u64],
-        scripts: &[u64],
-        out: &mut Vec<u8>,
-    ) {
         debug_assert!(self.ntok == 0);
         if !self.stream_open {
             self.stream_open = true;
@@ -969,11 +824,7 @@ impl FastDeflate {
             let n = piece.len();
             // Hints count from the input's start: only the first piece (of up to 512 MiB,
             // so in practice the whole input) takes them.
-            let (hints, scripts) = if k == 0 {
-                (hints, scripts)
-            } else {
-                (&[][..], &[][..])
-            };
+            let hints = if k == 0 { hints } else { &[][..] };
             if self.hist.is_empty() {
                 // Nothing to reach back to: compress from the input itself and keep only its
                 // last window (a large first push is not copied whole).
@@ -982,7 +833,7 @@ impl FastDeflate {
                     self.hist_val = 1;
                 }
                 self.blk_start = 0;
-                self.lz(piece, 0, 0, n, self.hist_val, (hints, scripts, 0), out);
+                self.lz(piece, 0, 0, n, self.hist_val, (hints, 0), out);
                 self.flush_block(piece, n, out, false);
                 let kept = n.min(WINDOW);
                 self.hist.extend_from_slice(&piece[n - kept..]);
@@ -1009,15 +860,7 @@ impl FastDeflate {
             let hist = std::mem::take(&mut self.hist);
             self.blk_start = keep;
             // Offsets in `hist` are `keep` further on than in the piece.
-            self.lz(
-                &hist,
-                0,
-                keep,
-                total,
-                self.hist_val,
-                (hints, scripts, keep),
-                out,
-            );
+            self.lz(&hist, 0, keep, total, self.hist_val, (hints, keep), out);
             self.flush_block(&hist, total, out, false);
             self.hist = hist;
             self.next = self.hist_val + total as u32;
@@ -1080,8 +923,7 @@ impl FastDeflate {
 
     /// Greedy LZ77 over `input[s..e]`, with matches reaching back to `lo` (`lo <= s`); table
     /// value of position `p` is `floor + (p - lo)`. `hints.0` are line hints (see
-    /// [`FastDeflate::compress_hinted`]) whose line starts at `input[at + hints.2]`,
-    /// `hints.1` scripts ([`FastDeflate::compress_scripted`]) whose `start` counts from there.
+    /// [`FastDeflate::compress_hinted`]) whose line starts at `input[at + hints.1]`.
     #[allow(clippy::too_many_arguments)]
     fn lz(
         &mut self,
@@ -1090,7 +932,7 @@ impl FastDeflate {
         s: usize,
         e: usize,
         floor: u32,
-        (hints, scripts, base): (&[u64], &[u64], usize),
+        (hints, base): (&[u64], usize),
         out: &mut Vec<u8>,
     ) {
         // Nothing past `e` is read (the compiler then knows that reads before `e - 8` are in
@@ -1105,38 +947,11 @@ impl FastDeflate {
         // The next hint's position in `input` (usize::MAX: none left) and its index.
         let pos_of = |h: u64| (h >> HINT_SHIFT) as usize + base;
         let mut hi = hints.partition_point(|&h| pos_of(h) < s);
-        // The next script (its index in `scripts`) and its line's start (usize::MAX: none).
-        let script_at = |i: usize| {
-            scripts
-                .get(i)
-                .map_or(usize::MAX, |&h| (h >> 32) as usize + base)
-        };
-        let script_skip = |i: usize| i + 2 + (scripts[i] & 0xffff) as usize;
-        let mut si = 0;
-        while script_at(si) < s {
-            si = script_skip(si);
-        }
-        let mut stop = script_at(si);
-        let mut next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h)).min(stop);
+        let mut next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
         if e - s >= 8 {
             let last = e - 8;
             while p <= last {
                 if p >= next_at {
-                    // Scripted lines: written as their scripts say, from the first one that
-                    // starts at `p` (a line the LZ entered in the middle takes the hinted
-                    // path; the hinted and general paths stop at a scripted line's start).
-                    while script_at(si) < p {
-                        si = script_skip(si);
-                    }
-                    if script_at(si) == p {
-                        self.literals(input, lit, p, out);
-                        p = self.scripted(input, lo, p, e, (scripts, base, &mut si), out);
-                        lit = p;
-                        if p > last {
-                            break;
-                        }
-                    }
-                    stop = script_at(si);
                     // Hinted lines: the reference line is known; match at its distance, with
                     // no hash probes and no scoring (see [`FastDeflate::hinted`]). When it
                     // finds nothing, the general path takes over from `p` until the next
@@ -1148,8 +963,7 @@ impl FastDeflate {
                     }
                     if d != 0 {
                         self.literals(input, lit, p, out);
-                        let (np, nd) =
-                            self.hinted(input, lo, p, e, d, (hints, base, &mut hi, stop), out);
+                        let (np, nd) = self.hinted(input, lo, p, e, d, (hints, base, &mut hi), out);
                         p = np;
                         lit = p;
                         if nd != last_dist {
@@ -1157,13 +971,9 @@ impl FastDeflate {
                             last_dist = nd;
                         }
                     }
-                    next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h)).min(stop);
+                    next_at = hints.get(hi).map_or(usize::MAX, |&h| pos_of(h));
                     if p > last {
                         break;
-                    }
-                    if p >= next_at {
-                        // The hinted path stopped at a scripted line.
-                        continue;
                     }
                 }
                 // SAFETY: `p <= last = e - 8`, and `input` ends at `e`.
@@ -1339,7 +1149,7 @@ impl FastDeflate {
         p: usize,
         e: usize,
         d: usize,
-        hints: (&[u64], usize, &mut usize, usize),
+        hints: (&[u64], usize, &mut usize),
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
         #[cfg(target_arch = "x86_64")]
@@ -1369,7 +1179,7 @@ impl FastDeflate {
         p: usize,
         e: usize,
         d: usize,
-        hints: (&[u64], usize, &mut usize, usize),
+        hints: (&[u64], usize, &mut usize),
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
         // SAFETY: this function runs only where AVX2 is available (its contract).
@@ -1389,14 +1199,12 @@ impl FastDeflate {
         mut p: usize,
         e: usize,
         mut d: usize,
-        (hints, base, hint_idx, stop): (&[u64], usize, &mut usize, usize),
+        (hints, base, hint_idx): (&[u64], usize, &mut usize),
         out: &mut Vec<u8>,
     ) -> (usize, usize) {
         // `eq_mask_w::<WIDE>` below: with `WIDE`, AVX2 is available (this function's
         // contract); each call says why its bytes are in `input`.
         let input = &input[..e];
-        // Nothing is written past `stop`, a scripted line's start (usize::MAX: none).
-        let stop = stop.max(p);
         // The hints not passed yet.
         let mut rest = &hints[(*hint_idx).min(hints.len())..];
         let pos_of = |h: u64| (h >> HINT_SHIFT) as usize + base;
@@ -1523,24 +1331,15 @@ impl FastDeflate {
                             self.ntok = n;
                             break 'blocks;
                         }
-                        let mut k = (run.trailing_zeros() as usize).min(16);
+                        let k = (run.trailing_zeros() as usize).min(16);
                         #[cfg(test)]
                         {
                             self.misses[1] += 1;
-                        }
-                        let at_stop = p + k >= stop;
-                        if at_stop {
-                            cold();
-                            k = stop - p;
                         }
                         // SAFETY: `p + 64 <= e` (checked above); `k <= 16`.
                         unsafe { skip_literals(input, p, k, &mut toks[n..n + 16], lit_freq) };
                         n += k;
                         p += k;
-                        if at_stop {
-                            self.ntok = n;
-                            break 'blocks;
-                        }
                         pass_hints!();
                         continue;
                     }
@@ -1590,30 +1389,6 @@ impl FastDeflate {
                 // SAFETY: the 16 bytes are in `input`: this step's mask (before any run
                 // extension) was made at a `w` with `p <= w + 48` and `w + 64 <= e`.
                 let src: &[u8; 16] = unsafe { &*input.as_ptr().add(p).cast::<[u8; 16]>() };
-                if p + k + len > stop {
-                    cold();
-                    // A scripted line starts at `stop`: the literals and the match end there
-                    // (a match cut below 3 bytes as literals).
-                    let upto = stop - p;
-                    let kk = k.min(upto);
-                    let l2 = upto - kk;
-                    let lits = if l2 >= 3 { kk } else { upto };
-                    // `upto < k + 3 <= 15` when the match is cut below 3 bytes.
-                    for (t, &b) in t[..lits].iter_mut().zip(&src[..lits]) {
-                        *t = b as u32 | LIT;
-                        lit_freq[b as usize] += 1;
-                    }
-                    n += lits;
-                    if l2 >= 3 {
-                        t[kk] = tok + l2 as u32;
-                        n += 1;
-                        lit_freq[257 + LEN_SYM[l2] as usize] += 1;
-                        dist_freq[(tok >> 27) as usize & 31] += 1;
-                    }
-                    p = stop;
-                    self.ntok = n;
-                    break 'blocks;
-                }
                 for (t, &b) in t[..k].iter_mut().zip(&src[..k]) {
                     *t = b as u32 | LIT;
                     lit_freq[b as usize] += 1;
@@ -1629,142 +1404,6 @@ impl FastDeflate {
         }
         *hint_idx = hints.len() - rest.len();
         (p, td)
-    }
-
-    /// Scripted lines ([`FastDeflate::compress_scripted`]) from `p`, the start of the line of
-    /// script `*hints.2` (its start counted from `input[hints.1]`), while the next script's
-    /// line starts where the last one ended. Matches of one distance that follow each other
-    /// are one run (a line's last and the next line's first, mostly), and a run of 1-3 bytes
-    /// between literals is written as literals. A script that fails its checks is skipped
-    /// (its line is left to the hinted path). Returns the position reached: the end of the
-    /// last line written, no token pending; `*hints.2` is the next script's index.
-    #[inline(never)]
-    fn scripted(
-        &mut self,
-        input: &[u8],
-        lo: usize,
-        mut p: usize,
-        e: usize,
-        (scripts, base, si): (&[u64], usize, &mut usize),
-        out: &mut Vec<u8>,
-    ) -> usize {
-        let input = &input[..e];
-        // The run not written yet: its distance and length (it ends at `p`), and the
-        // distance part of its match tokens (256 added) with its distance symbol.
-        let (mut rd, mut rl) = (0usize, 0usize);
-        let (mut dt, mut dc) = (0u32, 0usize);
-        let mut i = *si;
-        while let (Some(&h), Some(&dists)) = (scripts.get(i), scripts.get(i + 1)) {
-            let start = (h >> 32) as usize + base;
-            if start != p {
-                break;
-            }
-            let len = (h >> 16 & 0xffff) as usize;
-            let nops = (h & 0xffff) as usize;
-            let dmax = (dists >> 32) as usize;
-            let next = i + 2 + nops;
-            let Some(ops) = scripts.get(i + 2..next) else {
-                i = scripts.len();
-                break;
-            };
-            // The line is in the input, and a match reaches at most `dmax` back: within the
-            // window and not before `lo` (this call's or the open stream's first byte), as
-            // every op's bytes are at or after `start`. An op that would go past the line
-            // or farther back is not followed (below).
-            let end = start + len;
-            if end > e || dmax > WINDOW || dmax > start - lo {
-                cold();
-                i = next;
-                break;
-            }
-            let (toks, lit_freq, dist_freq) =
-                (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
-            let mut n = self.ntok;
-            // Each byte is at most one token (a run's pieces are 3 bytes or more), and a
-            // literal span writes up to 16 slots past its tokens.
-            if n + rl + len + 18 > TOKEN_CAP {
-                self.ntok = put_run(toks, n, lit_freq, dist_freq, input, p, (rd, rl, dt, dc));
-                rl = 0;
-                self.flush_block(input, p, out, false);
-                n = self.ntok;
-            }
-            let (toks, lit_freq, dist_freq) =
-                (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
-            for &o in ops {
-                let (eq, lit, d) = (
-                    (o & 0xffff) as usize,
-                    (o >> 16 & 0xffff) as usize,
-                    (o >> 32) as usize,
-                );
-                if eq + lit > end - p || d.wrapping_sub(1) >= dmax {
-                    // Not a script the renderer writes: the rest of the line as literals.
-                    cold();
-                    break;
-                }
-                if eq != 0 {
-                    if d != rd {
-                        n = put_run(toks, n, lit_freq, dist_freq, input, p, (rd, rl, dt, dc));
-                        (rd, rl) = (d, 0);
-                        let (t, c) = dist_token((d - 1) as u32);
-                        (dt, dc) = (t | 256, c as usize & 31);
-                    }
-                    rl += eq;
-                    p += eq;
-                }
-                if lit != 0 {
-                    n = put_run(toks, n, lit_freq, dist_freq, input, p, (rd, rl, dt, dc));
-                    rl = 0;
-                    if lit <= 16 && p + 16 <= e {
-                        // One window of 16 bytes and 16 token slots (no check per byte).
-                        let src: &[u8; 16] = input[p..p + 16].try_into().unwrap();
-                        let t: &mut [u32; 16] = (&mut toks[n..n + 16]).try_into().unwrap();
-                        for i in 0..lit {
-                            let b = src[i & 15];
-                            t[i & 15] = b as u32 | LIT;
-                            lit_freq[b as usize] += 1;
-                        }
-                    } else {
-                        cold();
-                        for (t, &b) in toks[n..n + lit].iter_mut().zip(&input[p..p + lit]) {
-                            *t = b as u32 | LIT;
-                            lit_freq[b as usize] += 1;
-                        }
-                    }
-                    n += lit;
-                    p += lit;
-                }
-            }
-            if p != end {
-                cold();
-                n = put_run(toks, n, lit_freq, dist_freq, input, p, (rd, rl, dt, dc));
-                rl = 0;
-                for (t, &b) in toks[n..end - p + n].iter_mut().zip(&input[p..end]) {
-                    *t = b as u32 | LIT;
-                    lit_freq[b as usize] += 1;
-                }
-                n += end - p;
-                p = end;
-            }
-            self.ntok = n;
-            i = next;
-            #[cfg(test)]
-            {
-                self.scripted_lines += 1;
-            }
-        }
-        let (toks, lit_freq, dist_freq) =
-            (&mut *self.tokens, &mut self.lit_freq, &mut self.dist_freq);
-        self.ntok = put_run(
-            toks,
-            self.ntok,
-            lit_freq,
-            dist_freq,
-            input,
-            p,
-            (rd, rl, dt, dc),
-        );
-        *si = i;
-        p
     }
 
     #[inline(always)]

@@ -88,22 +88,10 @@ impl GzipWriter {
     /// [`GzipWriter::member`] with the deflate encoder's line hints
     /// ([`crate::deflate::FastDeflate::compress_hinted`]; other levels ignore them).
     pub fn member_hinted(&mut self, input: &[u8], hints: &[u64], out: &mut Vec<u8>) {
-        self.member_scripted(input, hints, &[], out)
-    }
-
-    /// [`GzipWriter::member_hinted`] with line scripts
-    /// ([`crate::deflate::FastDeflate::compress_scripted`]; other levels ignore them).
-    pub fn member_scripted(
-        &mut self,
-        input: &[u8],
-        hints: &[u64],
-        scripts: &[u64],
-        out: &mut Vec<u8>,
-    ) {
         self.close();
         out.extend_from_slice(&HEADER);
         match &mut self.engine {
-            Engine::Fast(f) => f.compress_scripted(input, hints, scripts, out),
+            Engine::Fast(f) => f.compress_hinted(input, hints, out),
             Engine::Miniz {
                 comp,
                 scratch,
@@ -140,19 +128,6 @@ impl GzipWriter {
         out: &mut Vec<u8>,
         close_at: usize,
     ) -> usize {
-        self.push_scripted(input, hints, &[], out, close_at)
-    }
-
-    /// [`GzipWriter::push_hinted`] with line scripts
-    /// ([`crate::deflate::FastDeflate::stream_push_scripted`]; other levels ignore them).
-    pub fn push_scripted(
-        &mut self,
-        input: &[u8],
-        hints: &[u64],
-        scripts: &[u64],
-        out: &mut Vec<u8>,
-        close_at: usize,
-    ) -> usize {
         if input.len() >= FRESH_AT {
             // A large push gains little from the window before it, and continuing would copy
             // it behind that window: the open member ends where it stands, a new one starts.
@@ -160,7 +135,7 @@ impl GzipWriter {
         }
         if self.open.is_none() && input.len() >= close_at {
             // Opened and closed at once (a full buffer): a plain member, no history kept.
-            self.member_scripted(input, hints, scripts, out);
+            self.member_hinted(input, hints, out);
             return 0;
         }
         let (rewind, mut open) = match self.open.take() {
@@ -180,7 +155,7 @@ impl GzipWriter {
         let closing = open.size >= close_at as u64;
         match &mut self.engine {
             Engine::Fast(f) => {
-                f.stream_push_scripted(input, hints, scripts, out);
+                f.stream_push_hinted(input, hints, out);
                 f.stream_end(out);
                 if closing {
                     f.stream_close();

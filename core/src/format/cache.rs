@@ -88,25 +88,6 @@ pub(super) struct Template {
     /// `{"id":`, the id, the middle (piece 0) and the ts's high digits of the last line
     /// written from this template: a line's head is mostly one copy of it.
     pub(super) head: LineHead,
-    /// The fields of the last line written from this template, for its successor's script
-    /// ([`crate::deflate`]'s scripted lines).
-    pub(super) prev: PrevFields,
-}
-
-/// Most fields a scripted line has: id, ts, dur, [`SCRIPT_KEYS`] slot values, the file hash.
-pub(super) const SCRIPT_FIELDS: usize = 4 + SCRIPT_KEYS;
-/// Schemas with more keys are not scripted.
-pub(super) const SCRIPT_KEYS: usize = 12;
-
-/// A template's last line's fields (id, ts, dur, the slot values, the file hash; each at most
-/// 20 bytes): their first 16 bytes, bytes 16 to 24 (kept only for a field longer than 16),
-/// lengths, and how many there were (`count` 0: none known: the next line gets no script).
-#[derive(Default)]
-pub(super) struct PrevFields {
-    pub(super) lo: [[u8; 16]; SCRIPT_FIELDS],
-    pub(super) hi: [u64; SCRIPT_FIELDS],
-    pub(super) lens: [u8; SCRIPT_FIELDS],
-    pub(super) count: u8,
 }
 
 impl Template {
@@ -175,7 +156,6 @@ impl Template {
         text.extend_from_slice(&[0; COPY_PAD]);
         self.key = Template::key(ctx, schema, tid, file);
         self.last_at = 0;
-        self.prev.count = 0;
     }
 }
 

@@ -77,20 +77,6 @@ impl LineHead {
     }
 }
 
-impl LineHead {
-    /// Digits of the id the head holds now (after [`put_head`]: the line's).
-    #[inline(always)]
-    pub(super) fn id_len(&self) -> usize {
-        self.id_len
-    }
-
-    /// Bytes of the middle.
-    #[inline(always)]
-    pub(super) fn mid_len(&self) -> usize {
-        self.mid_len
-    }
-}
-
 impl Default for LineHead {
     fn default() -> LineHead {
         LineHead::new(b"")

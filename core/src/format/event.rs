@@ -1,16 +1,13 @@
 //! Event lines: complete events (ph 1: the generic line, with a cached middle or without,
 //! and a static record's line from its template) and counters (ph 2).
 
-use super::cache::{
-    middle, named_prefix, PrefixCache, PrevFields, Template, SCRIPT_FIELDS, SCRIPT_KEYS,
-};
+use super::cache::{middle, named_prefix, PrefixCache, Template};
 use super::cursor::{
     put16, put_head, put_lit8, put_num, put_piece, put_piece_short, put_slot, reserved, Put,
     COPY_PAD,
 };
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
-use crate::deflate::WINDOW;
 use crate::event::Slot;
 use crate::hash::Hash16;
 use crate::record::{ArgValue, Record, StaticView, Text};
@@ -183,35 +180,6 @@ pub(super) fn complete_static(
     line: Line,
     rec: &StaticView,
 ) -> u64 {
-    complete_static_with::<false>(out, cache, ctx, line, rec, &mut Vec::new())
-}
-
-/// [`complete_static`] that also appends the line's script to `scripts` when the previous
-/// line of its template is its reference ([`crate::deflate::script_head`]): which bytes
-/// differ from that line (the fields whose bytes changed), and at which distance the rest
-/// repeats it. The template keeps each line's fields ([`PrevFields`]) for the next.
-#[inline(always)]
-pub(super) fn complete_static_scripted(
-    out: &mut Vec<u8>,
-    cache: &mut PrefixCache,
-    ctx: &Ctx,
-    line: Line,
-    rec: &StaticView,
-    scripts: &mut Vec<u64>,
-) -> u64 {
-    complete_static_with::<true>(out, cache, ctx, line, rec, scripts)
-}
-
-/// The body of [`complete_static`]; with `SCRIPT`, of [`complete_static_scripted`].
-#[inline(always)]
-fn complete_static_with<const SCRIPT: bool>(
-    out: &mut Vec<u8>,
-    cache: &mut PrefixCache,
-    ctx: &Ctx,
-    line: Line,
-    rec: &StaticView,
-    scripts: &mut Vec<u64>,
-) -> u64 {
     let Line { id, tid, at } = line;
     let schema = rec.schema;
     let fhash = rec.file.filter(|_| ctx.metadata).map(|f| f.hash());
@@ -225,7 +193,6 @@ fn complete_static_with<const SCRIPT: bool>(
         bound,
         head,
         short,
-        prev: prev_fields,
         ..
     } = t;
     let (merged, bound, short) = (*merged, *bound, *short);
@@ -248,10 +215,6 @@ fn complete_static_with<const SCRIPT: bool>(
     let vals = rec.vals.chunks_exact(8);
     // Every slot filled: pieces 2 and 3 are copied as one (`merged`).
     let full = vals.len() == keys;
-    // With `SCRIPT`, each field's start and end in the line (the id, ts and dur first).
-    let scripted = SCRIPT && keys <= SCRIPT_KEYS;
-    let mut fields = [(0u32, 0u32); SCRIPT_FIELDS];
-    let mut nf = 3;
     #[allow(unsafe_code)]
     // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
     // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
@@ -269,26 +232,9 @@ fn complete_static_with<const SCRIPT: bool>(
             put_piece(d, text.add(a as usize), n as usize)
         };
         let mut d = put_head(base, head, id, rec.ts);
-        if scripted {
-            let id_end = 6 + head.id_len();
-            fields[0] = (6, id_end as u32);
-            fields[1] = ((id_end + head.mid_len()) as u32, d.offset_from(base) as u32);
-        }
         // Piece 1 is `,"dur":` in every template: one 8-byte store (7 bytes kept).
         d = put_lit8(d, b",\"dur\":\0", 7);
-        let f = d;
         d = put_num(d, rec.dur);
-        if scripted {
-            fields[2] = (f.offset_from(base) as u32, d.offset_from(base) as u32);
-        }
-        // A slot value or the file hash from `f` to `d`.
-        let mut mark = |f: *mut u8, d: *mut u8| {
-            if scripted {
-                fields[nf & (SCRIPT_FIELDS - 1)] =
-                    (f.offset_from(base) as u32, d.offset_from(base) as u32);
-                nf += 1;
-            }
-        };
         if !ctx.metadata {
             d = piece(d, 2);
         } else if full {
@@ -296,192 +242,29 @@ fn complete_static_with<const SCRIPT: bool>(
             d = put_piece(d, text.add(a as usize), n as usize);
             // Pieces after the slots are short (keys of a few letters): one move each.
             d = if short {
-                full_slots::<true>(d, text, pieces, schema.keys, vals, fhash.as_ref(), mark)
+                full_slots::<true>(d, text, pieces, schema.keys, vals, fhash.as_ref())
             } else {
-                full_slots::<false>(d, text, pieces, schema.keys, vals, fhash.as_ref(), mark)
+                full_slots::<false>(d, text, pieces, schema.keys, vals, fhash.as_ref())
             };
         } else {
             d = piece(d, 2);
             for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
                 d = piece(d, 3 + i);
-                let f = d;
                 d = put_slot(d, slot, v);
-                mark(f, d);
             }
             let mut end = 3 + keys;
             if let Some(h) = &fhash {
                 d = piece(d, end);
-                let f = d;
                 d = put16(d, h);
-                mark(f, d);
                 end += 1;
             }
             d = piece(d, end);
         }
         let n = d.offset_from(base) as usize;
         assert!(n <= bound, "json: line bound exceeded");
-        if !SCRIPT {
-            prev_fields.count = 0;
-        } else if scripted {
-            // SAFETY: every field ends before the line's last piece, which was copied in
-            // whole 32-byte moves from its start (`put_piece`, `put_piece_short`): the 24
-            // bytes from a field's start (at most 20 long) were written, and lie within the
-            // reserved `bound + COPY_PAD` bytes.
-            let ok = prev != 0 && n <= 0xffff;
-            let dist = at.wrapping_sub(prev);
-            script_line(
-                scripts,
-                prev_fields,
-                &fields[..nf],
-                file,
-                base,
-                (start, n, dist),
-                ok,
-            );
-        } else {
-            prev_fields.count = 0;
-        }
         out.set_len(start + n);
     }
     prev
-}
-
-/// Appends the script of a line at `start` in the writer's buffer, `n` bytes long, whose
-/// fields are `fields` (start and end in the line; the last one the file hash with `file`)
-/// and whose reference (the template's previous line, `dist` bytes back) had the fields
-/// `prev` (only when `ok` and that line had as many fields); updates `prev` to this line's.
-/// A line naming another file than its reference gets no script: the hinted path finds that
-/// file's hash in the line before, of another kind (16 literals here). See
-/// [`crate::deflate::script_head`].
-///
-/// # Safety
-/// `base` is the line's start; the 24 bytes from each field's start are initialised.
-#[allow(unsafe_code)]
-#[inline(always)]
-unsafe fn script_line(
-    scripts: &mut Vec<u64>,
-    prev: &mut PrevFields,
-    fields: &[(u32, u32)],
-    file: bool,
-    base: *const u8,
-    (start, n, dist): (usize, usize, u64),
-    ok: bool,
-) {
-    let nf = fields.len();
-    let mut ok = ok && prev.count as usize == nf && (1..=WINDOW as u64).contains(&dist);
-    prev.count = nf as u8;
-    // Two words of head, an op per field and the last one.
-    scripts.reserve(3 + SCRIPT_FIELDS);
-    let h = scripts.len();
-    let spare = scripts.spare_capacity_mut();
-    let mut k = 2;
-    let d = dist as usize;
-    // Offset in the line where the bytes equal to the reference's begin, and the distance
-    // they are at (the reference's fields were shorter by `dd - d` bytes so far).
-    let (mut pos, mut dd) = (0usize, d);
-    let mut dmax = d;
-    for (j, &(f0, f1)) in fields.iter().enumerate() {
-        let (f0, f1) = (f0 as usize, f1 as usize);
-        let j = j & (SCRIPT_FIELDS - 1);
-        let len = f1 - f0;
-        let m = prev.lens[j] as usize;
-        // SAFETY: the contract.
-        let new: [u8; 16] = unsafe { std::ptr::read_unaligned(base.add(f0).cast()) };
-        // Bit i set: byte i of the field differs from the last one's.
-        let ne = !eq16_mask(&new, &prev.lo[j]) & 0xffff;
-        prev.lo[j] = new;
-        prev.lens[j] = len as u8;
-        let (a, b) = if len.max(m) <= 16 {
-            // A field is at least one byte long: `min(len, m) >= 1`.
-            let ne = ne & ((1u32 << len.min(m)) - 1);
-            if ne == 0 && len == m {
-                continue;
-            }
-            let a = if ne == 0 {
-                len.min(m)
-            } else {
-                ne.trailing_zeros() as usize
-            };
-            let b = if len != m {
-                len
-            } else {
-                32 - ne.leading_zeros() as usize
-            };
-            (a, b)
-        } else {
-            // SAFETY: the contract.
-            let hi: u64 = unsafe { std::ptr::read_unaligned(base.add(f0 + 16).cast()) };
-            let old_hi = std::mem::replace(&mut prev.hi[j], hi);
-            match differing(ne, hi ^ old_hi, len, m) {
-                Some(ab) => ab,
-                None => continue,
-            }
-        };
-        if file && j == nf - 1 {
-            ok = false;
-        }
-        spare[k].write(crate::deflate::script_op(f0 + a - pos, b - a, dd));
-        k += 1;
-        pos = f0 + b;
-        dd = (dd + len).wrapping_sub(m);
-        dmax = dmax.max(dd);
-    }
-    spare[k].write(crate::deflate::script_op(n - pos, 0, dd));
-    if ok && dd >= 1 && dmax <= WINDOW {
-        spare[0].write(crate::deflate::script_head(start, n, k - 1));
-        spare[1].write(crate::deflate::script_dists(d, dmax));
-        // SAFETY: the `k + 1` words from `h` were just written.
-        unsafe { scripts.set_len(h + k + 1) };
-    }
-}
-
-/// Bit i set iff `x[i] == y[i]` (16 bits).
-#[inline(always)]
-fn eq16_mask(x: &[u8; 16], y: &[u8; 16]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    #[allow(unsafe_code)]
-    // SAFETY: SSE2 is part of x86_64; unaligned loads of two 16-byte arrays.
-    unsafe {
-        use std::arch::x86_64::*;
-        let a = _mm_loadu_si128(x.as_ptr().cast());
-        let b = _mm_loadu_si128(y.as_ptr().cast());
-        _mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) as u32
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let mut m = 0;
-        for i in 0..16 {
-            m |= ((x[i] == y[i]) as u32) << i;
-        }
-        m
-    }
-}
-
-/// The bytes of a field longer than 16 (or whose last value was) that differ from its last
-/// value: `ne` (bit i: byte i differs, of the first 16) and `hi` (the XOR of bytes 16 to 24),
-/// `len` bytes against `m`: `None` when equal, else the span `[a, b)` of the field from its
-/// first differing byte to its last (to its end when the lengths differ).
-#[cold]
-#[inline(never)]
-fn differing(ne: u32, hi: u64, len: usize, m: usize) -> Option<(usize, usize)> {
-    let mut x = [false; 24];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = if i < 16 {
-            ne >> i & 1 != 0
-        } else {
-            hi >> (8 * (i - 16)) & 0xff != 0
-        };
-    }
-    let k = len.min(m);
-    let first = x[..k].iter().position(|&b| b).unwrap_or(k);
-    if len != m {
-        return Some((first, len));
-    }
-    if first == len {
-        return None;
-    }
-    let last = x[..len].iter().rposition(|&b| b).unwrap_or(first);
-    Some((first, last + 1))
 }
 
 /// [`complete_static`] for a schema with float, bool or string slots
@@ -501,8 +284,6 @@ pub(super) fn complete_mixed(
     let (t, ts_hi) =
         cache.template_for(ctx, rec.schema, rec.layer as u64, line.tid, fhash.is_some());
     let prev = std::mem::replace(&mut t.last_at, line.at);
-    // Its fields are not kept: the next static line of the template gets no script.
-    t.prev.count = 0;
     let keys = rec.schema.keys;
     // The template's bound counts NUM_MAX bytes per slot; a string takes its quotes and at
     // most 6 bytes a byte (`\u00XX`), a float at most 24 (`ryu`'s longest), a bool 5.
@@ -577,7 +358,6 @@ unsafe fn full_slots<const SHORT: bool>(
     keys: &[(&str, crate::event::Slot)],
     vals: std::slice::ChunksExact<'_, u8>,
     fhash: Option<&Hash16>,
-    mut mark: impl FnMut(*mut u8, *mut u8),
 ) -> *mut u8 {
     // SAFETY: piece indexes `4 + i` (`i < keys.len()`) and `4 + keys.len()` (with a file)
     // are within `pieces` (the contract); `put_piece_short` needs `n <= 32`, true with
@@ -592,15 +372,11 @@ unsafe fn full_slots<const SHORT: bool>(
             }
         };
         for (i, (&(_, slot), v)) in keys.iter().zip(vals).enumerate() {
-            let f = d;
             d = put_slot(d, slot, v);
-            mark(f, d);
             d = piece(d, 4 + i);
         }
         if let Some(h) = fhash {
-            let f = d;
             d = put16(d, h);
-            mark(f, d);
             d = piece(d, 4 + keys.len());
         }
         d

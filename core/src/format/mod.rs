@@ -121,23 +121,6 @@ impl Encoder {
         event::complete_static(out, cache, &ctx, line, rec)
     }
 
-    /// [`Encoder::complete_static`] that also appends the line's script to `scripts`
-    /// ([`crate::deflate::FastDeflate::compress_scripted`]) when the previous line of its
-    /// template is its reference: `out` is the buffer the compressor takes whole, and
-    /// `line.at - prev` (the returned position) the distance to that line in it or in the
-    /// stream before it.
-    #[inline(always)]
-    pub fn complete_static_scripted(
-        &mut self,
-        out: &mut Vec<u8>,
-        line: Line,
-        rec: &StaticView,
-        scripts: &mut Vec<u64>,
-    ) -> u64 {
-        let (ctx, cache) = self.ctx_and_cache();
-        event::complete_static_scripted(out, cache, &ctx, line, rec, scripts)
-    }
-
     /// The line context and the template cache, borrowed together.
     #[inline(always)]
     fn ctx_and_cache(&mut self) -> (Ctx<'_>, &mut PrefixCache) {

@@ -105,13 +105,7 @@ impl Output {
     /// `write_buffer_size` bytes of JSON; every write leaves the file ending with a complete
     /// member ([`GzipWriter::push`]). Writes held back by earlier write errors go first, so
     /// the file keeps its order.
-    pub(super) fn write_member(
-        &mut self,
-        sh: &Shared,
-        json: &[u8],
-        (hints, scripts): (&[u64], &[u64]),
-        pending: u64,
-    ) {
+    pub(super) fn write_member(&mut self, sh: &Shared, json: &[u8], hints: &[u64], pending: u64) {
         let o = self;
         if o.sink.is_none() && !o.failed {
             let prefix = sh.prefix.lock().clone();
@@ -144,7 +138,7 @@ impl Output {
         let (data, rewind): (&[u8], usize) = match gz.as_mut() {
             Some(g) => {
                 out.clear();
-                let r = g.push_scripted(json, hints, scripts, out, sh.cfg.write_buffer_size.max(1));
+                let r = g.push_hinted(json, hints, out, sh.cfg.write_buffer_size.max(1));
                 (out, r)
             }
             None => (json, 0),

@@ -36,11 +36,6 @@ pub(super) struct Writer {
     /// the previous member's list, returned cleared.
     hints: Vec<u64>,
     spare_hints: Vec<u64>,
-    /// Scripts of the lines in `json` ([`crate::deflate::FastDeflate::compress_scripted`]:
-    /// static lines whose reference is the previous line of their template), and the
-    /// previous member's list, returned cleared.
-    scripts: Vec<u64>,
-    spare_scripts: Vec<u64>,
     /// Stream position of `json[0]`: the JSON bytes of every member cut before.
     stream_pos: u64,
     /// Stream position of the last `FH` line (its successor's line hint).
@@ -121,8 +116,6 @@ impl Writer {
             spare: Vec::with_capacity(json_cap + MAX_RECORD * 8),
             hints: Vec::with_capacity(json_cap / 64),
             spare_hints: Vec::with_capacity(json_cap / 64),
-            scripts: Vec::with_capacity(json_cap / 16),
-            spare_scripts: Vec::with_capacity(json_cap / 16),
             stream_pos: 0,
             last_fh: None,
             header_done: false,
@@ -371,9 +364,7 @@ impl Writer {
             }
         }
         let (start, at, line) = self.next_line(tid);
-        let prev = self
-            .enc
-            .complete_static_scripted(&mut self.json, line, rec, &mut self.scripts);
+        let prev = self.enc.complete_static(&mut self.json, line, rec);
         self.complete_done(start, at, prev, rec.layer as usize);
     }
 
@@ -512,23 +503,19 @@ impl Writer {
         let mut json = std::mem::replace(&mut w.json, spare);
         let spare_hints = std::mem::take(&mut w.spare_hints);
         let mut hints = std::mem::replace(&mut w.hints, spare_hints);
-        let spare_scripts = std::mem::take(&mut w.spare_scripts);
-        let mut scripts = std::mem::replace(&mut w.scripts, spare_scripts);
         w.stream_pos += json.len() as u64;
         let pending = std::mem::take(&mut w.pending_events);
         MutexGuard::unlocked(w, || {
             let mut o = o;
             let _g = InternalGuard::new();
-            o.write_member(sh, &json, (&hints, &scripts), pending);
+            o.write_member(sh, &json, &hints, pending);
             drop(o);
         });
         json.clear();
         hints.clear();
-        scripts.clear();
         if json.capacity() <= 64 * 1024 * 1024 {
             w.spare = json;
             w.spare_hints = hints;
-            w.spare_scripts = scripts;
         }
     }
 
