@@ -78,23 +78,32 @@ pub struct Event {
 /// value, the string values' bytes in order. All borrowed from the call's objects (live
 /// while the call runs). The UTF-8 of the name, category and keys is read only when
 /// needed ([`Call::text`]): a schema found by the objects' identity needs none of it.
-pub struct Call<'a> {
+pub struct Call<'a, 'b> {
     pub name: *mut ffi::PyObject,
     pub cat: *mut ffi::PyObject,
     pub ts: u64,
     pub dur: u64,
     /// Per arg: its key's exact str object and its value's slot ([`Slot::Str`] also for a
     /// string too long for one: see `fits`).
-    pub shape: heapless::Vec<(*mut ffi::PyObject, Slot), MAX_PY_ARGS>,
+    pub shape: &'b [(*mut ffi::PyObject, Slot)],
     /// Per arg: its slot value (a string's is its length).
-    pub vals: heapless::Vec<u64, MAX_PY_ARGS>,
+    pub vals: &'b [u64],
     /// The string values, in order.
-    pub strs: heapless::Vec<&'a [u8], MAX_PY_ARGS>,
+    pub strs: &'b [&'a [u8]],
     /// Every string fits a slot (at most `MAX_STR` bytes; a longer one is clipped and
     /// marked, which only the generic record does).
     pub fits: bool,
     /// Where string_args' and float_args' items begin in `shape`.
     starts: [usize; 2],
+}
+
+/// Where [`add_dict`] collects a [`Call`]'s args: each vector its own local of the caller
+/// (built as one aggregate, the compiler zeroed all 1.6 KB of them at every call).
+struct Collect<'a, 'b> {
+    shape: &'b mut heapless::Vec<(*mut ffi::PyObject, Slot), MAX_PY_ARGS>,
+    vals: &'b mut heapless::Vec<u64, MAX_PY_ARGS>,
+    strs: &'b mut heapless::Vec<&'a [u8], MAX_PY_ARGS>,
+    fits: bool,
 }
 
 /// The UTF-8 of a [`Call`]'s name, category and keys (one per arg).
@@ -104,7 +113,7 @@ pub struct Text<'a> {
     pub keys: heapless::Vec<&'a [u8], MAX_PY_ARGS>,
 }
 
-impl<'a> Call<'a> {
+impl<'a> Call<'a, '_> {
     /// The UTF-8 of the name, category and keys; `None` when the general path must record
     /// the call (nothing was recorded, no exception is set): a str with lone surrogates (it
     /// replaces them), or a key in two of the dicts (it renames one).
@@ -117,7 +126,7 @@ impl<'a> Call<'a> {
             let name = utf8(self.name)?;
             let cat = utf8(self.cat)?;
             let mut keys: heapless::Vec<&[u8], MAX_PY_ARGS> = heapless::Vec::new();
-            for &(k, _) in &self.shape {
+            for &(k, _) in self.shape {
                 // As many keys as args: no push fails.
                 let _ = keys.push(utf8(k)?);
             }
@@ -137,7 +146,7 @@ impl<'a> Call<'a> {
     pub fn args(&self, keys: &[&'a [u8]]) -> heapless::Vec<Arg<'a>, MAX_PY_ARGS> {
         let mut strs = self.strs.iter();
         let mut out = heapless::Vec::new();
-        for ((&(_, slot), &v), &key) in self.shape.iter().zip(&self.vals).zip(keys) {
+        for ((&(_, slot), &v), &key) in self.shape.iter().zip(self.vals).zip(keys) {
             let value = match slot {
                 Slot::Int => Value::Int(v as i64),
                 Slot::UInt => Value::UInt(v),
@@ -157,7 +166,7 @@ impl<'a> Call<'a> {
 /// # Safety
 /// `map` is NULL or a live object, the GIL is held, no exception is set.
 #[inline(always)]
-unsafe fn add_dict<'a>(c: &mut Call<'a>, map: *mut ffi::PyObject, of: Of) -> bool {
+unsafe fn add_dict(c: &mut Collect, map: *mut ffi::PyObject, of: Of) -> bool {
     // SAFETY: per this function's contract; PyDict_Next hands out borrowed references that
     // stay valid while the dict is unchanged, and nothing below runs Python code.
     unsafe {
@@ -235,30 +244,41 @@ pub unsafe fn log_event(e: &Event, record: impl FnOnce(&Call) -> Option<()>) -> 
         if ffi::PyUnicode_CheckExact(name) == 0 || ffi::PyUnicode_CheckExact(cat) == 0 {
             return None;
         }
-        let mut c = Call {
-            name,
-            cat,
-            ts: u64::try_from(exact_i64(ts)?).ok()?,
-            dur: u64::try_from(exact_i64(dur)?).ok()?,
-            shape: heapless::Vec::new(),
-            vals: heapless::Vec::new(),
-            strs: heapless::Vec::new(),
+        let ts = u64::try_from(exact_i64(ts)?).ok()?;
+        let dur = u64::try_from(exact_i64(dur)?).ok()?;
+        let mut shape = heapless::Vec::new();
+        let mut vals = heapless::Vec::new();
+        let mut strs = heapless::Vec::new();
+        let mut c = Collect {
+            shape: &mut shape,
+            vals: &mut vals,
+            strs: &mut strs,
             fits: true,
-            starts: [0; 2],
         };
-        let [ints, strs, floats] = e.maps;
+        let [ints, strings, floats] = e.maps;
         if !add_dict(&mut c, ints, Of::Int) {
             return None;
         }
-        c.starts[0] = c.shape.len();
-        if !add_dict(&mut c, strs, Of::Str) {
+        let strings_at = c.shape.len();
+        if !add_dict(&mut c, strings, Of::Str) {
             return None;
         }
-        c.starts[1] = c.shape.len();
+        let floats_at = c.shape.len();
         if !add_dict(&mut c, floats, Of::Float) {
             return None;
         }
-        record(&c)
+        let fits = c.fits;
+        record(&Call {
+            name,
+            cat,
+            ts,
+            dur,
+            shape: &shape,
+            vals: &vals,
+            strs: &strs,
+            fits,
+            starts: [strings_at, floats_at],
+        })
     }
 }
 

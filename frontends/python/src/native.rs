@@ -252,20 +252,20 @@ pub unsafe fn complete_call(c: &crate::fast::Call) -> Option<()> {
         let shape = Shape {
             name: c.name,
             cat: c.cat,
-            keys: &c.shape,
+            keys: c.shape,
         };
         let make = || {
             // SAFETY: per this function's contract.
             let t = text.insert(unsafe { c.text() }?);
             let mut keys: heapless::Vec<(&[u8], dftracer_core::Slot), KEYS> = heapless::Vec::new();
-            for (&k, &(_, slot)) in t.keys.iter().zip(&c.shape) {
+            for (&k, &(_, slot)) in t.keys.iter().zip(c.shape) {
                 let _ = keys.push((k, slot)); // at most KEYS
             }
             (a.intern_args)(Layer::Python, t.name, t.cat, &keys)
         };
         // SAFETY: per this function's contract (exact str objects: `fast` checked them).
         if let Some(schema) = unsafe { find(&shape, make) } {
-            complete_schema(a, schema, c.ts, c.dur, &c.vals, &c.strs);
+            complete_schema(a, schema, c.ts, c.dur, c.vals, c.strs);
             return Some(());
         }
     }
