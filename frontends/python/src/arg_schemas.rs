@@ -2,12 +2,16 @@
 //! identity of the call's str objects: its name, category and arg keys (string literals in
 //! the caller's code are the same objects at every call), with the kinds of the values.
 //!
-//! A thread's cache holds a strong reference to every str object of its entries, so an
-//! address seen here is never another string's while its entry lives: a hit compares
-//! addresses only, no bytes. An entry replaced drops its references (the GIL is held: every
-//! caller is a Python call on this thread). A thread's last entries are never dropped (the
-//! cache has no destructor, which could run without the GIL): at most [`WAYS`] × (2 +
-//! [`KEYS`]) references per thread, to objects the thread's code used.
+//! The cache holds a strong reference to every str object of its entries, so an address
+//! seen here is never another string's while its entry lives: a hit compares addresses
+//! only, no bytes. An entry replaced drops its references. The last entries are never
+//! dropped: at most [`WAYS`] × (2 + [`KEYS`]) references, to objects the program's code used.
+//!
+//! One cache for the process, used with the GIL held (every caller is a Python call), which
+//! serialises every use: the module declares that it needs the GIL (`gil_used`), so a
+//! free-threaded CPython turns it on for it, as the other fast paths need too. (A cache per
+//! thread cost a thread-local access, a `__tls_get_addr` call from this `dlopen`ed module,
+//! at every call.) Threads that log different shapes share the entries.
 #![allow(unsafe_code)] // CPython's C API on borrowed pointers (SAFETY notes)
 
 use std::cell::UnsafeCell;
@@ -15,7 +19,7 @@ use std::cell::UnsafeCell;
 use dftracer_core::{ArgsSchema, Slot};
 use pyo3::ffi;
 
-/// Entries per thread (direct-mapped).
+/// Entries (direct-mapped).
 const WAYS: usize = 64;
 /// Most keys an entry holds; a call with more looks its schema up by bytes every time.
 pub const KEYS: usize = 8;
@@ -39,9 +43,13 @@ const EMPTY: Entry = Entry {
     schema: None,
 };
 
-thread_local! {
-    static CACHE: UnsafeCell<[Entry; WAYS]> = const { UnsafeCell::new([EMPTY; WAYS]) };
-}
+/// The process's entries, touched only with the GIL held.
+struct Cache(UnsafeCell<[Entry; WAYS]>);
+
+// SAFETY: every access holds the GIL (`find`'s contract), which serialises them.
+unsafe impl Sync for Cache {}
+
+static CACHE: Cache = Cache(UnsafeCell::new([EMPTY; WAYS]));
 
 /// A `log_event` call's shape: its name and category objects and, per arg, the key object
 /// and the slot its value takes.
@@ -72,33 +80,39 @@ impl Shape<'_> {
     }
 }
 
-/// The schema of calls of `shape`, or `None` (more than [`KEYS`] keys, or no schema: see
-/// `intern_args`). `make` interns it from the call's bytes at a miss.
+/// The schema of calls of `shape` if its entry is there (`None`: more than [`KEYS`] keys, or
+/// no entry: then [`insert`] once the schema is made).
 ///
 /// # Safety
 /// The GIL is held; `shape`'s pointers are live exact str objects.
-#[inline]
-pub unsafe fn find(shape: &Shape, make: impl FnOnce() -> Option<ArgsSchema>) -> Option<ArgsSchema> {
+#[inline(always)]
+pub unsafe fn find(shape: &Shape) -> Option<ArgsSchema> {
     if shape.keys.len() > KEYS {
         return None;
     }
-    let i = shape.home();
-    CACHE
-        .try_with(|c| {
-            // SAFETY: this thread's cache, not borrowed elsewhere: nothing below calls back
-            // into Python code or into `find` (the decrefs free str objects only).
-            let e = unsafe { &mut (*c.get())[i] };
-            if e.schema.is_some() && shape.is(e) {
-                return e.schema;
-            }
-            let schema = make()?;
-            // SAFETY: per this function's contract (the GIL is held); the old entry's
-            // references are its own.
-            unsafe { replace(e, shape, schema) };
-            Some(schema)
-        })
-        .ok()
-        .flatten()
+    // SAFETY: the GIL is held, and no other reference to the cache lives (`insert` holds
+    // its own only while it runs, and calls nothing that could come back here).
+    let e = unsafe { &(*CACHE.0.get())[shape.home()] };
+    if e.schema.is_some() && shape.is(e) {
+        return e.schema;
+    }
+    None
+}
+
+/// Makes `schema` the entry of `shape` (at most [`KEYS`] keys, else nothing), replacing the
+/// entry in its place.
+///
+/// # Safety
+/// As [`find`].
+pub unsafe fn insert(shape: &Shape, schema: ArgsSchema) {
+    if shape.keys.len() > KEYS {
+        return;
+    }
+    // SAFETY: the GIL is held, and nothing below calls back into Python code or into this
+    // module (the decrefs free str objects only): no other reference to the cache.
+    let e = unsafe { &mut (*CACHE.0.get())[shape.home()] };
+    // SAFETY: per this function's contract; the old entry's references are its own.
+    unsafe { replace(e, shape, schema) };
 }
 
 /// Makes `e` the entry of `shape`: new references to its objects, the old entry's dropped.

@@ -177,19 +177,22 @@ pub(crate) unsafe fn small_int(v: *mut ffi::PyObject) -> Option<i64> {
     // the header and as many digits as it counts are the object's own.
     unsafe {
         let word = *(v as *const isize).add(2);
-        let (n, negative) = match layout {
-            INT_SIZED => (word.unsigned_abs(), word < 0),
-            INT_TAGGED => ((word as usize) >> 3, word & 3 == 2),
+        // The digit count, negative for a negative value (what `ob_size` is).
+        let size = match layout {
+            INT_SIZED => word,
+            INT_TAGGED if word & 2 != 0 => -(word >> 3),
+            INT_TAGGED => word >> 3,
             _ => return None,
         };
-        let digits = (v as *const u32).add(6);
-        let magnitude = match n {
+        let digit = |i: usize| *(v as *const u32).add(6 + i) as i64;
+        Some(match size {
             0 => 0,
-            1 => *digits as i64,
-            2 => *digits as i64 | (*digits.add(1) as i64) << 30,
+            1 => digit(0),
+            -1 => -digit(0),
+            2 => digit(0) | digit(1) << 30,
+            -2 => -(digit(0) | digit(1) << 30),
             _ => return None,
-        };
-        Some(if negative { -magnitude } else { magnitude })
+        })
     }
 }
 

@@ -239,41 +239,57 @@ pub fn complete_args(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, a
 ///
 /// # Safety
 /// The GIL is held; the call's objects are live.
-#[inline]
+#[inline(always)]
 pub unsafe fn complete_call(c: &crate::fast::Call) -> Option<()> {
-    use crate::arg_schemas::{find, Shape, KEYS};
-    let Some(a) = api() else {
-        // Nothing to record with; the call is still checked as before.
-        // SAFETY: per this function's contract.
-        return unsafe { c.text() }.map(|_| ());
-    };
-    let mut text = None;
-    if c.fits && c.shape.len() <= KEYS {
-        let shape = Shape {
-            name: c.name,
-            cat: c.cat,
-            keys: c.shape,
-        };
-        let make = || {
-            // SAFETY: per this function's contract.
-            let t = text.insert(unsafe { c.text() }?);
-            let mut keys: heapless::Vec<(&[u8], dftracer_core::Slot), KEYS> = heapless::Vec::new();
-            for (&k, &(_, slot)) in t.keys.iter().zip(c.shape) {
-                let _ = keys.push((k, slot)); // at most KEYS
+    let a = api();
+    if let Some(a) = a {
+        if c.fits {
+            let shape = crate::arg_schemas::Shape {
+                name: c.name,
+                cat: c.cat,
+                keys: c.shape,
+            };
+            // SAFETY: per this function's contract (exact str objects: `fast` checked them).
+            if let Some(schema) = unsafe { crate::arg_schemas::find(&shape) } {
+                complete_schema(a, schema, c.ts, c.dur, c.vals, c.strs);
+                return Some(());
             }
-            (a.intern_args)(Layer::Python, t.name, t.cat, &keys)
-        };
-        // SAFETY: per this function's contract (exact str objects: `fast` checked them).
-        if let Some(schema) = unsafe { find(&shape, make) } {
+        }
+    }
+    // SAFETY: per this function's contract.
+    unsafe { complete_call_rest(a, c) }
+}
+
+/// [`complete_call`] past a cache hit, out of line: the call's text read and checked, its
+/// schema made from it and entered (when it fits), else a record through [`complete_args`].
+///
+/// # Safety
+/// As [`complete_call`].
+#[cold]
+#[inline(never)]
+unsafe fn complete_call_rest(a: Option<&'static Api>, c: &crate::fast::Call) -> Option<()> {
+    use crate::arg_schemas::{insert, Shape, KEYS};
+    // SAFETY: per this function's contract.
+    let t = unsafe { c.text() }?;
+    // Nothing to record with (never so while tracing is on): the call was still checked.
+    let Some(a) = a else { return Some(()) };
+    if c.fits && c.shape.len() <= KEYS {
+        let mut keys: heapless::Vec<(&[u8], dftracer_core::Slot), KEYS> = heapless::Vec::new();
+        for (&k, &(_, slot)) in t.keys.iter().zip(c.shape) {
+            let _ = keys.push((k, slot)); // at most KEYS
+        }
+        if let Some(schema) = (a.intern_args)(Layer::Python, t.name, t.cat, &keys) {
+            let shape = Shape {
+                name: c.name,
+                cat: c.cat,
+                keys: c.shape,
+            };
+            // SAFETY: per this function's contract (exact str objects: `fast` checked them).
+            unsafe { insert(&shape, schema) };
             complete_schema(a, schema, c.ts, c.dur, c.vals, c.strs);
             return Some(());
         }
     }
-    let t = match text {
-        Some(t) => t,
-        // SAFETY: per this function's contract.
-        None => unsafe { c.text() }?,
-    };
     complete_args(Layer::Python, t.name, t.cat, c.ts, c.dur, &c.args(&t.keys));
     Some(())
 }

@@ -256,7 +256,8 @@ def test_common_and_unusual_argument_types_write_the_same(run):
 
 def test_schema_route_writes_what_the_arguments_say(run):
     """log_event's args go through schemas found by the identity of the call's str objects
-    (a per-thread cache holding references): keys built at run time (new objects of equal
+    (a cache holding references, shared by the threads under the GIL): keys built at run
+    time (new objects of equal
     text, freed and their memory reused with other text), more shapes than the cache holds,
     the same keys with values of another kind, and more keys than an entry holds all write
     exactly their own names and values; and a key evicted from the cache is not kept alive."""
@@ -275,9 +276,13 @@ def test_schema_route_writes_what_the_arguments_say(run):
         for i in range(50):
             log.log_event("wide", "C", i, 1, int_args={f"w{j}": i + j for j in range(12)},
                           string_args={"tail": "t" * (i % 3)})
+        own = [[f"k{n}_{j}" for j in range(80)] for n in range(4)]
         def worker(n):
             for i in range(200):
                 log.log_event("thr", "C", i, n, int_args={"n": n, "i": i}, string_args={"t": str(n)})
+                # Shapes of each thread's own, more than the cache holds: entries that the
+                # threads replace under each other.
+                log.log_event("thr2", "C", i, n, int_args={own[n][i % 80]: i})
         ts = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
         [t.start() for t in ts]
         [t.join() for t in ts]
@@ -285,7 +290,7 @@ def test_schema_route_writes_what_the_arguments_say(run):
         before = sys.getrefcount(probe)
         log.log_event("probe", "C", 0, 1, int_args={probe: 1})
         held = sys.getrefcount(probe) - before
-        # Evicts the probe's entry (64 entries a thread): keys kept alive, so that their
+        # Evicts the probe's entry (64 entries): keys kept alive, so that their
         # addresses (which pick the entries) are all different.
         keys = [f"e{i}" for i in range(5000)]
         for i, k in enumerate(keys):
@@ -313,6 +318,11 @@ def test_schema_route_writes_what_the_arguments_say(run):
     thr = r.events("thr")
     assert sorted((e["dur"], e["ts"]) for e in thr) == [(n, i) for n in range(4) for i in range(200)]
     assert all(e["args"]["n"] == e["dur"] and e["args"]["t"] == str(e["dur"]) for e in thr)
+    thr2 = r.events("thr2")
+    assert sorted((e["dur"], e["ts"]) for e in thr2) == [(n, i) for n in range(4) for i in range(200)]
+    for e in thr2:
+        n, i = e["dur"], e["ts"]
+        assert {k: v for k, v in e["args"].items() if k != "hhash"} == {f"k{n}_{i % 80}": i}, e
     assert len(r.events("probe")) == 1 and r.events("probe")[0]["args"]["probe"] == 1
     held, after = map(int, r.stdout.split())
     assert held == 1, "the cache holds one reference to a key it saw"
