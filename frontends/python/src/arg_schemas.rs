@@ -2,16 +2,19 @@
 //! identity of the call's str objects: its name, category and arg keys (string literals in
 //! the caller's code are the same objects at every call), with the kinds of the values.
 //!
-//! The cache holds a strong reference to every str object of its entries, so an address
-//! seen here is never another string's while its entry lives: a hit compares addresses
-//! only, no bytes. An entry replaced drops its references. The last entries are never
-//! dropped: at most [`WAYS`] × (2 + [`KEYS`]) references, to objects the program's code used.
+//! A thread's cache holds a strong reference to every str object of its entries, so an
+//! address seen here is never another string's while its entry lives: a hit compares
+//! addresses only, no bytes. An entry replaced drops its references (the GIL is held: every
+//! caller is a Python call on this thread). A thread's last entries are never dropped (the
+//! cache has no destructor, which could run without the GIL): at most [`WAYS`] × (2 +
+//! [`KEYS`]) references per thread, to objects the thread's code used.
 //!
-//! One cache for the process, used with the GIL held (every caller is a Python call), which
-//! serialises every use: the module declares that it needs the GIL (`gil_used`), so a
-//! free-threaded CPython turns it on for it, as the other fast paths need too. (A cache per
-//! thread cost a thread-local access, a `__tls_get_addr` call from this `dlopen`ed module,
-//! at every call.) Threads that log different shapes share the entries.
+//! (One cache for the process under the GIL saves the thread-local access, a
+//! `__tls_get_addr` call from this `dlopen`ed module, about 15 instructions per call; but
+//! this module's thread-local block, which glibc allocates with `malloc`, then shrinks by
+//! 10 KB and moves the program's heap: an unrelated figure of the callgrind check,
+//! `python_pread_bound`, whose `os.pread` allocates 4 KiB per call, went from 8 to 205
+//! instructions per call from glibc's `_int_malloc` alone. Kept per thread.)
 #![allow(unsafe_code)] // CPython's C API on borrowed pointers (SAFETY notes)
 
 use std::cell::UnsafeCell;
@@ -19,7 +22,7 @@ use std::cell::UnsafeCell;
 use dftracer_core::{ArgsSchema, Slot};
 use pyo3::ffi;
 
-/// Entries (direct-mapped).
+/// Entries per thread (direct-mapped).
 const WAYS: usize = 64;
 /// Most keys an entry holds; a call with more looks its schema up by bytes every time.
 pub const KEYS: usize = 8;
@@ -43,13 +46,9 @@ const EMPTY: Entry = Entry {
     schema: None,
 };
 
-/// The process's entries, touched only with the GIL held.
-struct Cache(UnsafeCell<[Entry; WAYS]>);
-
-// SAFETY: every access holds the GIL (`find`'s contract), which serialises them.
-unsafe impl Sync for Cache {}
-
-static CACHE: Cache = Cache(UnsafeCell::new([EMPTY; WAYS]));
+thread_local! {
+    static CACHE: UnsafeCell<[Entry; WAYS]> = const { UnsafeCell::new([EMPTY; WAYS]) };
+}
 
 /// A `log_event` call's shape: its name and category objects and, per arg, the key object
 /// and the slot its value takes.
@@ -90,13 +89,20 @@ pub unsafe fn find(shape: &Shape) -> Option<ArgsSchema> {
     if shape.keys.len() > KEYS {
         return None;
     }
-    // SAFETY: the GIL is held, and no other reference to the cache lives (`insert` holds
-    // its own only while it runs, and calls nothing that could come back here).
-    let e = unsafe { &(*CACHE.0.get())[shape.home()] };
-    if e.schema.is_some() && shape.is(e) {
-        return e.schema;
-    }
-    None
+    let i = shape.home();
+    CACHE
+        .try_with(|c| {
+            // SAFETY: this thread's cache; no other reference to it lives (`insert` holds
+            // its own only while it runs, and calls nothing that could come back here).
+            let e = unsafe { &(*c.get())[i] };
+            if e.schema.is_some() && shape.is(e) {
+                e.schema
+            } else {
+                None
+            }
+        })
+        .ok()
+        .flatten()
 }
 
 /// Makes `schema` the entry of `shape` (at most [`KEYS`] keys, else nothing), replacing the
@@ -108,11 +114,15 @@ pub unsafe fn insert(shape: &Shape, schema: ArgsSchema) {
     if shape.keys.len() > KEYS {
         return;
     }
-    // SAFETY: the GIL is held, and nothing below calls back into Python code or into this
-    // module (the decrefs free str objects only): no other reference to the cache.
-    let e = unsafe { &mut (*CACHE.0.get())[shape.home()] };
-    // SAFETY: per this function's contract; the old entry's references are its own.
-    unsafe { replace(e, shape, schema) };
+    let i = shape.home();
+    let _ = CACHE.try_with(|c| {
+        // SAFETY: this thread's cache, not borrowed elsewhere: nothing below calls back into
+        // Python code or into this module (the decrefs free str objects only).
+        let e = unsafe { &mut (*c.get())[i] };
+        // SAFETY: per this function's contract (the GIL is held); the old entry's
+        // references are its own.
+        unsafe { replace(e, shape, schema) };
+    });
 }
 
 /// Makes `e` the entry of `shape`: new references to its objects, the old entry's dropped.

@@ -256,8 +256,7 @@ def test_common_and_unusual_argument_types_write_the_same(run):
 
 def test_schema_route_writes_what_the_arguments_say(run):
     """log_event's args go through schemas found by the identity of the call's str objects
-    (a cache holding references, shared by the threads under the GIL): keys built at run
-    time (new objects of equal
+    (a per-thread cache holding references): keys built at run time (new objects of equal
     text, freed and their memory reused with other text), more shapes than the cache holds,
     the same keys with values of another kind, and more keys than an entry holds all write
     exactly their own names and values; and a key evicted from the cache is not kept alive."""
@@ -280,8 +279,8 @@ def test_schema_route_writes_what_the_arguments_say(run):
         def worker(n):
             for i in range(200):
                 log.log_event("thr", "C", i, n, int_args={"n": n, "i": i}, string_args={"t": str(n)})
-                # Shapes of each thread's own, more than the cache holds: entries that the
-                # threads replace under each other.
+                # Shapes of each thread's own, more than a cache holds, while the other
+                # threads do the same.
                 log.log_event("thr2", "C", i, n, int_args={own[n][i % 80]: i})
         ts = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
         [t.start() for t in ts]
@@ -290,7 +289,7 @@ def test_schema_route_writes_what_the_arguments_say(run):
         before = sys.getrefcount(probe)
         log.log_event("probe", "C", 0, 1, int_args={probe: 1})
         held = sys.getrefcount(probe) - before
-        # Evicts the probe's entry (64 entries): keys kept alive, so that their
+        # Evicts the probe's entry (64 entries a thread): keys kept alive, so that their
         # addresses (which pick the entries) are all different.
         keys = [f"e{i}" for i in range(5000)]
         for i, k in enumerate(keys):
