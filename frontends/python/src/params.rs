@@ -104,9 +104,12 @@ impl<const N: usize> Params<N> {
         // SAFETY: per this function's contract: `nargs` positional arguments, then one per
         // keyword name, borrowed from the caller; kwnames is NULL or a tuple.
         unsafe {
-            // A few pointers: a loop, not a memcpy call of a variable length.
-            for (i, o) in out.iter_mut().enumerate().take(nargs) {
-                *o = *args.add(i);
+            // A few pointers, one test each over the constant `N` (a loop of `nargs` copies
+            // becomes a memcpy call).
+            for (i, o) in out.iter_mut().enumerate() {
+                if i < nargs {
+                    *o = *args.add(i);
+                }
             }
             if kwnames.is_null() {
                 return Some(out);
