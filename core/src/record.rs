@@ -116,11 +116,7 @@ impl Pending<'_> {
             } => str_len(name, MAX_STR) + str_len(key, MAX_STR) + str_len(value, MAX_STR),
             Pending::Static {
                 schema, vals, strs, ..
-            } => {
-                STATIC_HEAD - HEADER
-                    + 8 * vals.len().min(schema.keys.len())
-                    + strs.iter().map(|s| s.len()).sum::<usize>()
-            }
+            } => return static_len(vals.len().min(schema.keys.len()), strs),
         };
         align8(HEADER + body)
     }
@@ -142,10 +138,10 @@ impl Pending<'_> {
         } = self
         {
             let n = vals.len().min(schema.keys.len());
-            write_static(out, schema, *ts, *dur, &vals[..n], *file, 0);
             if schema.is_mixed() {
-                out[4] = KIND_MIXED;
-                put_strs(out, schema, n, strs);
+                write_mixed(out, schema, *ts, *dur, &vals[..n], strs);
+            } else {
+                write_static(out, schema, *ts, *dur, &vals[..n], *file, 0);
             }
             return;
         }
@@ -393,10 +389,27 @@ pub fn write_static(
     file: Option<FileHandle>,
     times: u8,
 ) {
+    write_static_head(out, schema, ts, dur, vals.len(), file, times);
+    for (d, v) in out[STATIC_HEAD..].chunks_exact_mut(8).zip(vals) {
+        d.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// [`write_static`]'s first [`STATIC_HEAD`] bytes, for `n` values.
+#[inline(always)]
+fn write_static_head(
+    out: &mut [u8],
+    schema: &'static Schema,
+    ts: u64,
+    dur: u64,
+    n: usize,
+    file: Option<FileHandle>,
+    times: u8,
+) {
     let head = out.len() as u64
         | (KIND_STATIC as u64) << 32
         | (schema.layer as u64) << 40
-        | (vals.len() as u64) << 48
+        | (n as u64) << 48
         | (times as u64) << 56;
     let words = [
         head,
@@ -406,32 +419,82 @@ pub fn write_static(
         ts,
         dur,
     ];
-    let (fixed, rest) = out.split_at_mut(STATIC_HEAD);
-    for (d, w) in fixed.chunks_exact_mut(8).zip(words) {
+    for (d, w) in out[..STATIC_HEAD].chunks_exact_mut(8).zip(words) {
         d.copy_from_slice(&w.to_le_bytes());
-    }
-    for (d, v) in rest.chunks_exact_mut(8).zip(vals) {
-        d.copy_from_slice(&v.to_le_bytes());
     }
 }
 
-/// After [`write_static`] of `n` values, for a schema with [`Slot::Str`] slots: each such
-/// slot's word becomes the length of its string (the next of `strs`, empty when none is
-/// left), and the strings follow the values, in slot order (`out` is exactly
-/// [`Pending::len`] bytes).
-fn put_strs(out: &mut [u8], schema: &'static Schema, n: usize, strs: &[&[u8]]) {
-    let (words, tail) = out[STATIC_HEAD..].split_at_mut(8 * n);
+/// Bytes of a static record of `n` values (at most its schema's keys) and, for a mixed
+/// schema, the strings `strs` ([`write_mixed`]): [`Pending::len`] of a [`Pending::Static`].
+#[inline(always)]
+pub fn static_len(n: usize, strs: &[&[u8]]) -> usize {
+    align8(STATIC_HEAD + 8 * n + strs.iter().map(|s| s.len()).sum::<usize>())
+}
+
+/// Writes a [`KIND_MIXED`] record, a static record of a schema with float, bool or string
+/// slots: [`write_static`]'s layout (no file, times in the unit) whose [`Slot::Str`] slots
+/// hold the length of their string (the next of `strs`, empty when none is left; the value
+/// given for such a slot is ignored), the strings after the values, in slot order, then
+/// zeros. `out` is exactly [`static_len`]`(vals.len(), strs)` bytes; `vals` at most the
+/// schema's keys. The hot path ([`crate::complete_strs`]) writes it in place,
+/// [`Pending::write`] through it.
+#[inline(always)]
+pub fn write_mixed(
+    out: &mut [u8],
+    schema: &'static Schema,
+    ts: u64,
+    dur: u64,
+    vals: &[u64],
+    strs: &[&[u8]],
+) {
+    write_static_head(out, schema, ts, dur, vals.len(), None, 0);
+    out[4] = KIND_MIXED;
+    let (words, tail) = out[STATIC_HEAD..].split_at_mut(8 * vals.len());
+    // The padding first, as one word: `tail` is whole words (the record and its head are),
+    // and the strings below overwrite what of it they cover.
+    let end = tail.len();
+    if end >= 8 {
+        tail[end - 8..].copy_from_slice(&[0; 8]);
+    }
     let mut next = strs.iter();
     let mut at = 0;
-    for (w, &(_, slot)) in words.chunks_exact_mut(8).zip(schema.keys) {
-        if slot == Slot::Str {
+    for ((w, &v), &(_, slot)) in words.chunks_exact_mut(8).zip(vals).zip(schema.keys) {
+        let v = if slot == Slot::Str {
             let s = next.next().copied().unwrap_or_default();
-            w.copy_from_slice(&(s.len() as u64).to_le_bytes());
-            tail[at..at + s.len()].copy_from_slice(s);
+            copy_bytes(&mut tail[at..at + s.len()], s);
             at += s.len();
-        }
+            s.len() as u64
+        } else {
+            v
+        };
+        w.copy_from_slice(&v.to_le_bytes());
     }
-    tail[at..].fill(0);
+    if end - at > 8 {
+        // More strings than string slots: the rest of the record is zeros too.
+        tail[at..].fill(0);
+    }
+}
+
+/// `dst.copy_from_slice(src)` (as long as each other), without a `memcpy` call for up to 16
+/// bytes: two whole-word copies that overlap in the middle (a byte loop, the compiler's
+/// unrolled and vectorised copy, cost more set-up than a short string's bytes).
+#[inline(always)]
+fn copy_bytes(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n > 16 {
+        dst.copy_from_slice(src);
+    } else if n >= 8 {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..].copy_from_slice(&src[n - 8..]);
+    } else if n >= 4 {
+        dst[..4].copy_from_slice(&src[..4]);
+        dst[n - 4..].copy_from_slice(&src[n - 4..]);
+    } else if n > 0 {
+        // 1 to 3 bytes: the first, the middle and the last cover them.
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
+    }
 }
 
 impl<'a> StaticRecord<'a> {
@@ -830,6 +893,87 @@ mod tests {
             args: &args,
         };
         assert!(p.len() <= MAX_RECORD);
+    }
+
+    /// A mixed record ([`write_mixed`], also through [`Pending::write`]) is [`static_len`]
+    /// bytes: the values with each string slot's length in its word, the strings in slot
+    /// order, then zeros to the end (with fewer, as many as and more strings than string
+    /// slots; short and long strings), whatever the buffer held before.
+    #[test]
+    fn mixed_records_hold_their_strings_then_zeros() {
+        let keys: &[(&[u8], Slot)] = &[
+            (b"i", Slot::Int),
+            (b"s", Slot::Str),
+            (b"f", Slot::Float),
+            (b"t", Slot::Str),
+        ];
+        let schema = crate::intern_args(Layer::Python, b"mixed", b"rec", keys)
+            .unwrap()
+            .schema();
+        let long = [b'L'; 37];
+        let vals = [5u64, 99, 1.5f64.to_bits(), 98];
+        let sets: [&[&[u8]]; 6] = [
+            &[],
+            &[b"a"],
+            &[b"abc", b""],
+            &[b"abcdefg", &long],
+            &[&long, b"xy", b"extra", b"more"],
+            &[b"12345678", b"8765432"],
+        ];
+        for strs in sets {
+            for n in 0..=vals.len() {
+                let p = Pending::Static {
+                    schema,
+                    ts: 11,
+                    dur: 22,
+                    vals: &vals[..n],
+                    file: None,
+                    strs,
+                };
+                assert_eq!(p.len(), static_len(n, strs));
+                let mut via_pending = vec![0x55u8; p.len()];
+                p.write(&mut via_pending);
+                let mut direct = vec![0xaau8; p.len()];
+                write_mixed(&mut direct, schema, 11, 22, &vals[..n], strs);
+                assert_eq!(via_pending, direct, "{n} values, {strs:?}");
+                let buf = direct;
+                assert_eq!(buf[4], KIND_MIXED);
+                let word = |i: usize| u64::from_le_bytes(buf[8 * i..8 * i + 8].try_into().unwrap());
+                let mut next = strs.iter();
+                let mut want_tail = Vec::new();
+                for (i, &(_, slot)) in schema.keys.iter().take(n).enumerate() {
+                    let v = word(STATIC_HEAD / 8 + i);
+                    if slot == Slot::Str {
+                        let s = next.next().copied().unwrap_or_default();
+                        assert_eq!(v, s.len() as u64);
+                        want_tail.extend_from_slice(s);
+                    } else {
+                        assert_eq!(v, vals[i]);
+                    }
+                }
+                let tail = &buf[STATIC_HEAD + 8 * n..];
+                assert_eq!(
+                    &tail[..want_tail.len()],
+                    &want_tail[..],
+                    "{n} values, {strs:?}"
+                );
+                assert!(
+                    tail[want_tail.len()..].iter().all(|&b| b == 0),
+                    "{n}, {strs:?}"
+                );
+            }
+        }
+    }
+
+    /// `copy_bytes` copies every length (its overlapping word copies included) exactly.
+    #[test]
+    fn copy_bytes_copies_every_length() {
+        let src: Vec<u8> = (1..=40).collect();
+        for n in 0..=src.len() {
+            let mut dst = vec![0u8; n];
+            copy_bytes(&mut dst, &src[..n]);
+            assert_eq!(dst, src[..n], "{n} bytes");
+        }
     }
 
     static SCHEMA: Schema = Schema::new(

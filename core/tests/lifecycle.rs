@@ -5,7 +5,7 @@
 //! A scenario is this same test binary re-executed with `DFT_SCENARIO=<name>`: the
 //! `scenario_entry` test dispatches to it and does nothing in a normal run.
 
-use dftracer_core::{Arg, Config, FileRef, Layer, Origin, Schema, Slot, Value};
+use dftracer_core::{Arg, ArgsSchema, Config, FileRef, Layer, Origin, Schema, Slot, Value};
 use serde_json::Value as J;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -420,6 +420,31 @@ fn scenario_entry() {
                 3,
                 &[Arg::int("size", 7), Arg::int("i", 1)],
             );
+            dftracer_core::finalize();
+        }
+        "mixed" => {
+            // complete_strs's records (log_event's): many more than the ring holds, of
+            // lengths that vary, so that they wrap its end, fill it past half and fill it
+            // (the cold paths) as well as fit quietly (the record written in place).
+            start_tracer();
+            let keys: &[(&[u8], Slot)] = &[
+                (b"i", Slot::Int),
+                (b"s", Slot::Str),
+                (b"f", Slot::Float),
+                (b"b", Slot::Bool),
+                (b"t", Slot::Str),
+            ];
+            let Some(ArgsSchema::Mixed(schema)) =
+                dftracer_core::intern_args(Layer::Python, b"mx", b"cat", keys)
+            else {
+                panic!("a mixed schema")
+            };
+            let text = "abcdefghijklmnopqrstuvwxyz0123456789".repeat(4);
+            for i in 0..MIXED_EVENTS {
+                let s = &text.as_bytes()[..(i % 101) as usize];
+                let vals = [i, 0, (i as f64 * 0.5).to_bits(), i % 2, 0];
+                dftracer_core::complete_strs(schema, 100 + i, i % 7, &vals, &[s, b"q\"t"]);
+            }
             dftracer_core::finalize();
         }
         "static" => {
@@ -1228,6 +1253,36 @@ fn end_ticks_records_from_its_begin_to_the_clock_read_inside() {
             "{outer} began before the previous event ended ({end})"
         );
         end = ts + dur;
+    }
+}
+
+/// Events of the "mixed" scenario.
+const MIXED_EVENTS: u64 = 60_000;
+
+/// Every record of a mixed schema (`complete_strs`, what `log_event` records through) reads
+/// back as given, in order, through a small ring that they wrap and fill many times over.
+#[test]
+fn mixed_records_read_back_through_a_small_ring() {
+    let dir = scratch("mixed");
+    assert!(run_scenario("mixed", &dir, &[("DFTRACER_RING_SIZE", "524288")]).success());
+    let lines = read_trace(&files(&dir)[0]);
+    let events = named(&lines, "mx");
+    assert_eq!(events.len() as u64, MIXED_EVENTS);
+    let text = "abcdefghijklmnopqrstuvwxyz0123456789".repeat(4);
+    for (i, e) in events.iter().enumerate() {
+        let i = i as u64;
+        assert_eq!(
+            (&e["cat"], &e["ts"], &e["dur"]),
+            (&J::from("cat"), &J::from(100 + i), &J::from(i % 7))
+        );
+        let args = e["args"].as_object().unwrap();
+        let keys: Vec<&str> = args.keys().map(|k| k.as_str()).collect();
+        assert_eq!(keys, ["hhash", "i", "s", "f", "b", "t"], "{e}");
+        assert_eq!(args["i"], i, "{e}");
+        assert_eq!(args["s"], &text[..(i % 101) as usize], "{e}");
+        assert_eq!(args["f"], i as f64 * 0.5, "{e}");
+        assert_eq!(args["b"], i % 2 == 1, "{e}");
+        assert_eq!(args["t"], "q\"t", "{e}");
     }
 }
 

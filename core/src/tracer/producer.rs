@@ -5,7 +5,7 @@
 use super::{is_finalized, shared, writer, Section, PHASE, PHASE_RUNNING, STATE, UNIT};
 use crate::config::TimeMetric;
 use crate::event::Layer;
-use crate::record::{write_static, Pending, RAW_TIMES, STATIC_HEAD};
+use crate::record::{static_len, write_mixed, write_static, Pending, RAW_TIMES, STATIC_HEAD};
 use crate::ring::Ring;
 use crate::sys;
 use std::cell::Cell;
@@ -306,15 +306,65 @@ pub fn complete_static(
 /// ([`crate::intern_args`]): `strs` are the strings of its [`crate::Slot::Str`] slots, in
 /// order, each at most [`crate::event::MAX_STR`] bytes (the ring carries their bytes after
 /// the values; the slot values of those slots are ignored). No file.
+///
+/// As [`record_static_in`] does for a static record, the record is written in place
+/// ([`write_mixed`]) when it fits quietly, without [`Pending`]'s general length and write.
 pub fn complete_strs(schema: crate::MixedSchema, ts: u64, dur: u64, vals: &[u64], strs: &[&[u8]]) {
-    record(&Pending::Static {
-        schema: schema.schema(),
+    let s = STATE.load(Ordering::Relaxed);
+    if s & 1 == 0 {
+        return;
+    }
+    let schema = schema.schema();
+    let vals = &vals[..vals.len().min(schema.keys.len())];
+    let _ = LOCAL.try_with(|l| {
+        // As in `record_static_in`: `gen == s` only while the ring is attached.
+        if l.gen.get() == s {
+            // SAFETY: as in `record_static_in`.
+            let ring = unsafe { &*l.ring.get() };
+            let len = static_len(vals.len(), strs);
+            if ring.push_quiet(len, |buf| write_mixed(buf, schema, ts, dur, vals, strs)) {
+                return;
+            }
+        }
+        record_mixed_rest(l, s, schema, ts, dur, vals, strs);
+    });
+}
+
+/// [`complete_strs`] past its common case, out of line, as [`record_static_rest`]: a record
+/// that wraps the ring's end, a ring over half full in the producer's view, or a thread
+/// without its ring yet: the general path, which also refreshes the quiet bound.
+#[cold]
+#[inline(never)]
+fn record_mixed_rest(
+    l: &Local,
+    s: u64,
+    schema: &'static crate::Schema,
+    ts: u64,
+    dur: u64,
+    vals: &[u64],
+    strs: &[&[u8]],
+) {
+    let p = Pending::Static {
+        schema,
         ts,
         dur,
         vals,
         file: None,
         strs,
-    });
+    };
+    let ring = l.ring.get();
+    if l.gen.get() == s && !ring.is_null() {
+        // SAFETY: as in `record_static_in`.
+        let ring = unsafe { &*ring };
+        if let Some(head) = ring.try_push(p.len(), |buf| p.write(buf)) {
+            if ring.wants_drain_at(head) {
+                wake_writer();
+            }
+            ring.refresh_quiet();
+            return;
+        }
+    }
+    record_slow(l, s, &p);
 }
 
 /// As [`complete_static`] for an event from [`ticks`] `t0` to `t1` (the writer converts

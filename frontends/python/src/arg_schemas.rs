@@ -8,6 +8,13 @@
 //! caller is a Python call on this thread). A thread's last entries are never dropped (the
 //! cache has no destructor, which could run without the GIL): at most [`WAYS`] × (2 +
 //! [`KEYS`]) references per thread, to objects the thread's code used.
+//!
+//! (One cache for the process under the GIL saves the thread-local access, a
+//! `__tls_get_addr` call from this `dlopen`ed module, about 15 instructions per call; but
+//! this module's thread-local block, which glibc allocates with `malloc`, then shrinks by
+//! 10 KB and moves the program's heap: an unrelated figure of the callgrind check,
+//! `python_pread_bound`, whose `os.pread` allocates 4 KiB per call, went from 8 to 205
+//! instructions per call from glibc's `_int_malloc` alone. Kept per thread.)
 #![allow(unsafe_code)] // CPython's C API on borrowed pointers (SAFETY notes)
 
 use std::cell::UnsafeCell;
@@ -72,33 +79,50 @@ impl Shape<'_> {
     }
 }
 
-/// The schema of calls of `shape`, or `None` (more than [`KEYS`] keys, or no schema: see
-/// `intern_args`). `make` interns it from the call's bytes at a miss.
+/// The schema of calls of `shape` if its entry is there (`None`: more than [`KEYS`] keys, or
+/// no entry: then [`insert`] once the schema is made).
 ///
 /// # Safety
 /// The GIL is held; `shape`'s pointers are live exact str objects.
-#[inline]
-pub unsafe fn find(shape: &Shape, make: impl FnOnce() -> Option<ArgsSchema>) -> Option<ArgsSchema> {
+#[inline(always)]
+pub unsafe fn find(shape: &Shape) -> Option<ArgsSchema> {
     if shape.keys.len() > KEYS {
         return None;
     }
     let i = shape.home();
     CACHE
         .try_with(|c| {
-            // SAFETY: this thread's cache, not borrowed elsewhere: nothing below calls back
-            // into Python code or into `find` (the decrefs free str objects only).
-            let e = unsafe { &mut (*c.get())[i] };
+            // SAFETY: this thread's cache; no other reference to it lives (`insert` holds
+            // its own only while it runs, and calls nothing that could come back here).
+            let e = unsafe { &(*c.get())[i] };
             if e.schema.is_some() && shape.is(e) {
-                return e.schema;
+                e.schema
+            } else {
+                None
             }
-            let schema = make()?;
-            // SAFETY: per this function's contract (the GIL is held); the old entry's
-            // references are its own.
-            unsafe { replace(e, shape, schema) };
-            Some(schema)
         })
         .ok()
         .flatten()
+}
+
+/// Makes `schema` the entry of `shape` (at most [`KEYS`] keys, else nothing), replacing the
+/// entry in its place.
+///
+/// # Safety
+/// As [`find`].
+pub unsafe fn insert(shape: &Shape, schema: ArgsSchema) {
+    if shape.keys.len() > KEYS {
+        return;
+    }
+    let i = shape.home();
+    let _ = CACHE.try_with(|c| {
+        // SAFETY: this thread's cache, not borrowed elsewhere: nothing below calls back into
+        // Python code or into this module (the decrefs free str objects only).
+        let e = unsafe { &mut (*c.get())[i] };
+        // SAFETY: per this function's contract (the GIL is held); the old entry's
+        // references are its own.
+        unsafe { replace(e, shape, schema) };
+    });
 }
 
 /// Makes `e` the entry of `shape`: new references to its objects, the old entry's dropped.

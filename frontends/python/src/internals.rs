@@ -14,9 +14,14 @@
 //!   `tp_vectorcall_offset` (CPython's `PyTypeObject` layout);
 //! - [`ascii_bytes`], [`dict_len`]: a compact ASCII str's characters and a dict's item count
 //!   read from CPython's object layouts (`PyASCIIObject`, `PyDictObject`);
+//! - [`small_int`]: an int of at most two digits read from `PyLongObject` (3.9 to 3.11's
+//!   `ob_size`, 3.12 and 3.13's `lv_tag`), only where [`probe_ints`] found the layout it
+//!   expects (a new CPython version must be added there, after checking its layout);
 //! - [`fastcall_def`], [`noargs_def`], [`add_method`]: raw `PyMethodDef`s and method
 //!   descriptors made outside pyo3's `#[pymethods]`.
 #![allow(unsafe_code)]
+
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::{ffi, PyTypeInfo};
@@ -144,6 +149,111 @@ pub(crate) unsafe fn ascii_bytes<'a>(s: *mut ffi::PyObject) -> Option<&'a [u8]> 
         let len = ffi::PyUnicode_GET_LENGTH(s) as usize;
         let data = (s as *const ffi::PyASCIIObject).add(1) as *const u8;
         Some(std::slice::from_raw_parts(data, len))
+    }
+}
+
+/// How this CPython lays out an int's value, for [`small_int`]: [`INT_SIZED`], [`INT_TAGGED`]
+/// or 0 (not known: every int is read through `PyLong_AsLongAndOverflow`). Set once by
+/// [`probe_ints`].
+static INT_LAYOUT: AtomicU8 = AtomicU8::new(0);
+/// CPython 3.9 to 3.11: the word after the object header is `ob_size`, the digit count
+/// with the value's sign.
+const INT_SIZED: u8 = 1;
+/// CPython 3.12 and 3.13: it is `lv_tag`, the digit count shifted left by 3 over the sign
+/// in its low two bits (0 positive, 1 zero, 2 negative).
+const INT_TAGGED: u8 = 2;
+
+/// An exact int's value, read in place when it has at most two digits (below 2^60 in
+/// magnitude: every such value fits in an i64); `None` otherwise, or when the layout is not
+/// known (then `PyLong_AsLongAndOverflow` reads it, about 35 instructions where this takes
+/// a few). Both layouts keep the digits, 30 bits each in a `u32`, after that word.
+///
+/// # Safety
+/// `v` is a live exact int (`PyLong_CheckExact`) and the GIL is held.
+#[inline(always)]
+pub(crate) unsafe fn small_int(v: *mut ffi::PyObject) -> Option<i64> {
+    let layout = INT_LAYOUT.load(Ordering::Relaxed);
+    // SAFETY: the caller's; with a layout set (checked by `probe_ints`), the word after
+    // the header and as many digits as it counts are the object's own.
+    unsafe {
+        let word = *(v as *const isize).add(2);
+        // The digit count, negative for a negative value (what `ob_size` is).
+        let size = match layout {
+            INT_SIZED => word,
+            INT_TAGGED if word & 2 != 0 => -(word >> 3),
+            INT_TAGGED => word >> 3,
+            _ => return None,
+        };
+        let digit = |i: usize| *(v as *const u32).add(6 + i) as i64;
+        Some(match size {
+            0 => 0,
+            1 => digit(0),
+            -1 => -digit(0),
+            2 => digit(0) | digit(1) << 30,
+            -2 => -(digit(0) | digit(1) << 30),
+            _ => return None,
+        })
+    }
+}
+
+/// Decides [`small_int`]'s layout from the interpreter's version and `sys.int_info` (30-bit
+/// digits in 4 bytes, the default wherever a 64-bit type exists), then checks it on ints
+/// made here: any value read otherwise than `PyLong_AsLongAndOverflow` reads it leaves the
+/// layout unknown. Called once, at the module's import.
+pub(crate) fn probe_ints(py: Python<'_>) -> PyResult<()> {
+    let v = py.version_info();
+    let layout = match (v.major, v.minor) {
+        (3, 9..=11) => INT_SIZED,
+        (3, 12..=13) => INT_TAGGED,
+        _ => return Ok(()),
+    };
+    let info = py.import("sys")?.getattr("int_info")?;
+    let bits: u32 = info.getattr("bits_per_digit")?.extract()?;
+    let size: u32 = info.getattr("sizeof_digit")?.extract()?;
+    if (bits, size) != (30, 4) {
+        return Ok(());
+    }
+    INT_LAYOUT.store(layout, Ordering::Relaxed);
+    let probes = [
+        0,
+        1,
+        -1,
+        5,
+        -6,
+        256,
+        (1 << 30) - 1,
+        1 << 30,
+        -(1 << 30),
+        (1 << 30) + 12_345,
+        -(1 << 31) - 7,
+        1_700_000_000_000_000,
+        (1 << 60) - 1,
+        -(1 << 60) + 1,
+        1 << 60,
+        -(1 << 60),
+        i64::MAX,
+        i64::MIN,
+    ];
+    for want in probes {
+        let o = want.into_pyobject(py)?;
+        // SAFETY: an exact int made just above; the GIL is held.
+        let got = unsafe { small_int(o.as_ptr()) };
+        let fits = want.unsigned_abs() < 1 << 60;
+        if got != fits.then_some(want) {
+            INT_LAYOUT.store(0, Ordering::Relaxed);
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Which layout [`small_int`] reads ("sized", "tagged", or "" when it reads none): for the
+/// tests.
+pub(crate) fn int_layout() -> &'static str {
+    match INT_LAYOUT.load(Ordering::Relaxed) {
+        INT_SIZED => "sized",
+        INT_TAGGED => "tagged",
+        _ => "",
     }
 }
 

@@ -63,6 +63,7 @@ pub(crate) const MAX_PY_ARGS: usize = 40;
 fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // This module exports the settings to children itself, through os.environ.
     native::export_env_at_init(false);
+    internals::probe_ints(m.py())?;
     m.add_function(wrap_pyfunction!(reference::initialize, m)?)?;
     m.add_function(wrap_pyfunction!(reference::get_time, m)?)?;
     m.add_function(wrap_pyfunction!(reference::_name_thread, m)?)?;
@@ -78,6 +79,7 @@ fn dftracer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reference::stats, m)?)?;
     m.add_function(wrap_pyfunction!(reference::flush, m)?)?;
     m.add_function(wrap_pyfunction!(reference::is_enabled, m)?)?;
+    m.add_function(wrap_pyfunction!(reference::_int_layout, m)?)?;
     m.add_function(wrap_pyfunction!(start::_exit, m)?)?;
     m.add_function(wrap_pyfunction!(start::_before_exec, m)?)?;
     m.add_class::<wrapped::Wrapped>()?;

@@ -106,15 +106,17 @@ unsafe fn log_event_fast<const METHOD: bool>(
     if !on && !START.decided() {
         return None; // the general path decides whether tracing starts now
     }
-    // SAFETY: per this function's contract (the GIL is held), and in `record`, `objs` are
-    // the call's exact str objects whose UTF-8 `name`, `cat` and the keys are.
+    // SAFETY: per this function's contract (the GIL is held; the call's objects are live).
     unsafe {
-        fast::log_event(&e, |objs, name, cat, ts, dur, args| {
+        fast::log_event(&e, |c| {
             if on {
-                native::complete_objs(objs.name, objs.cat, objs.keys, name, cat, ts, dur, args);
-            } else if native::is_finalized() {
+                return native::complete_call(c);
+            }
+            c.text()?;
+            if native::is_finalized() {
                 late_event();
             }
+            Some(())
         })
     }
 }

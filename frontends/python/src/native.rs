@@ -192,25 +192,12 @@ fn slot_of(v: &dftracer_core::Value) -> Option<(dftracer_core::Slot, u64)> {
 }
 
 /// Records an event of `schema` (from `intern_args` for exactly these args' keys and
-/// slots): the slot values, and for a mixed schema the strings after them.
+/// slots): the slot values, and for a mixed schema the strings.
 #[inline(always)]
-fn complete_schema(a: &Api, schema: ArgsSchema, ts: u64, dur: u64, args: &[Arg<'_>]) {
-    let mut vals: heapless::Vec<u64, MAX_PY_ARGS> = heapless::Vec::new();
-    for arg in args {
-        // At most MAX_PY_ARGS args: no push fails.
-        let _ = vals.push(slot_of(&arg.value).map_or(0, |s| s.1));
-    }
+fn complete_schema(a: &Api, schema: ArgsSchema, ts: u64, dur: u64, vals: &[u64], strs: &[&[u8]]) {
     match schema {
-        ArgsSchema::Ints(schema) => (a.complete_static)(schema, ts, dur, &vals, None),
-        ArgsSchema::Mixed(schema) => {
-            let mut strs: heapless::Vec<&[u8], MAX_PY_ARGS> = heapless::Vec::new();
-            for arg in args {
-                if let dftracer_core::Value::Str(s) = arg.value {
-                    let _ = strs.push(s);
-                }
-            }
-            (a.complete_strs)(schema, ts, dur, &vals, &strs)
-        }
+        ArgsSchema::Ints(schema) => (a.complete_static)(schema, ts, dur, vals, None),
+        ArgsSchema::Mixed(schema) => (a.complete_strs)(schema, ts, dur, vals, strs),
     }
 }
 
@@ -228,60 +215,83 @@ pub fn complete_args(layer: Layer, name: &[u8], cat: &[u8], ts: u64, dur: u64, a
         .all(|arg| slot_of(&arg.value).is_some_and(|(s, _)| keys.push((arg.key, s)).is_ok()));
     if fits {
         if let Some(schema) = (a.intern_args)(layer, name, cat, &keys) {
-            return complete_schema(a, schema, ts, dur, args);
+            let mut vals: heapless::Vec<u64, MAX_PY_ARGS> = heapless::Vec::new();
+            let mut strs: heapless::Vec<&[u8], MAX_PY_ARGS> = heapless::Vec::new();
+            for arg in args {
+                // At most MAX_PY_ARGS args: no push fails.
+                let _ = vals.push(slot_of(&arg.value).map_or(0, |s| s.1));
+                if let dftracer_core::Value::Str(s) = arg.value {
+                    let _ = strs.push(s);
+                }
+            }
+            return complete_schema(a, schema, ts, dur, &vals, &strs);
         }
     }
     (a.complete)(layer, name, cat, ts, dur, args)
 }
 
-/// [`complete_args`] for a `log_event` call whose name, category and keys are the str
-/// objects `name_obj`, `cat_obj` and `key_objs` (one per arg): the schema is found by their
-/// addresses ([`crate::arg_schemas`]) instead of their bytes.
+/// Records a common `log_event` call ([`crate::fast::Call`]) as [`complete_args`] does,
+/// the schema found by the identity of its name, category and key objects
+/// ([`crate::arg_schemas`]) instead of their bytes: a hit needs no UTF-8 and no check that
+/// the keys of its dicts differ (its entry was made from a call of the same objects that
+/// passed [`crate::fast::Call::text`]). `None`: the general path must record the call
+/// (nothing was recorded, no exception is set).
 ///
 /// # Safety
-/// The GIL is held; the objects are live exact str objects whose UTF-8 `name`, `cat` and
-/// the args' keys are.
-#[inline]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn complete_objs(
-    name_obj: *mut pyo3::ffi::PyObject,
-    cat_obj: *mut pyo3::ffi::PyObject,
-    key_objs: &[*mut pyo3::ffi::PyObject],
-    name: &[u8],
-    cat: &[u8],
-    ts: u64,
-    dur: u64,
-    args: &[Arg<'_>],
-) {
-    use crate::arg_schemas::{find, Shape, KEYS};
-    let Some(a) = api() else { return };
-    if args.len() <= KEYS && key_objs.len() == args.len() {
-        let mut keys = [(std::ptr::null_mut(), dftracer_core::Slot::Int); KEYS];
-        let fits = keys
-            .iter_mut()
-            .zip(key_objs.iter().zip(args))
-            .all(|(k, (&o, arg))| slot_of(&arg.value).map(|(s, _)| *k = (o, s)).is_some());
-        if fits {
-            let shape = Shape {
-                name: name_obj,
-                cat: cat_obj,
-                keys: &keys[..args.len()],
+/// The GIL is held; the call's objects are live.
+#[inline(always)]
+pub unsafe fn complete_call(c: &crate::fast::Call) -> Option<()> {
+    let a = api();
+    if let Some(a) = a {
+        if c.fits {
+            let shape = crate::arg_schemas::Shape {
+                name: c.name,
+                cat: c.cat,
+                keys: c.shape,
             };
-            let make = || {
-                let mut bytes: heapless::Vec<(&[u8], dftracer_core::Slot), KEYS> =
-                    heapless::Vec::new();
-                for (arg, k) in args.iter().zip(shape.keys) {
-                    let _ = bytes.push((arg.key, k.1)); // at most KEYS
-                }
-                (a.intern_args)(Layer::Python, name, cat, &bytes)
-            };
-            // SAFETY: per this function's contract.
-            if let Some(schema) = unsafe { find(&shape, make) } {
-                return complete_schema(a, schema, ts, dur, args);
+            // SAFETY: per this function's contract (exact str objects: `fast` checked them).
+            if let Some(schema) = unsafe { crate::arg_schemas::find(&shape) } {
+                complete_schema(a, schema, c.ts, c.dur, c.vals, c.strs);
+                return Some(());
             }
         }
     }
-    complete_args(Layer::Python, name, cat, ts, dur, args)
+    // SAFETY: per this function's contract.
+    unsafe { complete_call_rest(a, c) }
+}
+
+/// [`complete_call`] past a cache hit, out of line: the call's text read and checked, its
+/// schema made from it and entered (when it fits), else a record through [`complete_args`].
+///
+/// # Safety
+/// As [`complete_call`].
+#[cold]
+#[inline(never)]
+unsafe fn complete_call_rest(a: Option<&'static Api>, c: &crate::fast::Call) -> Option<()> {
+    use crate::arg_schemas::{insert, Shape, KEYS};
+    // SAFETY: per this function's contract.
+    let t = unsafe { c.text() }?;
+    // Nothing to record with (never so while tracing is on): the call was still checked.
+    let Some(a) = a else { return Some(()) };
+    if c.fits && c.shape.len() <= KEYS {
+        let mut keys: heapless::Vec<(&[u8], dftracer_core::Slot), KEYS> = heapless::Vec::new();
+        for (&k, &(_, slot)) in t.keys.iter().zip(c.shape) {
+            let _ = keys.push((k, slot)); // at most KEYS
+        }
+        if let Some(schema) = (a.intern_args)(Layer::Python, t.name, t.cat, &keys) {
+            let shape = Shape {
+                name: c.name,
+                cat: c.cat,
+                keys: c.shape,
+            };
+            // SAFETY: per this function's contract (exact str objects: `fast` checked them).
+            unsafe { insert(&shape, schema) };
+            complete_schema(a, schema, c.ts, c.dur, c.vals, c.strs);
+            return Some(());
+        }
+    }
+    complete_args(Layer::Python, t.name, t.cat, c.ts, c.dur, &c.args(&t.keys));
+    Some(())
 }
 
 /// The core's schema for events named `name` in `cat` without args (`dftracer_core::intern`).

@@ -104,14 +104,22 @@ impl<const N: usize> Params<N> {
         // SAFETY: per this function's contract: `nargs` positional arguments, then one per
         // keyword name, borrowed from the caller; kwnames is NULL or a tuple.
         unsafe {
-            out[..nargs].copy_from_slice(std::slice::from_raw_parts(args, nargs));
+            // A few pointers, one test each over the constant `N` (a loop of `nargs` copies
+            // becomes a memcpy call).
+            for (i, o) in out.iter_mut().enumerate() {
+                if i < nargs {
+                    *o = *args.add(i);
+                }
+            }
             if kwnames.is_null() {
                 return Some(out);
             }
             let names = self.interned.get(Python::assume_gil_acquired())?;
             for j in 0..ffi::PyTuple_GET_SIZE(kwnames) as usize {
                 let k = ffi::PyTuple_GET_ITEM(kwnames, j as ffi::Py_ssize_t);
-                let i = names.iter().position(|n| n.as_ptr() == k)?;
+                // Only the parameters after the positional ones: a keyword naming one of
+                // those is a second value for it, which `sort` reports.
+                let i = nargs + names[nargs..].iter().position(|n| n.as_ptr() == k)?;
                 if !out[i].is_null() {
                     return None;
                 }

@@ -157,6 +157,14 @@ pub(crate) fn _name_thread(tid: u64, name: &Bound<'_, PyAny>) {
     }
 }
 
+/// Which CPython int layout the fast paths read small ints in ("sized": 3.9 to 3.11,
+/// "tagged": 3.12 and 3.13; "": none, every int through `PyLong_AsLongAndOverflow`): for the
+/// tests, which check that it is in use where it should be.
+#[pyfunction]
+pub(crate) fn _int_layout() -> &'static str {
+    crate::internals::int_layout()
+}
+
 /// Writes `end`, flushes and closes the trace. Idempotent; later events are ignored.
 #[pyfunction]
 pub(crate) fn finalize(py: Python<'_>) {

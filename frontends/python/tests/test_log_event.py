@@ -275,9 +275,13 @@ def test_schema_route_writes_what_the_arguments_say(run):
         for i in range(50):
             log.log_event("wide", "C", i, 1, int_args={f"w{j}": i + j for j in range(12)},
                           string_args={"tail": "t" * (i % 3)})
+        own = [[f"k{n}_{j}" for j in range(80)] for n in range(4)]
         def worker(n):
             for i in range(200):
                 log.log_event("thr", "C", i, n, int_args={"n": n, "i": i}, string_args={"t": str(n)})
+                # Shapes of each thread's own, more than a cache holds, while the other
+                # threads do the same.
+                log.log_event("thr2", "C", i, n, int_args={own[n][i % 80]: i})
         ts = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
         [t.start() for t in ts]
         [t.join() for t in ts]
@@ -313,7 +317,100 @@ def test_schema_route_writes_what_the_arguments_say(run):
     thr = r.events("thr")
     assert sorted((e["dur"], e["ts"]) for e in thr) == [(n, i) for n in range(4) for i in range(200)]
     assert all(e["args"]["n"] == e["dur"] and e["args"]["t"] == str(e["dur"]) for e in thr)
+    thr2 = r.events("thr2")
+    assert sorted((e["dur"], e["ts"]) for e in thr2) == [(n, i) for n in range(4) for i in range(200)]
+    for e in thr2:
+        n, i = e["dur"], e["ts"]
+        assert {k: v for k, v in e["args"].items() if k != "hhash"} == {f"k{n}_{i % 80}": i}, e
     assert len(r.events("probe")) == 1 and r.events("probe")[0]["args"]["probe"] == 1
     held, after = map(int, r.stdout.split())
     assert held == 1, "the cache holds one reference to a key it saw"
     assert after == 0, "and drops it when the entry is replaced"
+
+
+def test_ints_of_every_size_write_their_values(run):
+    """Ints of at most two 30-bit digits are read in place (a CPython layout, checked at
+    import: `_int_layout` names it where it must be in use); larger ones through CPython's
+    own conversion: the trace holds every value as given, at each digit boundary, signed,
+    as start times, durations, bare values and (tag, value) pairs."""
+    r = run(
+        """
+        import random, sys
+        import dftracer.dftracer as d
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log()
+        edges = [0, 1, 5, 255, 256, 257, 2**30 - 1, 2**30, 2**30 + 1, 2**31, 2**32 + 7, 2**59,
+                 2**60 - 1, 2**60, 2**60 + 1, 2**62, 2**63 - 1, 1_700_000_000_000_000]
+        rnd = random.Random(7)
+        values = edges + [-v for v in edges] + [-(2**63)] + [rnd.randrange(-(2**63), 2**63) for _ in range(300)]
+        for i, v in enumerate(values):
+            log.log_event("v", "C", i, 1, int_args={"bare": v, "pair": (0, v)}, string_args={"s": "x"})
+            d.log_event("w", "C", i, 2, {"only": v})
+            if v >= 0:
+                log.log_event("t", "C", v, v, int_args={"i": i})
+        for v in [2**63, 2**64 - 1]:
+            log.log_event("u", "C", v, 1, int_args={"u": v})
+        for v in [-(2**63) - 1, 2**64, -(2**64), 10**30]:
+            try:
+                log.log_event("over", "C", 1, 1, int_args={"o": v})
+                raise AssertionError(v)
+            except ValueError:
+                pass
+        log.finalize()
+        print(repr(values))
+        info = sys.int_info
+        digits30 = (info.bits_per_digit, info.sizeof_digit) == (30, 4)
+        want = "" if not digits30 else "sized" if sys.version_info < (3, 12) else "tagged"
+        print(repr((d._int_layout(), want)))
+        """
+    )
+    out = r.stdout.splitlines()
+    values = eval(out[0])
+    layout, want = eval(out[1])
+    assert layout == want, "small ints are read in place on this CPython"
+    v, w = r.events("v"), r.events("w")
+    assert len(v) == len(w) == len(values)
+    for e in v:
+        want_v = values[e["ts"]]
+        assert (e["args"]["bare"], e["args"]["pair"], e["args"]["s"]) == (want_v, want_v, "x"), e
+    for e in w:
+        assert e["args"]["only"] == values[e["ts"]], e
+    t = r.events("t")
+    assert len(t) == sum(1 for x in values if x >= 0)
+    for e in t:
+        assert e["ts"] == e["dur"] == values[e["args"]["i"]], e
+    assert sorted((e["ts"], e["args"]["u"]) for e in r.events("u")) == [(2**63, 2**63), (2**64 - 1, 2**64 - 1)]
+    assert not r.events("over")
+
+
+def test_keys_in_two_dicts_and_lone_surrogates_are_never_cached(run):
+    """A call's schema is found by the identity of its str objects, without reading their
+    text; a shape whose keys repeat across dicts (the general path renames one) or whose
+    name or keys hold lone surrogates (it replaces them) never gets an entry, however
+    often it comes, so every such call keeps going to the general path."""
+    r = run(
+        """
+        from dftracer.python import dftracer
+        log = dftracer.initialize_log()
+        step = "".join(["st", "ep"])  # another object of the same text as the literal
+        for i in range(5):
+            log.log_event("dup", "C", i, 1, int_args={"step": i}, string_args={"step": "x"})
+            log.log_event("dup2", "C", i, 1, int_args={step: i}, string_args={"step": "x"})
+            log.log_event("dup3", "C", i, 1, int_args={"a": i}, string_args={"b": "y"},
+                          float_args={"a": 0.5})
+            log.log_event("sur", "C", i, 1, int_args={"k\\ud800": i})
+            log.log_event("n\\ud800", "C", i, 1, int_args={"k": i})
+        log.finalize()
+        """
+    )
+    for name in ("dup", "dup2"):
+        es = r.events(name)
+        assert sorted(e["ts"] for e in es) == list(range(5))
+        for e in es:
+            assert (e["args"]["step_int"], e["args"]["step"]) == (e["ts"], "x"), e
+    d3 = r.events("dup3")
+    assert len(d3) == 5 and all(e["args"]["a_int"] == e["ts"] and e["args"]["a"] == 0.5 for e in d3), d3
+    sur = r.events("sur")
+    assert len(sur) == 5 and all(e["args"]["k\ufffd"] == e["ts"] for e in sur), sur
+    named = r.events("n\ufffd")
+    assert len(named) == 5 and all(e["args"]["k"] == e["ts"] for e in named), named

@@ -59,6 +59,7 @@ _NAMES = (
     "initialize", "get_time", "get_config", "enter_event", "exit_event", "log_event",
     "log_metadata_event", "set_app_metadata_int", "set_app_metadata_string", "mark_used",
     "finalize", "trace_path", "stats", "flush", "is_enabled", "_exit", "_before_exec", "_name_thread",
+    "_int_layout",
 )
 for _name in _NAMES:
     globals()[_name] = logged(_name, getattr(_native, _name))
