@@ -461,7 +461,7 @@ pub fn write_mixed(
     for ((w, &v), &(_, slot)) in words.chunks_exact_mut(8).zip(vals).zip(schema.keys) {
         let v = if slot == Slot::Str {
             let s = next.next().copied().unwrap_or_default();
-            copy_bytes(&mut tail[at..at + s.len()], s);
+            crate::filter::copy_words(&mut tail[at..at + s.len()], s);
             at += s.len();
             s.len() as u64
         } else {
@@ -472,28 +472,6 @@ pub fn write_mixed(
     if end - at > 8 {
         // More strings than string slots: the rest of the record is zeros too.
         tail[at..].fill(0);
-    }
-}
-
-/// `dst.copy_from_slice(src)` (as long as each other), without a `memcpy` call for up to 16
-/// bytes: two whole-word copies that overlap in the middle (a byte loop, the compiler's
-/// unrolled and vectorised copy, cost more set-up than a short string's bytes).
-#[inline(always)]
-fn copy_bytes(dst: &mut [u8], src: &[u8]) {
-    let n = src.len();
-    if n > 16 {
-        dst.copy_from_slice(src);
-    } else if n >= 8 {
-        dst[..8].copy_from_slice(&src[..8]);
-        dst[n - 8..].copy_from_slice(&src[n - 8..]);
-    } else if n >= 4 {
-        dst[..4].copy_from_slice(&src[..4]);
-        dst[n - 4..].copy_from_slice(&src[n - 4..]);
-    } else if n > 0 {
-        // 1 to 3 bytes: the first, the middle and the last cover them.
-        dst[0] = src[0];
-        dst[n / 2] = src[n / 2];
-        dst[n - 1] = src[n - 1];
     }
 }
 
@@ -962,17 +940,6 @@ mod tests {
                     "{n}, {strs:?}"
                 );
             }
-        }
-    }
-
-    /// `copy_bytes` copies every length (its overlapping word copies included) exactly.
-    #[test]
-    fn copy_bytes_copies_every_length() {
-        let src: Vec<u8> = (1..=40).collect();
-        for n in 0..=src.len() {
-            let mut dst = vec![0u8; n];
-            copy_bytes(&mut dst, &src[..n]);
-            assert_eq!(dst, src[..n], "{n} bytes");
         }
     }
 
