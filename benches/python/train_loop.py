@@ -3,6 +3,9 @@ compute step; tracing off, ours, ours + I/O interception (our preload, and bound
 from initialize_log(data_dir=...)), the reference, and the reference with its I/O interception;
 and, as `<config>/warm` (against `off/warm`), the same loop timed after an untimed pass over
 2,000 other files: a run past its start (the clock calibrated, rings and buffers mapped).
+`off+thread` is the untraced loop with one idle C thread started first: the floor of any tracer
+that writes from a thread of its own (glibc leaves its single-threaded fast paths for good once
+a second thread exists).
 Then the same loop split over 8 DataLoader-style worker processes (forked, as torch's
 DataLoader forks on Linux) on the machine's cores: CPU per sample over all processes and
 threads (the writers' included), tracing off, ours, the reference, with I/O traced in process,
@@ -28,6 +31,13 @@ from pathlib import Path
 LOOP = r"""
 import os, sys, time
 from dftracer.python import dftracer, dft_fn
+if os.environ.get("TRAIN_IDLE_THREAD"):
+    # The floor of any tracer with a writer thread: one idle thread (not Python's), which
+    # switches glibc out of its single-threaded paths (system calls' cancellation handling,
+    # malloc's and stdio's locks) for the rest of the process.
+    import ctypes
+    libc = ctypes.CDLL(None)
+    libc.pthread_create(ctypes.byref(ctypes.c_ulong()), None, ctypes.cast(libc.pause, ctypes.c_void_p), None)
 data = sys.argv[1]
 warm = sys.argv[4] if len(sys.argv) > 4 else None
 dirs = data + (":" + warm if warm else "")
@@ -160,6 +170,9 @@ def main():
     ours, ref = f"{a.ours}/bin/python", f"{a.ref}/bin/python"
     configs = {
         "off": (ours, False, "noio", {}),
+        # Untraced, with one idle thread started first: what a second thread alone costs the
+        # loop (see LOOP).
+        "off+thread": (ours, False, "noio", {"TRAIN_IDLE_THREAD": "1"}),
         "ours": (ours, True, "noio", {}),
         "ours+io": (ours, True, "io", {"LD_PRELOAD": a.preload, "DFTRACER_INIT": "PRELOAD",
                                       "DFTRACER_DATA_DIR": str(data)}),
