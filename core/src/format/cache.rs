@@ -18,9 +18,11 @@ pub struct PrefixCache {
     pub(super) statics: Box<[Template; 2 * CACHE_SLOTS]>,
     /// Per set of `statics`: which of its two templates a miss replaces.
     pub(super) victim: [u8; CACHE_SLOTS],
-    /// The key and index in `statics` of the template used last (consecutive lines are
-    /// mostly of one kind): no hashing on a repeat. Always the key of that template.
-    pub(super) mru: ([u64; 2], usize),
+    /// The keys and indexes in `statics` of the template used last and of the one used
+    /// before it (consecutive lines are mostly of one kind, or of two alternating: an open
+    /// and its close): no hashing on a repeat. Always the keys of those templates (`[0, 0]`:
+    /// none).
+    pub(super) mru: [([u64; 2], usize); 2],
     pub(super) named_victim: [u8; CACHE_SLOTS],
     pub(super) named: Vec<Named>,
     /// Index in `named` of the middle used last (consecutive lines are mostly of one kind):
@@ -36,7 +38,7 @@ impl Default for PrefixCache {
         PrefixCache {
             statics: Box::new(std::array::from_fn(|_| Template::default())),
             victim: [0; CACHE_SLOTS],
-            mru: ([0, 0], 0),
+            mru: [([0, 0], 0); 2],
             named_victim: [0; CACHE_SLOTS],
             named: Vec::new(),
             named_mru: 0,
@@ -293,7 +295,7 @@ impl PrefixCache {
 pub(super) fn template<'c>(
     statics: &'c mut [Template; 2 * CACHE_SLOTS],
     victim: &mut [u8; CACHE_SLOTS],
-    mru: &mut ([u64; 2], usize),
+    mru: &mut [([u64; 2], usize); 2],
     ctx: &Ctx,
     schema: &Schema,
     layer: u64,
@@ -301,15 +303,19 @@ pub(super) fn template<'c>(
     file: bool,
 ) -> &'c mut Template {
     let key = Template::key(ctx, schema, tid, file);
-    // The template used last: its set's victim is already the other way. (An empty slot's
-    // key `[0, 0]` never equals a schema's key.) It had its shape checked below when it
-    // became the one used last, and is unchanged since: only a miss (which sets `mru`
-    // again) builds.
-    if key == mru.0 {
-        return &mut statics[mru.1 & (2 * CACHE_SLOTS - 1)];
+    // The template used last, or the one before it: its set's victim is then not brought
+    // up to date (a miss in that set may evict it first). (An empty slot's key `[0, 0]`
+    // never equals a schema's key.) Each had its shape checked below when it was found,
+    // and is unchanged since: only a miss (which sets `mru` again, keeping the other
+    // entry only if its template was not rebuilt) builds.
+    if key == mru[0].0 {
+        return &mut statics[mru[0].1 & (2 * CACHE_SLOTS - 1)];
     }
-    // No template is the one used last while a miss may rebuild it.
-    *mru = ([0, 0], 0);
+    if key == mru[1].0 {
+        return &mut statics[mru[1].1 & (2 * CACHE_SLOTS - 1)];
+    }
+    // No template is one used last while a miss may rebuild it.
+    let before = std::mem::take(mru)[0];
     let set = set_of(key, tid);
     let fits = |t: &Template| t.key == key;
     let way = if fits(&statics[2 * set]) {
@@ -330,7 +336,7 @@ pub(super) fn template<'c>(
     };
     // The other way is replaced next.
     victim[set] = 1 - way as u8;
-    let t = &mut statics[2 * set + way];
+    let t = &statics[2 * set + way];
     // The shape check the line's piece indexes rely on (see `complete_static`): the
     // template was built for this (schema, file, metadata).
     let want = if ctx.metadata {
@@ -339,8 +345,18 @@ pub(super) fn template<'c>(
         3
     };
     assert!(t.pieces.len() == want, "json: template shape");
-    *mru = (key, 2 * set + way);
-    t
+    let i = 2 * set + way;
+    // The template used last until now is kept as the one used before, unless this miss
+    // rebuilt it (it cannot: its set's victim was made the other way when it was found,
+    // and only a look-up here, which replaces it as the one used last, changes that; the
+    // check keeps the invariant local).
+    let before = if statics[before.1 & (2 * CACHE_SLOTS - 1)].key == before.0 {
+        before
+    } else {
+        ([0, 0], 0)
+    };
+    *mru = [(key, i), before];
+    &mut statics[i]
 }
 
 /// The start of every complete line.

@@ -42,8 +42,8 @@ pub(super) struct HighDigits {
 const ID_END: usize = 6 + 20;
 
 /// The head of a template's lines, `{"id":<id>,"name":...,"ts":<ts's high digits>`, as
-/// its last line wrote it: consecutive lines of a template have ids one apart (mostly its
-/// last digit incremented in place) and timestamps that share all but their last four
+/// its last line wrote it: consecutive lines of a template have ids one or a few apart
+/// (mostly its last digit advanced in place) and timestamps that share all but their last four
 /// digits, so a line's head is mostly one copy.
 pub(super) struct LineHead {
     /// `{"id":` and the id's digits, ending at [`ID_END`]; the middle; the high digits of
@@ -84,8 +84,9 @@ impl Default for LineHead {
 }
 
 /// Writes `{"id":<id>`, `h`'s middle and `ts` at `d` (the head updated first: the id's
-/// last digit incremented in place when `id` is one more than the last id and that digit
-/// is not 9, else rendered again when it changed; the timestamp's high digits rendered
+/// last digit advanced in place when `id` is at most as many more than the last id as that
+/// digit is less than 9 (a template's lines are one or a few ids apart), else rendered
+/// again; the timestamp's high digits rendered
 /// again when they changed); returns the end.
 ///
 /// # Safety
@@ -105,10 +106,13 @@ pub(super) unsafe fn put_head(d: *mut u8, h: &mut LineHead, id: u64, ts: u64) ->
     // the contract.
     unsafe {
         let last = b.add(ID_END - 1);
-        if h.id.checked_add(1) == Some(id) && *last != b'9' {
-            *last += 1;
+        // The last digit advanced by `id - h.id` stays a digit: the other digits are the
+        // same.
+        let room = (b'9' - *last) as u64;
+        if let Some(step) = id.checked_sub(h.id).filter(|&s| s <= room) {
+            *last += step as u8;
             h.id = id;
-        } else if id != h.id {
+        } else {
             let n = ndigits(id);
             write_digits(b.add(ID_END - n), id, n);
             std::ptr::copy_nonoverlapping(b"{\"id\":".as_ptr(), b.add(ID_END - n - 6), 6);
@@ -669,8 +673,8 @@ mod tests {
         }
     }
 
-    /// Heads of lines with ids one apart (incremented in place, across 9s and powers of
-    /// ten), repeated and jumping, and timestamps near and far (high digits kept and
+    /// Heads of lines with ids one and a few apart (advanced in place, across 9s and powers
+    /// of ten), repeated, going back and jumping, and timestamps near and far (high digits kept and
     /// rendered again, below 10,000, extremes, small after the largest): `{"id":<id>` +
     /// middle + ts as `to_string`.
     #[test]
@@ -690,6 +694,12 @@ mod tests {
         ]);
         ids.extend((0..30).map(|i| 10u64.pow(19) - 15 + i));
         ids.extend([u64::MAX, 0, 9, 10, 11]);
+        // Steps of a few (alternating templates), of 9 and 10 (the most and one more than
+        // the last digit may advance), back down, and repeats.
+        for step in [2, 3, 5, 9, 10, 11] {
+            ids.extend((0..40).map(|i| 985 + i * step));
+        }
+        ids.extend([1_020, 1_019, 1_019, 1_011, 1_018, 1_009, 1_000, 999, 1_008]);
         let mut tss = vec![
             0u64,
             1,
