@@ -2,7 +2,7 @@
 //! padded constant pieces, per (name, cat, layer, tid) the middle of other complete lines;
 //! both tables two-way set-associative, owned by the [`super::Encoder`].
 
-use super::cursor::{HighDigits, LineHead, COPY_PAD, NUM_MAX};
+use super::cursor::{HighDigits, LineHead, Tail, COPY_PAD, NUM_MAX};
 use super::escape::Out;
 use super::Ctx;
 use crate::event::Schema;
@@ -85,11 +85,11 @@ pub(super) struct Template {
     pub(super) bound: usize,
     /// Stream position of the last line written from this template (0: none).
     pub(super) last_at: u64,
-    /// Every piece from 3 on is at most 32 bytes (copied in one move).
-    pub(super) short: bool,
     /// `{"id":`, the id, the middle (piece 0) and the ts's high digits of the last line
     /// written from this template: a line's head is mostly one copy of it.
     pub(super) head: LineHead,
+    /// With metadata, the text after `dur` of the last line that filled every slot.
+    pub(super) tail: Tail,
 }
 
 impl Template {
@@ -149,13 +149,17 @@ impl Template {
         self.pieces.clear();
         self.pieces
             .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
-        self.short = self.pieces.iter().skip(3).all(|&(_, n)| n <= 32);
         self.merged = match cuts.get(4) {
             Some(&end) if ctx.metadata => (cuts[2], end - cuts[2]),
             _ => (0, 0),
         };
         self.bound = ID_OPEN.len() + text.len() + NUM_MAX * (3 + schema.keys.len()) + 16;
         text.extend_from_slice(&[0; COPY_PAD]);
+        self.tail = if ctx.metadata {
+            Tail::new(self.bound, schema.keys.len())
+        } else {
+            Tail::default()
+        };
         self.key = Template::key(ctx, schema, tid, file);
         self.last_at = 0;
     }
@@ -288,7 +292,8 @@ impl PrefixCache {
 }
 
 /// The template of (schema, tid, file) for this file's context, built on a miss. Its
-/// `pieces` hold `4 + keys + file` pieces with metadata, else 3 (checked whenever it
+/// `pieces` hold `4 + keys + file` pieces with metadata, else 3, and with metadata its
+/// tail was made for it (checked whenever it
 /// becomes the template used last, which a repeat returns without a check).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -345,6 +350,12 @@ pub(super) fn template<'c>(
         3
     };
     assert!(t.pieces.len() == want, "json: template shape");
+    // With metadata, the tail the line's end may be copied from: made for this template
+    // (emptied when it was built).
+    assert!(
+        !ctx.metadata || t.tail.fits(t.bound, schema.keys.len()),
+        "json: template tail"
+    );
     let i = 2 * set + way;
     // The template used last until now is kept as the one used before, unless this miss
     // rebuilt it (it cannot: its set's victim was made the other way when it was found,

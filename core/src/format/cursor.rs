@@ -144,16 +144,13 @@ pub(super) unsafe fn put_head(d: *mut u8, h: &mut LineHead, id: u64, ts: u64) ->
     }
 }
 
-/// Writes a slot's value (8 little-endian bytes) at `d` as its kind says; returns the end.
+/// Writes a slot's value at `d` as its kind says; returns the end.
 ///
 /// # Safety
 /// `d` writable for [`NUM_MAX`] bytes.
 #[allow(unsafe_code)]
 #[inline(always)]
-pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(v);
-    let v = u64::from_le_bytes(b);
+pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: u64) -> *mut u8 {
     // SAFETY: at most NUM_MAX bytes (the contract).
     unsafe {
         match slot {
@@ -163,6 +160,161 @@ pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
             // other slot would be written as its bits, within the same bound.
             _ => put_num(d, v),
         }
+    }
+}
+
+/// What a static line that fills every slot writes after its `dur`, as its template's last
+/// such line wrote it: pieces 2 and 3, each slot's value and the piece after it, the file
+/// hash and the last piece ([`super::event::complete_static`]). Most slots repeat their
+/// value from line to line (a descriptor, a request size) and the others mostly keep their
+/// number of digits (an offset), so a line's tail is the last one with a few digits written
+/// in place, then one copy; a value of another width renders the whole tail again.
+#[derive(Default)]
+pub(super) struct Tail {
+    /// The text (`len` bytes, 0: not rendered yet), then room: `bound + COPY_PAD` bytes in
+    /// all for a template of line bound `bound` (the tail is part of a line).
+    text: Vec<u8>,
+    len: usize,
+    /// Per slot of the template: its value in the text, where its text starts and its width.
+    slots: Vec<TailSlot>,
+    /// Where the file hash starts in the text (with a file).
+    hash_at: usize,
+}
+
+#[derive(Clone, Copy, Default)]
+struct TailSlot {
+    v: u64,
+    at: u32,
+    width: u32,
+}
+
+impl Tail {
+    /// An empty tail for the lines of a template of `keys` slots and line bound `bound`.
+    pub(super) fn new(bound: usize, keys: usize) -> Tail {
+        Tail {
+            text: vec![0; bound + COPY_PAD],
+            len: 0,
+            slots: vec![TailSlot::default(); keys],
+            hash_at: 0,
+        }
+    }
+
+    /// Whether this tail was made for a template of line bound `bound` and `keys` slots
+    /// (a template's shape check: it is emptied whenever its template is built).
+    pub(super) fn fits(&self, bound: usize, keys: usize) -> bool {
+        self.slots.len() == keys && self.text.len() == bound + COPY_PAD && self.len <= bound
+    }
+
+    /// Writes `vals` (one per slot) into the text in place; false when one's width differs
+    /// from the text's (the text is then partly overwritten: render it again).
+    #[inline(always)]
+    fn patch(&mut self, keys: &[(&str, Slot)], vals: &[[u8; 8]]) -> bool {
+        let b = self.text.as_mut_ptr();
+        for ((&(_, slot), v), s) in keys.iter().zip(vals).zip(self.slots.iter_mut()) {
+            let v = u64::from_le_bytes(*v);
+            if v == s.v {
+                continue;
+            }
+            let at = s.at as usize;
+            let w = s.width as usize;
+            // SAFETY: `render` wrote a value of `w` bytes at `at`, and the template's bound
+            // counts NUM_MAX bytes for it: `at + NUM_MAX` bytes are within the text (it holds
+            // the bound and COPY_PAD more), what `put_slot` may write. The byte after the
+            // value (the first of its piece) is restored: `put_num` may have written it.
+            #[allow(unsafe_code)]
+            unsafe {
+                let d = b.add(at);
+                let after = *d.add(w);
+                if put_slot(d, slot, v) != d.add(w) {
+                    return false;
+                }
+                *d.add(w) = after;
+            }
+            s.v = v;
+        }
+        true
+    }
+
+    /// Renders the whole text: pieces 2 and 3 (`merged`), each of `vals` and the piece after
+    /// it, then with a file its hash (written by the caller at `hash_at`) and the last piece.
+    ///
+    /// # Safety
+    /// `pieces` and `merged` are the template's (`4 + keys` pieces, one more with a file)
+    /// in `text`, each followed by COPY_PAD readable bytes; this tail was made with the
+    /// template's bound and `keys` slots.
+    #[allow(unsafe_code)]
+    #[inline(never)]
+    unsafe fn render(
+        &mut self,
+        text: *const u8,
+        pieces: &[(u32, u32)],
+        merged: (u32, u32),
+        keys: &[(&str, Slot)],
+        vals: &[[u8; 8]],
+        file: bool,
+    ) {
+        let b = self.text.as_mut_ptr();
+        // SAFETY: the text holds `bound + COPY_PAD` bytes; what is kept here is what the line
+        // writes after `dur` (less than its bound) and each write goes at most 31 bytes past
+        // what it keeps (see `complete_static`). Piece indexes `4 + i` for `i < keys` and,
+        // with a file, `4 + keys` are within `pieces` (the contract).
+        unsafe {
+            let piece = |d: *mut u8, i: usize| {
+                let (a, n) = *pieces.get_unchecked(i);
+                put_piece(d, text.add(a as usize), n as usize)
+            };
+            let mut d = put_piece(b, text.add(merged.0 as usize), merged.1 as usize);
+            for (i, ((&(_, slot), v), s)) in
+                keys.iter().zip(vals).zip(self.slots.iter_mut()).enumerate()
+            {
+                let v = u64::from_le_bytes(*v);
+                let end = put_slot(d, slot, v);
+                *s = TailSlot {
+                    v,
+                    at: d.offset_from(b) as u32,
+                    width: end.offset_from(d) as u32,
+                };
+                d = piece(end, 4 + i);
+            }
+            if file {
+                self.hash_at = d.offset_from(b) as usize;
+                d = piece(d.add(16), 4 + keys.len());
+            }
+            self.len = d.offset_from(b) as usize;
+        }
+    }
+}
+
+/// Writes the tail of a line that fills every slot at `d` (see [`Tail`]): the template's
+/// tail, patched with `vals` or rendered again, and `fhash`; returns the end.
+///
+/// # Safety
+/// As [`Tail::render`], `vals` one per slot, `fhash` given for a template with a file
+/// only; `d` writable for the rest of the line's bound plus COPY_PAD bytes.
+#[allow(unsafe_code, clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn put_tail(
+    d: *mut u8,
+    tail: &mut Tail,
+    text: *const u8,
+    pieces: &[(u32, u32)],
+    merged: (u32, u32),
+    keys: &[(&str, Slot)],
+    vals: &[[u8; 8]],
+    fhash: Option<&[u8; 16]>,
+) -> *mut u8 {
+    // SAFETY: the contract; the hash goes where `render` left room for it (`hash_at + 16 <=
+    // len`); the copy reads `len` rounded up to 32 bytes of the text (it holds COPY_PAD more
+    // than the bound, which `len` is within) and keeps `len` bytes at `d`, as many as the
+    // line writes for its tail.
+    unsafe {
+        if tail.len == 0 || !tail.patch(keys, vals) {
+            tail.render(text, pieces, merged, keys, vals, fhash.is_some());
+        }
+        if let Some(h) = fhash {
+            put16(tail.text.as_mut_ptr().add(tail.hash_at), h);
+        }
+        put_piece(d, tail.text.as_ptr(), tail.len)
     }
 }
 
@@ -189,22 +341,6 @@ pub(super) unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
     }
     // SAFETY: within what the caller made writable.
     unsafe { d.add(n) }
-}
-
-/// [`put_piece`] for `n <= 32`: one 32-byte move, no loop.
-///
-/// # Safety
-/// `n <= 32`; `s` readable and `d` writable for 32 bytes.
-#[allow(unsafe_code)]
-#[inline(always)]
-pub(super) unsafe fn put_piece_short(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
-    debug_assert!(n <= 32);
-    // SAFETY: the contract.
-    unsafe {
-        let x = std::ptr::read_unaligned(s.cast::<[u128; 2]>());
-        std::ptr::write_unaligned(d.cast::<[u128; 2]>(), x);
-        d.add(n)
-    }
 }
 
 /// Writes the 8 bytes of `s` at `d`, keeping the first `n`; returns `d + n`.
