@@ -175,15 +175,17 @@ pub(super) struct Tail {
     /// all for a template of line bound `bound` (the tail is part of a line).
     text: Vec<u8>,
     len: usize,
-    /// Per slot of the template: its value in the text, where its text starts and its width.
+    /// Per slot of the template: its value in the text and its kind, where its text starts
+    /// and its width.
     slots: Vec<TailSlot>,
     /// Where the file hash starts in the text (with a file).
     hash_at: usize,
 }
 
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct TailSlot {
     v: u64,
+    slot: Slot,
     at: u32,
     width: u32,
 }
@@ -194,7 +196,15 @@ impl Tail {
         Tail {
             text: vec![0; bound + COPY_PAD],
             len: 0,
-            slots: vec![TailSlot::default(); keys],
+            slots: vec![
+                TailSlot {
+                    v: 0,
+                    slot: Slot::Int,
+                    at: 0,
+                    width: 0,
+                };
+                keys
+            ],
             hash_at: 0,
         }
     }
@@ -208,9 +218,9 @@ impl Tail {
     /// Writes `vals` (one per slot) into the text in place; false when one's width differs
     /// from the text's (the text is then partly overwritten: render it again).
     #[inline(always)]
-    fn patch(&mut self, keys: &[(&str, Slot)], vals: &[[u8; 8]]) -> bool {
+    fn patch(&mut self, vals: &[[u8; 8]]) -> bool {
         let b = self.text.as_mut_ptr();
-        for ((&(_, slot), v), s) in keys.iter().zip(vals).zip(self.slots.iter_mut()) {
+        for (v, s) in vals.iter().zip(self.slots.iter_mut()) {
             let v = u64::from_le_bytes(*v);
             if v == s.v {
                 continue;
@@ -225,7 +235,7 @@ impl Tail {
             unsafe {
                 let d = b.add(at);
                 let after = *d.add(w);
-                if put_slot(d, slot, v) != d.add(w) {
+                if put_slot(d, s.slot, v) != d.add(w) {
                     return false;
                 }
                 *d.add(w) = after;
@@ -271,6 +281,7 @@ impl Tail {
                 let end = put_slot(d, slot, v);
                 *s = TailSlot {
                     v,
+                    slot,
                     at: d.offset_from(b) as u32,
                     width: end.offset_from(d) as u32,
                 };
@@ -286,7 +297,7 @@ impl Tail {
 }
 
 /// Writes the tail of a line that fills every slot at `d` (see [`Tail`]): the template's
-/// tail, patched with `vals` or rendered again, and `fhash`; returns the end.
+/// tail, patched with `vals` or rendered again, and the file hash `fhash`; returns the end.
 ///
 /// # Safety
 /// As [`Tail::render`], `vals` one per slot, `fhash` given for a template with a file
@@ -308,7 +319,7 @@ pub(super) unsafe fn put_tail(
     // than the bound, which `len` is within) and keeps `len` bytes at `d`, as many as the
     // line writes for its tail.
     unsafe {
-        if tail.len == 0 || !tail.patch(keys, vals) {
+        if tail.len == 0 || !tail.patch(vals) {
             tail.render(text, pieces, merged, keys, vals, fhash.is_some());
         }
         if let Some(h) = fhash {
