@@ -43,7 +43,7 @@ const ID_END: usize = 6 + 20;
 
 /// The head of a template's lines, `{"id":<id>,"name":...,"ts":<ts's high digits>`, as
 /// its last line wrote it: consecutive lines of a template have ids one or a few apart
-/// (mostly its last digit advanced in place) and timestamps that share all but their last four
+/// (mostly its last digit or two written in place) and timestamps that share all but their last four
 /// digits, so a line's head is mostly one copy.
 pub(super) struct LineHead {
     /// `{"id":` and the id's digits, ending at [`ID_END`]; the middle; the high digits of
@@ -85,8 +85,8 @@ impl Default for LineHead {
 
 /// Writes `{"id":<id>`, `h`'s middle and `ts` at `d` (the head updated first: the id's
 /// last digit advanced in place when `id` is at most as many more than the last id as that
-/// digit is less than 9 (a template's lines are one or a few ids apart), else rendered
-/// again; the timestamp's high digits rendered
+/// digit is less than 9, else its last two digits when they stay below 100 (a template's
+/// lines are one or a few ids apart), else the id rendered again; the timestamp's high digits rendered
 /// again when they changed); returns the end.
 ///
 /// # Safety
@@ -105,20 +105,22 @@ pub(super) unsafe fn put_head(d: *mut u8, h: &mut LineHead, id: u64, ts: u64) ->
     // writes up to 31 past them; then at most 20 digits (`put_num`) or 4 are kept: within
     // the contract.
     unsafe {
+        // The last digit advanced by `id - h.id` stays a digit, or else the last two stay
+        // below 100 (an id of one digit has no two): the other digits are the same.
         let last = b.add(ID_END - 1);
-        // The last digit advanced by `id - h.id` stays a digit: the other digits are the
-        // same.
-        let room = (b'9' - *last) as u64;
-        if let Some(step) = id.checked_sub(h.id).filter(|&s| s <= room) {
+        let step = id.checked_sub(h.id).unwrap_or(u64::MAX);
+        if step <= (b'9' - *last) as u64 {
             *last += step as u8;
-            h.id = id;
+        } else if h.id >= 10 && step <= 99 - h.id % 100 {
+            let lo = (h.id % 100 + step) as usize;
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(lo * 2), b.add(ID_END - 2), 2);
         } else {
             let n = ndigits(id);
             write_digits(b.add(ID_END - n), id, n);
             std::ptr::copy_nonoverlapping(b"{\"id\":".as_ptr(), b.add(ID_END - n - 6), 6);
             h.id_len = n;
-            h.id = id;
         }
+        h.id = id;
         if !matches!(ts.checked_sub(h.base), Some(r) if r < 10_000) {
             let q = ts / 10_000;
             let n = if q == 0 { 0 } else { ndigits(q) };
