@@ -173,7 +173,7 @@ pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: u64) -> *mut u8 {
 /// in place, then one copy; a value of another width renders the whole tail again.
 #[derive(Default)]
 pub(super) struct Tail {
-    /// The text (`len` bytes, 0: not rendered yet), then room: `bound + COPY_PAD` bytes in
+    /// The text (`len` bytes, 0: not rendered yet), then room: `bound + LINE_PAD` bytes in
     /// all for a template of line bound `bound` (the tail is part of a line).
     text: Vec<u8>,
     len: usize,
@@ -196,7 +196,7 @@ impl Tail {
     /// An empty tail for the lines of a template of `keys` slots and line bound `bound`.
     pub(super) fn new(bound: usize, keys: usize) -> Tail {
         Tail {
-            text: vec![0; bound + COPY_PAD],
+            text: vec![0; bound + LINE_PAD],
             len: 0,
             slots: vec![
                 TailSlot {
@@ -214,7 +214,7 @@ impl Tail {
     /// Whether this tail was made for a template of line bound `bound` and `keys` slots
     /// (a template's shape check: it is emptied whenever its template is built).
     pub(super) fn fits(&self, bound: usize, keys: usize) -> bool {
-        self.slots.len() == keys && self.text.len() == bound + COPY_PAD && self.len <= bound
+        self.slots.len() == keys && self.text.len() == bound + LINE_PAD && self.len <= bound
     }
 
     /// Writes `vals` (one per slot) into the text in place; false when one's width differs
@@ -266,7 +266,7 @@ impl Tail {
         file: bool,
     ) {
         let b = self.text.as_mut_ptr();
-        // SAFETY: the text holds `bound + COPY_PAD` bytes; what is kept here is what the line
+        // SAFETY: the text holds `bound + LINE_PAD` bytes; what is kept here is what the line
         // writes after `dur` (less than its bound) and each write goes at most 31 bytes past
         // what it keeps (see `complete_static`). Piece indexes `4 + i` for `i < keys` and,
         // with a file, `4 + keys` are within `pieces` (the contract).
@@ -303,7 +303,7 @@ impl Tail {
 ///
 /// # Safety
 /// As [`Tail::render`], `vals` one per slot, `fhash` given for a template with a file
-/// only; `d` writable for the rest of the line's bound plus COPY_PAD bytes.
+/// only; `d` writable for the rest of the line's bound plus [`LINE_PAD`] bytes.
 #[allow(unsafe_code, clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) unsafe fn put_tail(
@@ -317,9 +317,9 @@ pub(super) unsafe fn put_tail(
     fhash: Option<&[u8; 16]>,
 ) -> *mut u8 {
     // SAFETY: the contract; the hash goes where `render` left room for it (`hash_at + 16 <=
-    // len`); the copy reads `len` rounded up to 32 bytes of the text (it holds COPY_PAD more
+    // len`); the copy reads `len` rounded up to 64 bytes of the text (it holds LINE_PAD more
     // than the bound, which `len` is within) and keeps `len` bytes at `d`, as many as the
-    // line writes for its tail.
+    // line writes for its tail, writing at most 63 more (within LINE_PAD).
     unsafe {
         if tail.len == 0 || !tail.patch(vals) {
             tail.render(text, pieces, merged, keys, vals, fhash.is_some());
@@ -327,7 +327,7 @@ pub(super) unsafe fn put_tail(
         if let Some(h) = fhash {
             put16(tail.text.as_mut_ptr().add(tail.hash_at), h);
         }
-        put_piece(d, tail.text.as_ptr(), tail.len)
+        put_piece64(d, tail.text.as_ptr(), tail.len)
     }
 }
 
@@ -348,6 +348,31 @@ pub(super) unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
             std::ptr::write_unaligned(d.add(i).cast::<[u128; 2]>(), x);
         }
         i += 32;
+        if i >= n {
+            break;
+        }
+    }
+    // SAFETY: within what the caller made writable.
+    unsafe { d.add(n) }
+}
+
+/// [`put_piece`] in whole 64-byte moves (a line's tail: fewer turns of the loop).
+///
+/// # Safety
+/// `s` readable and `d` writable for `n` rounded up to 64 bytes (at least 64): up to 63
+/// bytes past `d + n` may be written.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn put_piece64(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+    let mut i = 0;
+    loop {
+        // SAFETY: `i` is 0 or `< n`, so `i + 64` is at most `n` rounded up to 64, or 64
+        // (the contract).
+        unsafe {
+            let x = std::ptr::read_unaligned(s.add(i).cast::<[u128; 4]>());
+            std::ptr::write_unaligned(d.add(i).cast::<[u128; 4]>(), x);
+        }
+        i += 64;
         if i >= n {
             break;
         }
@@ -579,6 +604,10 @@ pub(super) fn reserved(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put)
 /// Bytes past a cursor's bound that whole 16- or 32-byte copies may write (and later overwrite or
 /// drop): reserved by [`reserved`], never kept.
 pub(super) const COPY_PAD: usize = 32;
+
+/// Bytes past a template line's bound that its writes may go (a line's tail is copied in
+/// 64-byte moves, [`put_tail`]): reserved before the line, never kept.
+pub(super) const LINE_PAD: usize = 64;
 
 /// A write-only cursor over `cap` bytes (plus [`COPY_PAD`]) of a vector's spare capacity.
 /// Every write checks that it ends within `cap` (an overrun panics, never corrupts).

@@ -3,7 +3,7 @@
 
 use super::cache::{middle, named_prefix, PrefixCache, Template};
 use super::cursor::{
-    put16, put_head, put_lit8, put_num, put_piece, put_slot, put_tail, reserved, Put, COPY_PAD,
+    put16, put_head, put_lit8, put_num, put_piece, put_slot, put_tail, reserved, Put, LINE_PAD,
 };
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
@@ -163,7 +163,7 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 /// `{"id":`, the id, the middle and the ts (the template's [`LineHead`](super::cursor::LineHead)), each piece but
 /// the middle at most once, dur, at most `keys` slot values (the
 /// loop runs over the schema's keys) and the hash only with the file piece. `bound +
-/// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
+/// LINE_PAD` bytes are reserved (and checked) before the first write, and the piece
 /// count the indexes rely on was checked against the record's shape by
 /// [`template`](super::cache::template) (at a miss; a repeat returns the same template).
 ///
@@ -207,8 +207,8 @@ pub(super) fn complete_static(
             3
         }
     );
-    // `reserve` leaves at least `bound + COPY_PAD` spare bytes (or panics).
-    out.reserve(bound + COPY_PAD);
+    // `reserve` leaves at least `bound + LINE_PAD` spare bytes (or panics).
+    out.reserve(bound + LINE_PAD);
     let text = text.as_ptr();
     let start = out.len();
     let vals = rec.vals.as_chunks::<8>().0;
@@ -216,9 +216,9 @@ pub(super) fn complete_static(
     // then the slots).
     let full = vals.len() == keys;
     #[allow(unsafe_code)]
-    // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
+    // SAFETY: `t.bound + LINE_PAD` spare bytes are reserved and the writes below stay within
     // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
-    // most COPY_PAD; piece 1, `,"dur":`, is written as a literal: 8 bytes, 7 kept, as the
+    // most LINE_PAD (the tail's copy), else COPY_PAD; piece 1, `,"dur":`, is written as a literal: 8 bytes, 7 kept, as the
     // template's bound counts). Piece indexes are `< want == pieces.len()`: 2, `3 + i` for
     // `i < keys`, `3 + keys` and, with a file, `4 + keys`; when every slot is filled, the
     // tail (`put_tail`, with metadata: `want >= 4`, and the template's tail made for `keys`
