@@ -229,9 +229,9 @@ impl Tail {
             }
             let at = s.at as usize;
             let w = s.width as usize;
-            // SAFETY: `render` wrote a value of `w` bytes at `at`, and the template's bound
-            // counts NUM_MAX bytes for it: `at + NUM_MAX` bytes are within the text (it holds
-            // the bound and COPY_PAD more), what `put_slot` may write. The byte after the
+            // SAFETY: `render` wrote a value of `w` bytes at `at`, followed by its piece:
+            // `at + w < len <= bound`, and the text holds `bound + LINE_PAD` bytes, so the
+            // NUM_MAX bytes `put_slot` may write from `at` are within it. The byte after the
             // value (the first of its piece) is restored: `put_num` may have written it.
             #[allow(unsafe_code)]
             unsafe {
