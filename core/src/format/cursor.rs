@@ -43,8 +43,8 @@ const ID_END: usize = 6 + 20;
 
 /// The head of a template's lines, `{"id":<id>,"name":...,"ts":<ts's high digits>`, as
 /// its last line wrote it: consecutive lines of a template have ids one or a few apart
-/// (mostly its last digit or two written in place) and timestamps that share all but their last four
-/// digits, so a line's head is mostly one copy.
+/// (mostly its last digit or two written in place) and timestamps that share all but their
+/// last four digits, so a line's head is mostly one copy.
 pub(super) struct LineHead {
     /// `{"id":` and the id's digits, ending at [`ID_END`]; the middle; the high digits of
     /// the last timestamp (`base / 10^4`); room for 20 of them and [`COPY_PAD`] more bytes.
@@ -86,8 +86,8 @@ impl Default for LineHead {
 /// Writes `{"id":<id>`, `h`'s middle and `ts` at `d` (the head updated first: the id's
 /// last digit advanced in place when `id` is at most as many more than the last id as that
 /// digit is less than 9, else its last two digits when they stay below 100 (a template's
-/// lines are one or a few ids apart), else the id rendered again; the timestamp's high digits rendered
-/// again when they changed); returns the end.
+/// lines are one or a few ids apart), else the id rendered again; the timestamp's high
+/// digits rendered again when they changed); returns the end.
 ///
 /// # Safety
 /// `d` writable for `6 + 20 + middle + 20 + COPY_PAD` bytes (at most `6 + 20 + middle +
