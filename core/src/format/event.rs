@@ -216,16 +216,16 @@ pub(super) fn complete_static(
     // then the slots).
     let full = vals.len() == keys;
     #[allow(unsafe_code)]
-    // SAFETY: `t.bound + LINE_PAD` spare bytes are reserved and the writes below stay within
-    // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
-    // most LINE_PAD (the tail's copy), else COPY_PAD; piece 1, `,"dur":`, is written as a
-    // literal: 8 bytes, 7 kept, as the template's bound counts). Piece indexes are `< want == pieces.len()`: 2, `3 + i` for
-    // `i < keys`, `3 + keys` and, with a file, `4 + keys`; when every slot is filled, the
-    // tail (`put_tail`, with metadata: `want >= 4`, and the template's tail made for `keys`
-    // slots, also checked by `template`) holds `merged` (pieces 2 and 3, in `text` as every
-    // piece is), `4 + i` for `i < keys` and, with a file, `4 + keys`; every piece is followed
-    // by COPY_PAD readable bytes. Each piece is written at most once: `merged` replaces
-    // pieces 2 and 3.
+    // SAFETY: `t.bound + LINE_PAD` spare bytes are reserved and the writes below stay
+    // within `t.bound` (see above; each `put_*` says how far it may write past what it
+    // keeps: at most LINE_PAD (the tail's copy), else COPY_PAD; piece 1, `,"dur":`, is
+    // written as a literal: 8 bytes, 7 kept, as the template's bound counts). Piece indexes
+    // are `< want == pieces.len()`: 2, `3 + i` for `i < keys`, `3 + keys` and, with a file,
+    // `4 + keys`; when every slot is filled, the tail (`put_tail`, with metadata: `want >=
+    // 4`, and the template's tail made for it, also checked by `template`) holds `merged`
+    // (pieces 2 and 3, in `text` as every piece is), `4 + i` for `i < keys` and, with a
+    // file, `4 + keys`; every piece is followed by COPY_PAD readable bytes. Each piece is
+    // written at most once: `merged` replaces pieces 2 and 3.
     unsafe {
         let base = out.as_mut_ptr().add(start);
         let piece = |d: *mut u8, i: usize| {
