@@ -2,7 +2,7 @@
 //! padded constant pieces, per (name, cat, layer, tid) the middle of other complete lines;
 //! both tables two-way set-associative, owned by the [`super::Encoder`].
 
-use super::cursor::{HighDigits, LineHead, COPY_PAD, NUM_MAX};
+use super::cursor::{HighDigits, LineHead, Tail, COPY_PAD, NUM_MAX};
 use super::escape::Out;
 use super::Ctx;
 use crate::event::Schema;
@@ -18,9 +18,11 @@ pub struct PrefixCache {
     pub(super) statics: Box<[Template; 2 * CACHE_SLOTS]>,
     /// Per set of `statics`: which of its two templates a miss replaces.
     pub(super) victim: [u8; CACHE_SLOTS],
-    /// The key and index in `statics` of the template used last (consecutive lines are
-    /// mostly of one kind): no hashing on a repeat. Always the key of that template.
-    pub(super) mru: ([u64; 2], usize),
+    /// The keys and indexes in `statics` of the template used last and of the one used
+    /// before it (consecutive lines are mostly of one kind, or of two alternating: an open
+    /// and its close): no hashing on a repeat. Always the keys of those templates (`[0, 0]`:
+    /// none).
+    pub(super) mru: [([u64; 2], usize); 2],
     pub(super) named_victim: [u8; CACHE_SLOTS],
     pub(super) named: Vec<Named>,
     /// Index in `named` of the middle used last (consecutive lines are mostly of one kind):
@@ -36,7 +38,7 @@ impl Default for PrefixCache {
         PrefixCache {
             statics: Box::new(std::array::from_fn(|_| Template::default())),
             victim: [0; CACHE_SLOTS],
-            mru: ([0, 0], 0),
+            mru: [([0, 0], 0); 2],
             named_victim: [0; CACHE_SLOTS],
             named: Vec::new(),
             named_mru: 0,
@@ -83,11 +85,11 @@ pub(super) struct Template {
     pub(super) bound: usize,
     /// Stream position of the last line written from this template (0: none).
     pub(super) last_at: u64,
-    /// Every piece from 3 on is at most 32 bytes (copied in one move).
-    pub(super) short: bool,
     /// `{"id":`, the id, the middle (piece 0) and the ts's high digits of the last line
     /// written from this template: a line's head is mostly one copy of it.
     pub(super) head: LineHead,
+    /// With metadata, the text after `dur` of the last line that filled every slot.
+    pub(super) tail: Tail,
 }
 
 impl Template {
@@ -147,13 +149,17 @@ impl Template {
         self.pieces.clear();
         self.pieces
             .extend(cuts.windows(2).map(|w| (w[0], w[1] - w[0])));
-        self.short = self.pieces.iter().skip(3).all(|&(_, n)| n <= 32);
         self.merged = match cuts.get(4) {
             Some(&end) if ctx.metadata => (cuts[2], end - cuts[2]),
             _ => (0, 0),
         };
         self.bound = ID_OPEN.len() + text.len() + NUM_MAX * (3 + schema.keys.len()) + 16;
         text.extend_from_slice(&[0; COPY_PAD]);
+        self.tail = if ctx.metadata {
+            Tail::new(self.bound, schema.keys.len())
+        } else {
+            Tail::default()
+        };
         self.key = Template::key(ctx, schema, tid, file);
         self.last_at = 0;
     }
@@ -286,14 +292,15 @@ impl PrefixCache {
 }
 
 /// The template of (schema, tid, file) for this file's context, built on a miss. Its
-/// `pieces` hold `4 + keys + file` pieces with metadata, else 3 (checked whenever it
+/// `pieces` hold `4 + keys + file` pieces with metadata, else 3, and with metadata its
+/// tail was made for it (checked whenever it
 /// becomes the template used last, which a repeat returns without a check).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn template<'c>(
     statics: &'c mut [Template; 2 * CACHE_SLOTS],
     victim: &mut [u8; CACHE_SLOTS],
-    mru: &mut ([u64; 2], usize),
+    mru: &mut [([u64; 2], usize); 2],
     ctx: &Ctx,
     schema: &Schema,
     layer: u64,
@@ -301,15 +308,19 @@ pub(super) fn template<'c>(
     file: bool,
 ) -> &'c mut Template {
     let key = Template::key(ctx, schema, tid, file);
-    // The template used last: its set's victim is already the other way. (An empty slot's
-    // key `[0, 0]` never equals a schema's key.) It had its shape checked below when it
-    // became the one used last, and is unchanged since: only a miss (which sets `mru`
-    // again) builds.
-    if key == mru.0 {
-        return &mut statics[mru.1 & (2 * CACHE_SLOTS - 1)];
+    // The template used last, or the one before it: its set's victim is then not brought
+    // up to date (a miss in that set may evict it first). (An empty slot's key `[0, 0]`
+    // never equals a schema's key.) Each had its shape checked below when it was found,
+    // and is unchanged since: only a miss (which sets `mru` again, keeping the other
+    // entry only if its template was not rebuilt) builds.
+    if key == mru[0].0 {
+        return &mut statics[mru[0].1 & (2 * CACHE_SLOTS - 1)];
     }
-    // No template is the one used last while a miss may rebuild it.
-    *mru = ([0, 0], 0);
+    if key == mru[1].0 {
+        return &mut statics[mru[1].1 & (2 * CACHE_SLOTS - 1)];
+    }
+    // No template is one used last while a miss may rebuild it.
+    let before = std::mem::take(mru)[0];
     let set = set_of(key, tid);
     let fits = |t: &Template| t.key == key;
     let way = if fits(&statics[2 * set]) {
@@ -330,7 +341,7 @@ pub(super) fn template<'c>(
     };
     // The other way is replaced next.
     victim[set] = 1 - way as u8;
-    let t = &mut statics[2 * set + way];
+    let t = &statics[2 * set + way];
     // The shape check the line's piece indexes rely on (see `complete_static`): the
     // template was built for this (schema, file, metadata).
     let want = if ctx.metadata {
@@ -339,8 +350,24 @@ pub(super) fn template<'c>(
         3
     };
     assert!(t.pieces.len() == want, "json: template shape");
-    *mru = (key, 2 * set + way);
-    t
+    // With metadata, the tail the line's end may be copied from: made for this template
+    // (emptied when it was built).
+    assert!(
+        !ctx.metadata || t.tail.fits(t.bound, schema.keys.len()),
+        "json: template tail"
+    );
+    let i = 2 * set + way;
+    // The template used last until now is kept as the one used before, unless this miss
+    // rebuilt it (it cannot: its set's victim was made the other way when it was found,
+    // and only a look-up here, which replaces it as the one used last, changes that; the
+    // check keeps the invariant local).
+    let before = if statics[before.1 & (2 * CACHE_SLOTS - 1)].key == before.0 {
+        before
+    } else {
+        ([0, 0], 0)
+    };
+    *mru = [(key, i), before];
+    &mut statics[i]
 }
 
 /// The start of every complete line.

@@ -42,9 +42,9 @@ pub(super) struct HighDigits {
 const ID_END: usize = 6 + 20;
 
 /// The head of a template's lines, `{"id":<id>,"name":...,"ts":<ts's high digits>`, as
-/// its last line wrote it: consecutive lines of a template have ids one apart (mostly its
-/// last digit incremented in place) and timestamps that share all but their last four
-/// digits, so a line's head is mostly one copy.
+/// its last line wrote it: consecutive lines of a template have ids one or a few apart
+/// (mostly its last digit or two written in place) and timestamps that share all but their
+/// last four digits, so a line's head is mostly one copy.
 pub(super) struct LineHead {
     /// `{"id":` and the id's digits, ending at [`ID_END`]; the middle; the high digits of
     /// the last timestamp (`base / 10^4`); room for 20 of them and [`COPY_PAD`] more bytes.
@@ -84,9 +84,10 @@ impl Default for LineHead {
 }
 
 /// Writes `{"id":<id>`, `h`'s middle and `ts` at `d` (the head updated first: the id's
-/// last digit incremented in place when `id` is one more than the last id and that digit
-/// is not 9, else rendered again when it changed; the timestamp's high digits rendered
-/// again when they changed); returns the end.
+/// last digit advanced in place when `id` is at most as many more than the last id as that
+/// digit is less than 9, else its last two digits when they stay below 100 (a template's
+/// lines are one or a few ids apart), else the id rendered again; the timestamp's high
+/// digits rendered again when they changed); returns the end.
 ///
 /// # Safety
 /// `d` writable for `6 + 20 + middle + 20 + COPY_PAD` bytes (at most `6 + 20 + middle +
@@ -104,17 +105,22 @@ pub(super) unsafe fn put_head(d: *mut u8, h: &mut LineHead, id: u64, ts: u64) ->
     // writes up to 31 past them; then at most 20 digits (`put_num`) or 4 are kept: within
     // the contract.
     unsafe {
+        // The last digit advanced by `id - h.id` stays a digit, or else the last two stay
+        // below 100 (an id of one digit has no two): the other digits are the same.
         let last = b.add(ID_END - 1);
-        if h.id.checked_add(1) == Some(id) && *last != b'9' {
-            *last += 1;
-            h.id = id;
-        } else if id != h.id {
+        let step = id.checked_sub(h.id).unwrap_or(u64::MAX);
+        if step <= (b'9' - *last) as u64 {
+            *last += step as u8;
+        } else if h.id >= 10 && step <= 99 - h.id % 100 {
+            let lo = (h.id % 100 + step) as usize;
+            std::ptr::copy_nonoverlapping(DIGITS2.as_ptr().add(lo * 2), b.add(ID_END - 2), 2);
+        } else {
             let n = ndigits(id);
             write_digits(b.add(ID_END - n), id, n);
             std::ptr::copy_nonoverlapping(b"{\"id\":".as_ptr(), b.add(ID_END - n - 6), 6);
             h.id_len = n;
-            h.id = id;
         }
+        h.id = id;
         if !matches!(ts.checked_sub(h.base), Some(r) if r < 10_000) {
             let q = ts / 10_000;
             let n = if q == 0 { 0 } else { ndigits(q) };
@@ -140,16 +146,13 @@ pub(super) unsafe fn put_head(d: *mut u8, h: &mut LineHead, id: u64, ts: u64) ->
     }
 }
 
-/// Writes a slot's value (8 little-endian bytes) at `d` as its kind says; returns the end.
+/// Writes a slot's value at `d` as its kind says; returns the end.
 ///
 /// # Safety
 /// `d` writable for [`NUM_MAX`] bytes.
 #[allow(unsafe_code)]
 #[inline(always)]
-pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(v);
-    let v = u64::from_le_bytes(b);
+pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: u64) -> *mut u8 {
     // SAFETY: at most NUM_MAX bytes (the contract).
     unsafe {
         match slot {
@@ -159,6 +162,172 @@ pub(super) unsafe fn put_slot(d: *mut u8, slot: Slot, v: &[u8]) -> *mut u8 {
             // other slot would be written as its bits, within the same bound.
             _ => put_num(d, v),
         }
+    }
+}
+
+/// What a static line that fills every slot writes after its `dur`, as its template's last
+/// such line wrote it: pieces 2 and 3, each slot's value and the piece after it, the file
+/// hash and the last piece ([`super::event::complete_static`]). Most slots repeat their
+/// value from line to line (a descriptor, a request size) and the others mostly keep their
+/// number of digits (an offset), so a line's tail is the last one with a few digits written
+/// in place, then one copy; a value of another width renders the whole tail again.
+#[derive(Default)]
+pub(super) struct Tail {
+    /// The text (`len` bytes, 0: not rendered yet), then room: `bound + LINE_PAD` bytes in
+    /// all for a template of line bound `bound` (the tail is part of a line).
+    text: Vec<u8>,
+    len: usize,
+    /// Per slot of the template: its value in the text and its kind, where its text starts
+    /// and its width.
+    slots: Vec<TailSlot>,
+    /// Where the file hash starts in the text (with a file).
+    hash_at: usize,
+}
+
+#[derive(Clone, Copy)]
+struct TailSlot {
+    v: u64,
+    slot: Slot,
+    at: u32,
+    width: u32,
+}
+
+impl Tail {
+    /// An empty tail for the lines of a template of `keys` slots and line bound `bound`.
+    pub(super) fn new(bound: usize, keys: usize) -> Tail {
+        Tail {
+            text: vec![0; bound + LINE_PAD],
+            len: 0,
+            slots: vec![
+                TailSlot {
+                    v: 0,
+                    slot: Slot::Int,
+                    at: 0,
+                    width: 0,
+                };
+                keys
+            ],
+            hash_at: 0,
+        }
+    }
+
+    /// Whether this tail was made for a template of line bound `bound` and `keys` slots
+    /// (a template's shape check: it is emptied whenever its template is built).
+    pub(super) fn fits(&self, bound: usize, keys: usize) -> bool {
+        self.slots.len() == keys && self.text.len() == bound + LINE_PAD && self.len <= bound
+    }
+
+    /// Writes `vals` (one per slot) into the text in place; false when one's width differs
+    /// from the text's (the text is then partly overwritten: render it again).
+    #[inline(always)]
+    fn patch(&mut self, vals: &[[u8; 8]]) -> bool {
+        let b = self.text.as_mut_ptr();
+        for (v, s) in vals.iter().zip(self.slots.iter_mut()) {
+            let v = u64::from_le_bytes(*v);
+            if v == s.v {
+                continue;
+            }
+            let at = s.at as usize;
+            let w = s.width as usize;
+            // SAFETY: `render` wrote a value of `w` bytes at `at`, followed by its piece:
+            // `at + w < len <= bound`, and the text holds `bound + LINE_PAD` bytes, so the
+            // NUM_MAX bytes `put_slot` may write from `at` are within it. The byte after the
+            // value (the first of its piece) is restored: `put_num` may have written it.
+            #[allow(unsafe_code)]
+            unsafe {
+                let d = b.add(at);
+                let after = *d.add(w);
+                if put_slot(d, s.slot, v) != d.add(w) {
+                    return false;
+                }
+                *d.add(w) = after;
+            }
+            s.v = v;
+        }
+        true
+    }
+
+    /// Renders the whole text: pieces 2 and 3 (`merged`), each of `vals` and the piece after
+    /// it, then with a file its hash (written by the caller at `hash_at`) and the last piece.
+    ///
+    /// # Safety
+    /// `pieces` and `merged` are the template's (`4 + keys` pieces, one more with a file)
+    /// in `text`, each followed by COPY_PAD readable bytes; this tail was made with the
+    /// template's bound and `keys` slots.
+    #[allow(unsafe_code)]
+    #[inline(never)]
+    unsafe fn render(
+        &mut self,
+        text: *const u8,
+        pieces: &[(u32, u32)],
+        merged: (u32, u32),
+        keys: &[(&str, Slot)],
+        vals: &[[u8; 8]],
+        file: bool,
+    ) {
+        let b = self.text.as_mut_ptr();
+        // SAFETY: the text holds `bound + LINE_PAD` bytes; what is kept here is what the line
+        // writes after `dur` (less than its bound) and each write goes at most 31 bytes past
+        // what it keeps (see `complete_static`). Piece indexes `4 + i` for `i < keys` and,
+        // with a file, `4 + keys` are within `pieces` (the contract).
+        unsafe {
+            let piece = |d: *mut u8, i: usize| {
+                let (a, n) = *pieces.get_unchecked(i);
+                put_piece(d, text.add(a as usize), n as usize)
+            };
+            let mut d = put_piece(b, text.add(merged.0 as usize), merged.1 as usize);
+            for (i, ((&(_, slot), v), s)) in
+                keys.iter().zip(vals).zip(self.slots.iter_mut()).enumerate()
+            {
+                let v = u64::from_le_bytes(*v);
+                let end = put_slot(d, slot, v);
+                *s = TailSlot {
+                    v,
+                    slot,
+                    at: d.offset_from(b) as u32,
+                    width: end.offset_from(d) as u32,
+                };
+                d = piece(end, 4 + i);
+            }
+            if file {
+                self.hash_at = d.offset_from(b) as usize;
+                d = piece(d.add(16), 4 + keys.len());
+            }
+            self.len = d.offset_from(b) as usize;
+        }
+    }
+}
+
+/// Writes the tail of a line that fills every slot at `d` (see [`Tail`]): the template's
+/// tail, patched with `vals` or rendered again, and the file hash `fhash`; returns the end.
+///
+/// # Safety
+/// As [`Tail::render`], `vals` one per slot, `fhash` given for a template with a file
+/// only; `d` writable for the rest of the line's bound plus [`LINE_PAD`] bytes.
+#[allow(unsafe_code, clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn put_tail(
+    d: *mut u8,
+    tail: &mut Tail,
+    text: *const u8,
+    pieces: &[(u32, u32)],
+    merged: (u32, u32),
+    keys: &[(&str, Slot)],
+    vals: &[[u8; 8]],
+    fhash: Option<&[u8; 16]>,
+) -> *mut u8 {
+    // SAFETY: the contract; the hash goes where `render` left room for it (`hash_at + 16 <=
+    // len`); the copy reads `len` rounded up to 64 bytes of the text (it holds LINE_PAD more
+    // than the bound, which `len` is within) and keeps `len` bytes at `d`, as many as the
+    // line writes for its tail, writing at most 63 more (within LINE_PAD).
+    unsafe {
+        if tail.len == 0 || !tail.patch(vals) {
+            tail.render(text, pieces, merged, keys, vals, fhash.is_some());
+        }
+        if let Some(h) = fhash {
+            put16(tail.text.as_mut_ptr().add(tail.hash_at), h);
+        }
+        put_piece64(d, tail.text.as_ptr(), tail.len)
     }
 }
 
@@ -187,20 +356,29 @@ pub(super) unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
     unsafe { d.add(n) }
 }
 
-/// [`put_piece`] for `n <= 32`: one 32-byte move, no loop.
+/// [`put_piece`] in whole 64-byte moves (a line's tail: fewer turns of the loop).
 ///
 /// # Safety
-/// `n <= 32`; `s` readable and `d` writable for 32 bytes.
+/// `s` readable and `d` writable for `n` rounded up to 64 bytes (at least 64): up to 63
+/// bytes past `d + n` may be written.
 #[allow(unsafe_code)]
 #[inline(always)]
-pub(super) unsafe fn put_piece_short(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
-    debug_assert!(n <= 32);
-    // SAFETY: the contract.
-    unsafe {
-        let x = std::ptr::read_unaligned(s.cast::<[u128; 2]>());
-        std::ptr::write_unaligned(d.cast::<[u128; 2]>(), x);
-        d.add(n)
+unsafe fn put_piece64(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+    let mut i = 0;
+    loop {
+        // SAFETY: `i` is 0 or `< n`, so `i + 64` is at most `n` rounded up to 64, or 64
+        // (the contract).
+        unsafe {
+            let x = std::ptr::read_unaligned(s.add(i).cast::<[u128; 4]>());
+            std::ptr::write_unaligned(d.add(i).cast::<[u128; 4]>(), x);
+        }
+        i += 64;
+        if i >= n {
+            break;
+        }
     }
+    // SAFETY: within what the caller made writable.
+    unsafe { d.add(n) }
 }
 
 /// Writes the 8 bytes of `s` at `d`, keeping the first `n`; returns `d + n`.
@@ -426,6 +604,10 @@ pub(super) fn reserved(out: &mut Vec<u8>, bound: usize, f: impl FnOnce(&mut Put)
 /// Bytes past a cursor's bound that whole 16- or 32-byte copies may write (and later overwrite or
 /// drop): reserved by [`reserved`], never kept.
 pub(super) const COPY_PAD: usize = 32;
+
+/// Bytes past a template line's bound that its writes may go (a line's tail is copied in
+/// 64-byte moves, [`put_tail`]): reserved before the line, never kept.
+pub(super) const LINE_PAD: usize = 64;
 
 /// A write-only cursor over `cap` bytes (plus [`COPY_PAD`]) of a vector's spare capacity.
 /// Every write checks that it ends within `cap` (an overrun panics, never corrupts).
@@ -669,8 +851,8 @@ mod tests {
         }
     }
 
-    /// Heads of lines with ids one apart (incremented in place, across 9s and powers of
-    /// ten), repeated and jumping, and timestamps near and far (high digits kept and
+    /// Heads of lines with ids one and a few apart (advanced in place, across 9s and powers
+    /// of ten), repeated, going back and jumping, and timestamps near and far (high digits kept and
     /// rendered again, below 10,000, extremes, small after the largest): `{"id":<id>` +
     /// middle + ts as `to_string`.
     #[test]
@@ -690,6 +872,12 @@ mod tests {
         ]);
         ids.extend((0..30).map(|i| 10u64.pow(19) - 15 + i));
         ids.extend([u64::MAX, 0, 9, 10, 11]);
+        // Steps of a few (alternating templates), of 9 and 10 (the most and one more than
+        // the last digit may advance), back down, and repeats.
+        for step in [2, 3, 5, 9, 10, 11] {
+            ids.extend((0..40).map(|i| 985 + i * step));
+        }
+        ids.extend([1_020, 1_019, 1_019, 1_011, 1_018, 1_009, 1_000, 999, 1_008]);
         let mut tss = vec![
             0u64,
             1,

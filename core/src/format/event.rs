@@ -3,8 +3,7 @@
 
 use super::cache::{middle, named_prefix, PrefixCache, Template};
 use super::cursor::{
-    put16, put_head, put_lit8, put_num, put_piece, put_piece_short, put_slot, reserved, Put,
-    COPY_PAD,
+    put16, put_head, put_lit8, put_num, put_piece, put_slot, put_tail, reserved, Put, LINE_PAD,
 };
 use super::escape::{hhash_open, kv_u64, text, write_u64, Out};
 use super::{Ctx, Line};
@@ -164,7 +163,7 @@ fn line_end(p: &mut Put, ctx: &Ctx, rec: &Record, args: impl FnOnce(&mut Put)) {
 /// `{"id":`, the id, the middle and the ts (the template's [`LineHead`](super::cursor::LineHead)), each piece but
 /// the middle at most once, dur, at most `keys` slot values (the
 /// loop runs over the schema's keys) and the hash only with the file piece. `bound +
-/// COPY_PAD` bytes are reserved (and checked) before the first write, and the piece
+/// LINE_PAD` bytes are reserved (and checked) before the first write, and the piece
 /// count the indexes rely on was checked against the record's shape by
 /// [`template`](super::cache::template) (at a miss; a repeat returns the same template).
 ///
@@ -192,10 +191,10 @@ pub(super) fn complete_static(
         merged,
         bound,
         head,
-        short,
+        tail,
         ..
     } = t;
-    let (merged, bound, short) = (*merged, *bound, *short);
+    let (merged, bound) = (*merged, *bound);
     let keys = schema.keys.len();
     let pieces = &pieces[..];
     // The shape `template` checked: `want` pieces.
@@ -208,23 +207,25 @@ pub(super) fn complete_static(
             3
         }
     );
-    // `reserve` leaves at least `bound + COPY_PAD` spare bytes (or panics).
-    out.reserve(bound + COPY_PAD);
+    // `reserve` leaves at least `bound + LINE_PAD` spare bytes (or panics).
+    out.reserve(bound + LINE_PAD);
     let text = text.as_ptr();
     let start = out.len();
-    let vals = rec.vals.chunks_exact(8);
-    // Every slot filled: pieces 2 and 3 are copied as one (`merged`).
+    let vals = rec.vals.as_chunks::<8>().0;
+    // Every slot filled: the line ends with the template's tail (`merged`, pieces 2 and 3,
+    // then the slots).
     let full = vals.len() == keys;
     #[allow(unsafe_code)]
-    // SAFETY: `t.bound + COPY_PAD` spare bytes are reserved and the writes below stay within
-    // `t.bound` (see above; each `put_*` says how far it may write past what it keeps, at
-    // most COPY_PAD; piece 1, `,"dur":`, is written as a literal: 8 bytes, 7 kept, as the
-    // template's bound counts). Piece indexes are `< want == pieces.len()`: 2, `3 + i` for
-    // `i < keys`, `3 + keys` and, with a file, `4 + keys`; when every slot is filled, `4 + i`
-    // for `i < keys` and, with a file, `4 + keys`. `merged` (pieces 2 and 3, built with
-    // metadata, where `want >= 4`) lies in `text` as every piece does, and every piece is
-    // followed by COPY_PAD readable bytes. Each piece is written at most once: `merged`
-    // replaces pieces 2 and 3.
+    // SAFETY: `t.bound + LINE_PAD` spare bytes are reserved and the writes below stay
+    // within `t.bound` (see above; each `put_*` says how far it may write past what it
+    // keeps: at most LINE_PAD (the tail's copy), else COPY_PAD; piece 1, `,"dur":`, is
+    // written as a literal: 8 bytes, 7 kept, as the template's bound counts). Piece indexes
+    // are `< want == pieces.len()`: 2, `3 + i` for `i < keys`, `3 + keys` and, with a file,
+    // `4 + keys`; when every slot is filled, the tail (`put_tail`, with metadata: `want >=
+    // 4`, and the template's tail made for it, also checked by `template`) holds `merged`
+    // (pieces 2 and 3, in `text` as every piece is), `4 + i` for `i < keys` and, with a
+    // file, `4 + keys`; every piece is followed by COPY_PAD readable bytes. Each piece is
+    // written at most once: `merged` replaces pieces 2 and 3.
     unsafe {
         let base = out.as_mut_ptr().add(start);
         let piece = |d: *mut u8, i: usize| {
@@ -238,19 +239,22 @@ pub(super) fn complete_static(
         if !ctx.metadata {
             d = piece(d, 2);
         } else if full {
-            let (a, n) = merged;
-            d = put_piece(d, text.add(a as usize), n as usize);
-            // Pieces after the slots are short (keys of a few letters): one move each.
-            d = if short {
-                full_slots::<true>(d, text, pieces, schema.keys, vals, fhash.as_ref())
-            } else {
-                full_slots::<false>(d, text, pieces, schema.keys, vals, fhash.as_ref())
-            };
+            // The template's tail of such lines, patched (see `Tail`).
+            d = put_tail(
+                d,
+                tail,
+                text,
+                pieces,
+                merged,
+                schema.keys,
+                vals,
+                fhash.as_ref(),
+            );
         } else {
             d = piece(d, 2);
             for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {
                 d = piece(d, 3 + i);
-                d = put_slot(d, slot, v);
+                d = put_slot(d, slot, u64::from_le_bytes(*v));
             }
             let mut end = 3 + keys;
             if let Some(h) = &fhash {
@@ -338,49 +342,6 @@ pub(super) fn complete_mixed(
         piece(p, end);
     });
     prev
-}
-
-/// The slot values of a line that fills every slot, each followed by its piece `4 + i`,
-/// then the file hash and piece `4 + keys` (see [`complete_static`]); with `SHORT` (the
-/// template's pieces from 3 on are at most 32 bytes), each piece is copied in one move.
-///
-/// # Safety
-/// As in [`complete_static`]: `d` has room for the rest of the line's bound plus
-/// [`COPY_PAD`], `pieces` holds `4 + keys.len()` pieces (one more with a file) of `text`,
-/// each followed by COPY_PAD readable bytes, and with `SHORT` pieces from 3 on are at most 32
-/// bytes.
-#[allow(unsafe_code)]
-#[inline(always)]
-unsafe fn full_slots<const SHORT: bool>(
-    mut d: *mut u8,
-    text: *const u8,
-    pieces: &[(u32, u32)],
-    keys: &[(&str, crate::event::Slot)],
-    vals: std::slice::ChunksExact<'_, u8>,
-    fhash: Option<&Hash16>,
-) -> *mut u8 {
-    // SAFETY: piece indexes `4 + i` (`i < keys.len()`) and `4 + keys.len()` (with a file)
-    // are within `pieces` (the contract); `put_piece_short` needs `n <= 32`, true with
-    // `SHORT`; each write stays within the line's bound (see `complete_static`).
-    unsafe {
-        let piece = |d: *mut u8, i: usize| {
-            let (a, n) = *pieces.get_unchecked(i);
-            if SHORT {
-                put_piece_short(d, text.add(a as usize), n as usize)
-            } else {
-                put_piece(d, text.add(a as usize), n as usize)
-            }
-        };
-        for (i, (&(_, slot), v)) in keys.iter().zip(vals).enumerate() {
-            d = put_slot(d, slot, v);
-            d = piece(d, 4 + i);
-        }
-        if let Some(h) = fhash {
-            d = put16(d, h);
-            d = piece(d, 4 + keys.len());
-        }
-        d
-    }
 }
 
 /// `"name":…,"cat":…,"type":…,`: how the lines written into a growable buffer (long

@@ -1026,3 +1026,153 @@ fn mixed_slots_equal_generic_lines() {
         }
     }
 }
+
+/// A template's tail (the text after `dur` of its last line that filled every slot, patched
+/// in place: see `cursor::Tail`) under what it must get right: values repeating, changing
+/// at the same width (in the middle and at either end of a slot's run of digits), growing
+/// and shrinking across powers of ten, 7 and 8 digits (written as a word), signs coming and
+/// going at the same width, extremes; lines with slots left out (not through the tail) in
+/// between; two templates alternating with ids a few apart; with and without a file and
+/// metadata; keys longer than a move; templates evicted and rebuilt. Every line equals the
+/// generic line byte for byte.
+#[test]
+fn static_tails_keep_lines_exact() {
+    use crate::event::FileRef;
+    use crate::record::StaticRecord;
+    let leak = |s: Schema| -> &'static Schema { Box::leak(Box::new(s)) };
+    let pread = leak(Schema::new(
+        Layer::LibcIo,
+        "pread",
+        "POSIX",
+        &[
+            ("fd", Slot::Int),
+            ("count", Slot::UInt),
+            ("offset", Slot::UInt),
+            ("ret", Slot::Int),
+        ],
+        "fhash",
+    ));
+    let close = leak(Schema::new(
+        Layer::LibcIo,
+        "close",
+        "POSIX",
+        &[("fd", Slot::Int), ("ret", Slot::Int)],
+        "fhash",
+    ));
+    let long = leak(Schema::new(
+        Layer::Python,
+        "long_keys",
+        "py",
+        &[
+            ("a_key_name_of_more_than_thirty_two_bytes", Slot::Int),
+            ("another_key_name_of_more_than_thirty_two_bytes", Slot::UInt),
+        ],
+        "a_file_key_of_more_than_thirty_two_bytes_too",
+    ));
+    let none = leak(Schema::new(Layer::CApp, "step", "C", &[], "fhash"));
+    let files: Vec<&'static FileRef> = [&b"/d/a"[..], b"/d/\"b\""]
+        .iter()
+        .map(|p| &*Box::leak(Box::new(FileRef::new(p))))
+        .collect();
+    // Values in the order a slot sees them: each differs from the one before it (or repeats
+    // it) in one way the patch must handle.
+    let mut seq: Vec<u64> = vec![3, 3, 3, 4, 9, 10, 10, 99, 100, 101, 999, 1_000, 999, 5];
+    seq.extend([
+        4_096, 4_096, 4_097, 8_191, 516_096, 520_192, 999_999, 1_000_000,
+    ]);
+    seq.extend([
+        1_234_567, 7_654_321, 9_999_999, 10_000_000, 12_345_678, 99_999_999,
+    ]);
+    seq.extend([100_000_000, 123_456_789, 100_000_000, 9_999_999, 1_000_000]);
+    // Signs at the same width (`-1` and `10`, `-12` and `123`) and not.
+    seq.extend([
+        1,
+        (-1i64) as u64,
+        10,
+        (-1i64) as u64,
+        (-12i64) as u64,
+        123,
+        12,
+    ]);
+    seq.extend([
+        (-12i64) as u64,
+        (-123i64) as u64,
+        1_234,
+        (-123i64) as u64,
+        0,
+    ]);
+    seq.extend([
+        u64::MAX,
+        u64::MAX,
+        i64::MIN as u64,
+        i64::MAX as u64,
+        0,
+        0,
+        7,
+    ]);
+    seq.extend([
+        10u64.pow(19),
+        10u64.pow(19) - 1,
+        18_446_744_073_709_551_614,
+        1,
+    ]);
+    let mut cache = PrefixCache::default();
+    let mut id = 1u64;
+    for metadata in [true, false] {
+        let ctx = ctx(4242, metadata);
+        for (k, &(a, b)) in [(pread, close), (pread, pread), (long, none), (close, long)]
+            .iter()
+            .enumerate()
+        {
+            for (i, &v) in seq.iter().enumerate() {
+                // Slot `j` of a line takes the value `j` steps further down the list, so
+                // each slot sees every change; now and then a line leaves slots out.
+                for (m, schema) in [a, b].into_iter().enumerate() {
+                    let vals: Vec<u64> = (0..schema.keys.len())
+                        .map(|j| seq[(i + j * 3 + m) % seq.len()])
+                        .collect();
+                    let n = if (i + m) % 11 == 10 {
+                        vals.len().saturating_sub(1)
+                    } else {
+                        vals.len()
+                    };
+                    let file = match (i / 7 + k) % 3 {
+                        0 => None,
+                        f => Some(files[f - 1].handle()),
+                    };
+                    let p = Pending::Static {
+                        strs: &[],
+                        schema,
+                        ts: 1_796_000_779_668_786 + v % 1_000,
+                        dur: v % 300,
+                        vals: &vals[..n],
+                        file,
+                    };
+                    let mut buf = vec![0u8; p.len()];
+                    p.write(&mut buf);
+                    // SAFETY: written just above by Pending::write in this process.
+                    #[allow(unsafe_code)]
+                    let (srec, rec) = unsafe {
+                        (
+                            StaticRecord::decode(&buf).unwrap(),
+                            Record::decode_trusted(&buf).unwrap(),
+                        )
+                    };
+                    // Two templates alternating: their ids two apart, now and then more.
+                    id += 1 + (i % 13 == 0) as u64 * 5;
+                    let line = Line { id, tid: 7, at: 0 };
+                    let (mut fast, mut slow) = (b"x".to_vec(), b"x".to_vec());
+                    event::complete_static(&mut fast, &mut cache, &ctx, line, &srec.view());
+                    event::complete(&mut slow, None, &ctx, line, &rec, &mut |p| {
+                        crate::hash::hash16(p)
+                    });
+                    assert_eq!(
+                        String::from_utf8(fast).unwrap(),
+                        String::from_utf8(slow).unwrap(),
+                        "{k} {i} {m} {vals:?}"
+                    );
+                }
+            }
+        }
+    }
+}
