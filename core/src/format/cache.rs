@@ -1,6 +1,6 @@
 //! Line caching: per (schema, tid, file) a [`Template`] of a static record's whole line as
-//! padded constant pieces, per (name, cat, layer, tid) the middle of other complete lines;
-//! both tables two-way set-associative, owned by the [`super::Encoder`].
+//! padded constant pieces (four-way set-associative), per (name, cat, layer, tid) the middle
+//! of other complete lines (two-way); both owned by the [`super::Encoder`].
 
 use super::cursor::{HighDigits, LineHead, Tail, COPY_PAD, NUM_MAX};
 use super::escape::Out;
@@ -10,14 +10,15 @@ use crate::record::{Record, Text};
 
 /// Rendered constant text of lines, in small tables owned by the writer: per (schema, tid,
 /// file or not) a [`Template`] of a static record's whole line but its numbers and file hash
-/// (two-way: a set holds two templates, a miss replaces the one used less recently, so two
-/// kinds of line that hash alike do not evict each other at every line); per (name, category, layer, tid) the middle
+/// (four-way: a set holds four templates, so the few kinds of line of a loop that hash alike
+/// do not evict each other at every line); per (name, category, layer, tid) the middle
 /// (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`) of other lines. A hit replaces
 /// escaped strings and numbers by whole-block copies.
 pub struct PrefixCache {
-    pub(super) statics: Box<[Template; 2 * CACHE_SLOTS]>,
-    /// Per set of `statics`: which of its two templates a miss replaces.
-    pub(super) victim: [u8; CACHE_SLOTS],
+    pub(super) statics: Box<[Template; STATIC_WAYS * STATIC_SETS]>,
+    /// Per set of `statics`: which of its templates a miss replaces next (in turn, but
+    /// never the template used last).
+    pub(super) victim: [u8; STATIC_SETS],
     /// The keys and indexes in `statics` of the template used last and of the one used
     /// before it (consecutive lines are mostly of one kind, or of two alternating: an open
     /// and its close): no hashing on a repeat. Always the keys of those templates (`[0, 0]`:
@@ -37,7 +38,7 @@ impl Default for PrefixCache {
     fn default() -> PrefixCache {
         PrefixCache {
             statics: Box::new(std::array::from_fn(|_| Template::default())),
-            victim: [0; CACHE_SLOTS],
+            victim: [0; STATIC_SETS],
             mru: [([0, 0], 0); 2],
             named_victim: [0; CACHE_SLOTS],
             named: Vec::new(),
@@ -166,6 +167,15 @@ impl Template {
 }
 
 pub(super) const CACHE_SLOTS: usize = 64;
+/// Templates per set of [`PrefixCache::statics`]. A set's templates are those whose keys
+/// hash alike, and keys are the schemas' addresses: with two ways in 64 sets, three of a
+/// loop's ten kinds of line meet in one set in about 3 % of processes (as the addresses
+/// fall), and then evict one another at every line (each line builds its template again
+/// and loses its hint: the `kinds` test's trace grew from ~82 % to 98-102 % of its
+/// unhinted size). Five of ten in one set of 32 is about a hundred times rarer.
+pub(super) const STATIC_WAYS: usize = 4;
+/// Sets of [`PrefixCache::statics`]: as many templates in all as before (128).
+pub(super) const STATIC_SETS: usize = 2 * CACHE_SLOTS / STATIC_WAYS;
 
 /// The line's middle from `,"name":` to `"ts":`, as [`super::event::complete`] writes it.
 pub(super) fn middle(v: &mut impl Out, ctx: &Ctx, name: &Text, cat: &Text, layer: u64, tid: u32) {
@@ -250,16 +260,17 @@ pub(super) fn named_prefix<'c>(
     Some((&slot.prefix, n, &mut slot.last_at))
 }
 
-/// The set of `statics` (two ways) where the template of `key` (on thread `tid`) lives.
+/// The set of `statics` ([`STATIC_WAYS`] ways) where the template of `key` (on thread `tid`)
+/// lives.
 #[inline(always)]
 fn set_of(key: [u64; 2], tid: u32) -> usize {
     let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        >> (64 - CACHE_SLOTS.trailing_zeros())) as usize;
-    set & (CACHE_SLOTS - 1)
+        >> (64 - STATIC_SETS.trailing_zeros())) as usize;
+    set & (STATIC_SETS - 1)
 }
 
 /// The set [`template`] uses for (`schema`, `tid`, `file`): tests tell which templates share
-/// one (three or more in a set of two ways evict one another).
+/// one (more than [`STATIC_WAYS`] in a set evict one another).
 #[cfg(test)]
 pub(super) fn template_set(ctx: &Ctx, schema: &Schema, tid: u32, file: bool) -> usize {
     set_of(Template::key(ctx, schema, tid, file), tid)
@@ -298,8 +309,8 @@ impl PrefixCache {
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn template<'c>(
-    statics: &'c mut [Template; 2 * CACHE_SLOTS],
-    victim: &mut [u8; CACHE_SLOTS],
+    statics: &'c mut [Template; STATIC_WAYS * STATIC_SETS],
+    victim: &mut [u8; STATIC_SETS],
     mru: &mut [([u64; 2], usize); 2],
     ctx: &Ctx,
     schema: &Schema,
@@ -308,27 +319,34 @@ pub(super) fn template<'c>(
     file: bool,
 ) -> &'c mut Template {
     let key = Template::key(ctx, schema, tid, file);
-    // The template used last, or the one before it: its set's victim is then not brought
-    // up to date (a miss in that set may evict it first). (An empty slot's key `[0, 0]`
-    // never equals a schema's key.) Each had its shape checked below when it was found,
-    // and is unchanged since: only a miss (which sets `mru` again, keeping the other
-    // entry only if its template was not rebuilt) builds.
+    const ALL: usize = STATIC_WAYS * STATIC_SETS;
+    // The template used last, or the one before it. (An empty slot's key `[0, 0]` never
+    // equals a schema's key.) Each had its shape checked below when it was found, and is
+    // unchanged since: only a miss (which sets `mru` again, keeping the other entry only if
+    // its template was not rebuilt) builds.
     if key == mru[0].0 {
-        return &mut statics[mru[0].1 & (2 * CACHE_SLOTS - 1)];
+        return &mut statics[mru[0].1 & (ALL - 1)];
     }
     if key == mru[1].0 {
-        return &mut statics[mru[1].1 & (2 * CACHE_SLOTS - 1)];
+        return &mut statics[mru[1].1 & (ALL - 1)];
     }
     // No template is one used last while a miss may rebuild it.
     let before = std::mem::take(mru)[0];
     let set = set_of(key, tid);
-    let fits = |t: &Template| t.key == key;
-    let way = if fits(&statics[2 * set]) {
-        0
-    } else if fits(&statics[2 * set + 1]) {
-        1
+    let first = STATIC_WAYS * set;
+    let way = if let Some(w) = statics[first..first + STATIC_WAYS]
+        .iter()
+        .position(|t| t.key == key)
+    {
+        w
     } else {
-        let w = victim[set] as usize & 1;
+        // The set's templates are replaced in turn, skipping the one used last (the line
+        // before this one, often of the same thread: it comes back next).
+        let mut w = victim[set] as usize % STATIC_WAYS;
+        if first + w == before.1 && before.0 != [0, 0] {
+            w = (w + 1) % STATIC_WAYS;
+        }
+        victim[set] = ((w + 1) % STATIC_WAYS) as u8;
         // A copy made here: the caller's context then never has its address taken, and
         // stays in registers on the hot path.
         let ctx = Ctx {
@@ -336,12 +354,10 @@ pub(super) fn template<'c>(
             hhash: ctx.hhash,
             metadata: ctx.metadata,
         };
-        statics[2 * set + w].build(&ctx, schema, layer, tid, file);
+        statics[first + w].build(&ctx, schema, layer, tid, file);
         w
     };
-    // The other way is replaced next.
-    victim[set] = 1 - way as u8;
-    let t = &statics[2 * set + way];
+    let t = &statics[first + way];
     // The shape check the line's piece indexes rely on (see `complete_static`): the
     // template was built for this (schema, file, metadata).
     let want = if ctx.metadata {
@@ -356,12 +372,10 @@ pub(super) fn template<'c>(
         !ctx.metadata || t.tail.fits(t.bound, schema.keys.len()),
         "json: template tail"
     );
-    let i = 2 * set + way;
+    let i = first + way;
     // The template used last until now is kept as the one used before, unless this miss
-    // rebuilt it (it cannot: its set's victim was made the other way when it was found,
-    // and only a look-up here, which replaces it as the one used last, changes that; the
-    // check keeps the invariant local).
-    let before = if statics[before.1 & (2 * CACHE_SLOTS - 1)].key == before.0 {
+    // rebuilt it (it cannot: a miss skips it; the check keeps the invariant local).
+    let before = if statics[before.1 & (ALL - 1)].key == before.0 {
         before
     } else {
         ([0, 0], 0)

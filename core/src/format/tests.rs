@@ -380,6 +380,75 @@ fn static_cache_evictions_keep_lines_exact() {
     }
 }
 
+/// As many templates as a cache set has ways, all in one set (schemas tried until that many
+/// share one) and used in turn: none evicts another, so every line after the first round
+/// names the previous line of its template (with two ways, three kinds of a loop that met in
+/// one set rebuilt their templates at every line and lost every hint).
+#[test]
+fn templates_sharing_a_set_keep_their_hints() {
+    use super::cache::{template_set, STATIC_WAYS};
+    use crate::event::FileRef;
+    let ctx = ctx(1, true);
+    let tid = 5u32;
+    let mut by_set: std::collections::HashMap<usize, Vec<&'static Schema>> = Default::default();
+    let mut group = None;
+    for i in 0..100_000 {
+        let name: &'static str = Box::leak(format!("k{i}").into_boxed_str());
+        let s: &'static Schema = Box::leak(Box::new(Schema::new(
+            Layer::LibcIo,
+            name,
+            "POSIX",
+            &[("fd", Slot::Int)],
+            "fhash",
+        )));
+        let v = by_set.entry(template_set(&ctx, s, tid, true)).or_default();
+        v.push(s);
+        if v.len() == STATIC_WAYS {
+            group = Some(v.clone());
+            break;
+        }
+    }
+    let group = group.expect("schemas that share a set");
+    let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
+    let mut cache = PrefixCache::default();
+    let mut out = Vec::new();
+    let mut last = vec![0u64; group.len()];
+    for round in 0..10u64 {
+        // In turn, and the first one again between the others (a loop's open and its reads).
+        let order: Vec<usize> = (1..group.len()).flat_map(|k| [0, k]).collect();
+        for k in order {
+            let p = Pending::Static {
+                strs: &[],
+                schema: group[k],
+                ts: round * 1000 + k as u64,
+                dur: 1,
+                vals: &[k as u64],
+                file: Some(file.handle()),
+            };
+            let mut buf = vec![0u8; p.len()];
+            p.write(&mut buf);
+            // SAFETY: written just above by Pending::write in this process.
+            #[allow(unsafe_code)]
+            let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
+            let at = 100 + out.len() as u64;
+            let prev = event::complete_static(
+                &mut out,
+                &mut cache,
+                &ctx,
+                Line { id: round, tid, at },
+                &rec.static_view().unwrap(),
+            );
+            if round > 0 || (k == 0 && last[0] != 0) {
+                assert_eq!(
+                    prev, last[k],
+                    "template {k} round {round}: its previous line"
+                );
+            }
+            last[k] = at;
+        }
+    }
+}
+
 /// Static and cached complete lines name the previous line of the same
 /// template (the compressor's line hint): never another kind's, and for most lines when a
 /// dozen kinds alternate (two-way sets: kinds that hash alike do not evict each other).
@@ -406,9 +475,9 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
     let mut cache = PrefixCache::default();
     let mut out = Vec::new();
     let mut last: std::collections::HashMap<String, u64> = Default::default();
-    // Templates whose cache set (two ways) holds three or more of this test's templates evict
-    // one another, as the schemas' addresses fall: every other template is hinted on every
-    // round after its first.
+    // Templates whose cache set holds more than its ways of this test's templates evict one
+    // another, as the schemas' addresses fall: every other template is hinted on every round
+    // after its first.
     let mut per_set: std::collections::HashMap<usize, usize> = Default::default();
     for schema in &schemas {
         for (tid, with_file) in [(5u32, true), (6, false)] {
@@ -445,7 +514,8 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
                     &rec.static_view().unwrap(),
                 );
                 let key = format!("{} {tid} {with_file}", schema.name);
-                let alone = per_set[&super::cache::template_set(&ctx, schema, tid, with_file)] <= 2;
+                let alone = per_set[&super::cache::template_set(&ctx, schema, tid, with_file)]
+                    <= super::cache::STATIC_WAYS;
                 if prev != 0 {
                     assert_eq!(Some(&prev), last.get(&key), "{key} round {round}");
                     hinted += 1;
