@@ -37,8 +37,9 @@ const TOP: usize = 1 << 18;
 /// Fds at or above this are never tracked (Linux caps `nr_open` at 2^30).
 pub const MAX_FD: usize = TOP * CHUNK;
 
-/// Slots of the pool of traced files: 128 Ki × (64 B + 9 B) of `.bss` (slots touched as
-/// used), plus each used slot's path buffer. Bounds the traced files open at once, or named
+/// Slots of the pool of traced files: 128 Ki × (128 B + 9 B) of `.bss` (slots touched as
+/// used), plus a heap buffer for each slot whose path is longer than
+/// [`dftracer_core::frontend::INLINE`] bytes. Bounds the traced files open at once, or named
 /// by events not yet encoded (at most a few rings' worth), not the files ever opened.
 pub const POOL_SLOTS: usize = 1 << 17;
 pub static POOL: Pool<POOL_SLOTS, { POOL_SLOTS / 8 }> = Pool::new();
@@ -389,8 +390,8 @@ impl FileTable {
 
 static WARNED: AtomicBool = AtomicBool::new(false);
 
-/// `path`'s pool slot, pinned for the caller (allocates only when a reused slot's path
-/// buffer is too small). `None` when every slot of its bucket is in use: the caller records
+/// `path`'s pool slot, pinned for the caller (allocates only for a path longer than a slot
+/// keeps inline, when the slot's buffer does not fit it). `None` when every slot of its bucket is in use: the caller records
 /// the event with the path itself and does not track the fd.
 pub fn intern(path: &[u8]) -> Option<Pinned> {
     touch();
