@@ -203,7 +203,7 @@ impl FileRef {
     /// # Safety
     /// The caller has exclusive access to the path's fields: it owns the slot, or holds its
     /// claim (no pins, see [`FileRef::try_claim`]).
-    #[inline]
+    #[inline(always)]
     unsafe fn set_path(&self, path: &[u8]) {
         let n = path.len();
         // SAFETY: exclusive per the contract; the heap buffer, when there is one, holds
@@ -300,6 +300,7 @@ impl FileRef {
     }
 
     /// Claims a slot nobody pins, whose records were all encoded (`retired <= done`).
+    #[inline(always)]
     fn try_claim(&'static self, done: u64) -> Option<Claim> {
         let s = self.state.load(Ordering::Relaxed);
         if s & (PINS | CLAIMED) != 0 || self.retired.load(Ordering::Relaxed) > done {
@@ -324,6 +325,7 @@ struct Claim {
 
 impl Claim {
     /// Stores `path`, publishes the next generation and returns the caller's pin.
+    #[inline(always)]
     fn publish(self, path: &[u8]) -> Pinned {
         let f = self.file;
         // SAFETY: CLAIMED is set and no pin was held when it was set; pinning fails while it
@@ -542,6 +544,7 @@ fn tag_of(key: u64) -> u64 {
 /// first `open` on the calling thread), the last word read where the path ends (overlapping
 /// the one before), the length mixed in; then folded so that its high bits, which pick the
 /// bucket, depend on every byte.
+#[inline(always)]
 fn path_key(b: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
