@@ -2,6 +2,9 @@
  *
  *   bench pread     <file> <n>   n x pread(fd, buf, 4096, off) over the first 1 MiB
  *   bench openclose <file> <n>   n x (open(file, O_RDONLY); close(fd))
+ *   bench opennew   <dir> <n>    open + close of n distinct files of <dir> (its regular files,
+ *                                at least n; a path never opened before each time: the
+ *                                first-open path of a data loader)
  *   bench both <file> <n> <m>    in ONE process: n x pread as above, then m x open+close
  *                                (the setting of a real program: the second phase runs while
  *                                the tracer still holds the first one's events)
@@ -16,6 +19,7 @@
  * runs for longer than that, every later call uses the calibrated clock) before the calls
  * are counted (benches/callgrind_check.py). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,11 +93,40 @@ static int opencloses(const char *path, long n) {
     return 0;
 }
 
+/* The first n regular files of dir (paths built before the clock starts). */
+static int opennews(const char *dir, long n) {
+    DIR *d = opendir(dir);
+    if (!d) { perror(dir); return -1; }
+    char **paths = calloc(n > 0 ? n : 1, sizeof *paths);
+    long have = 0;
+    struct dirent *e;
+    while (have < n && (e = readdir(d)))
+        if (e->d_type == DT_REG && asprintf(&paths[have], "%s/%s", dir, e->d_name) > 0)
+            have++;
+    closedir(d);
+    if (have < n) { fprintf(stderr, "%s: %ld regular files, %ld wanted\n", dir, have, n); return -1; }
+    settle();
+    struct stamp a = stamp();
+    for (long i = 0; i < n; i++) {
+        int fd = open(paths[i], O_RDONLY);
+        if (fd < 0) { perror(paths[i]); return -1; }
+        close(fd);
+    }
+    struct stamp b = stamp();
+    report("opennew", n, a, b);
+    for (long i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int both = argc == 5 && !strcmp(argv[1], "both");
     if (argc != 4 && !both) {
-        fprintf(stderr, "usage: %s pread|openclose <file> <n>\n       %s both <file> <n> <m>\n",
-                argv[0], argv[0]);
+        fprintf(stderr,
+                "usage: %s pread|openclose <file> <n>\n       %s opennew <dir> <n>\n"
+                "       %s both <file> <n> <m>\n",
+                argv[0], argv[0], argv[0]);
         return 2;
     }
     const char *op = argv[1], *path = argv[2];
@@ -104,5 +137,7 @@ int main(int argc, char **argv) {
         return preads(path, n) ? 1 : 0;
     if (!strcmp(op, "openclose"))
         return opencloses(path, n) ? 1 : 0;
+    if (!strcmp(op, "opennew"))
+        return opennews(path, n) ? 1 : 0;
     return 2;
 }

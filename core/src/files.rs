@@ -7,7 +7,8 @@
 //!   use of a slot; the generation changes at every reuse.
 //! - [`Pool`]: a fixed-capacity, set-associative set of slots keyed by path (`WAYS` slots per
 //!   bucket). Looking a path up or claiming a slot for it takes no lock and allocates only
-//!   when a reused slot's path buffer is too small.
+//!   for a path longer than [`INLINE`] bytes (kept in a heap buffer the slot owns; a shorter
+//!   one is kept in the slot), when the slot's buffer does not fit it.
 //! - [`PathTable`](crate::paths::PathTable) (in `paths`): the writer's bounded `path → hash`
 //!   table (which `FH` records its file already has), with CLOCK eviction; an evicted path
 //!   gets a new `FH` before its next event.
@@ -94,6 +95,11 @@ pub fn end_pass(p: u64) {
 
 /// One file named by static events: a pool slot (or a standalone, never reused file from
 /// [`FileRef::new`]). Its path and hash are only readable through a [`Pinned`].
+///
+/// Two cache lines, all zero when free (so a pool of them is `.bss`, not `.data`): a path of
+/// up to [`INLINE`] bytes is kept in the slot itself (no allocation when a slot is first
+/// used, or reused); a longer one in a heap buffer the slot owns while its path is long.
+#[repr(C, align(64))]
 pub struct FileRef {
     /// `generation << 33 | CLAIMED | pins`.
     state: AtomicU64,
@@ -102,22 +108,49 @@ pub struct FileRef {
     retired: AtomicU64,
     /// The writer's mark: which [`PathTable`](crate::paths::PathTable) entry holds this path's `FH` (0: none).
     pub(crate) fh: AtomicU64,
+    hash: UnsafeCell<Hash16>,
+    /// The heap buffer of a path longer than [`INLINE`] (null: none), of `cap` bytes.
+    heap: UnsafeCell<*mut u8>,
+    /// The path's length: its bytes are `inline[..len]` when `len <= INLINE`, else
+    /// `heap[..len]`.
+    len: UnsafeCell<u32>,
+    cap: UnsafeCell<u32>,
     /// Whether `hash` holds the path's hash: [`HASH_NONE`], [`HASH_WRITING`] (one reader
     /// computed it and is storing it) or [`HASH_READY`]. The hash is computed by the first
     /// reader (an encoder: the writer, as a rule), not by the thread that opens the file.
     hash_state: AtomicU8,
-    hash: UnsafeCell<Hash16>,
-    path: UnsafeCell<Vec<u8>>,
+    inline: UnsafeCell<[u8; INLINE]>,
 }
+
+/// The longest path a slot keeps without a heap buffer: the rest of its two cache lines.
+pub const INLINE: usize = 128 - 57;
 
 const HASH_NONE: u8 = 0;
 const HASH_WRITING: u8 = 1;
 const HASH_READY: u8 = 2;
 
-// SAFETY: `hash` and `path` are written only by the holder of a claim (CLAIMED set, no
-// pins, see `try_claim`) and read only through a `Pinned` (a pin, taken with acquire after
-// the claim's release publication); everything else is atomic.
+// SAFETY: `hash` and the path's fields (`heap`, `len`, `cap`, `inline`) are written only by
+// the holder of a claim (CLAIMED set, no pins, see `try_claim`) or by `new`/`drop` (owned),
+// and read only through a `Pinned` (a pin, taken with acquire after the claim's release
+// publication); everything else is atomic. The heap buffer is owned by the slot.
 unsafe impl Sync for FileRef {}
+// SAFETY: as above (the heap pointer is the slot's own buffer, freed only by its owner).
+unsafe impl Send for FileRef {}
+
+impl Drop for FileRef {
+    fn drop(&mut self) {
+        let (heap, cap) = (*self.heap.get_mut(), *self.cap.get_mut());
+        if !heap.is_null() {
+            // SAFETY: allocated by `set_path` with this layout, owned by this slot.
+            unsafe { std::alloc::dealloc(heap, heap_layout(cap as usize)) };
+        }
+    }
+}
+
+fn heap_layout(cap: usize) -> std::alloc::Layout {
+    // `cap` is a path's length (at most u32::MAX, checked when allocated): never too large.
+    std::alloc::Layout::from_size_align(cap, 1).unwrap_or(std::alloc::Layout::new::<u8>())
+}
 
 impl std::fmt::Debug for FileRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -134,22 +167,113 @@ impl FileRef {
             state: AtomicU64::new(0),
             retired: AtomicU64::new(0),
             fh: AtomicU64::new(0),
-            hash_state: AtomicU8::new(HASH_NONE),
             hash: UnsafeCell::new([0; 16]),
-            path: UnsafeCell::new(Vec::new()),
+            heap: UnsafeCell::new(std::ptr::null_mut()),
+            len: UnsafeCell::new(0),
+            cap: UnsafeCell::new(0),
+            hash_state: AtomicU8::new(HASH_NONE),
+            inline: UnsafeCell::new([0; INLINE]),
         }
     }
 
     /// A standalone file: one pin that is never released, so it is never reused (for callers
     /// that leak one per file, such as tests and the core's own examples).
     pub fn new(path: &[u8]) -> FileRef {
-        FileRef {
+        let f = FileRef {
             state: AtomicU64::new(1),
             retired: AtomicU64::new(0),
             fh: AtomicU64::new(0),
-            hash_state: AtomicU8::new(HASH_READY),
             hash: UnsafeCell::new(hash16(path)),
-            path: UnsafeCell::new(path.to_vec()),
+            heap: UnsafeCell::new(std::ptr::null_mut()),
+            len: UnsafeCell::new(0),
+            cap: UnsafeCell::new(0),
+            hash_state: AtomicU8::new(HASH_READY),
+            inline: UnsafeCell::new([0; INLINE]),
+        };
+        // SAFETY: owned here, not shared yet.
+        unsafe { f.set_path(path) };
+        f
+    }
+
+    /// Stores `path` as this slot's path: in the slot when it fits ([`INLINE`]; a heap buffer
+    /// kept from a longer path is freed), else in the slot's heap buffer, kept when it is
+    /// large enough and at most twice the path's length (so a slot never holds more than
+    /// twice its path), else replaced.
+    ///
+    /// # Safety
+    /// The caller has exclusive access to the path's fields: it owns the slot, or holds its
+    /// claim (no pins, see [`FileRef::try_claim`]).
+    #[inline(always)]
+    unsafe fn set_path(&self, path: &[u8]) {
+        let n = path.len();
+        // SAFETY: exclusive per the contract; the heap buffer, when there is one, holds
+        // `cap` bytes and is the slot's own.
+        unsafe {
+            if n <= INLINE {
+                if !(*self.heap.get()).is_null() {
+                    self.free_heap();
+                }
+                crate::filter::copy_words(&mut (&mut *self.inline.get())[..n], path);
+            } else {
+                let cap = *self.cap.get() as usize;
+                if (*self.heap.get()).is_null() || cap < n || cap > 2 * n {
+                    self.grow_heap(n);
+                }
+                std::ptr::copy_nonoverlapping(path.as_ptr(), *self.heap.get(), n);
+            }
+            *self.len.get() = n as u32;
+        }
+    }
+
+    /// Frees the slot's heap buffer. Safety: as [`FileRef::set_path`].
+    #[cold]
+    unsafe fn free_heap(&self) {
+        // SAFETY: exclusive per the contract; the buffer was allocated by `grow_heap` with
+        // this layout.
+        unsafe {
+            let heap = &mut *self.heap.get();
+            std::alloc::dealloc(*heap, heap_layout(*self.cap.get() as usize));
+            *heap = std::ptr::null_mut();
+            *self.cap.get() = 0;
+        }
+    }
+
+    /// Replaces the slot's heap buffer by one for a path of `n > INLINE` bytes (allocation
+    /// failure: [`std::alloc::handle_alloc_error`], as a `Vec` would). Safety: as
+    /// [`FileRef::set_path`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn grow_heap(&self, n: usize) {
+        // SAFETY: exclusive per the contract.
+        unsafe {
+            if !(*self.heap.get()).is_null() {
+                self.free_heap();
+            }
+            // Rounded up, so that a slot reused for a slightly longer path keeps its buffer.
+            let cap = n.next_multiple_of(32).min(u32::MAX as usize);
+            assert!(n <= cap, "a path of {n} bytes");
+            let layout = heap_layout(cap);
+            let p = std::alloc::alloc(layout);
+            if p.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            *self.heap.get() = p;
+            *self.cap.get() = cap as u32;
+        }
+    }
+
+    /// The path's bytes. Safety: nobody writes them meanwhile (a pin, or ownership).
+    #[inline(always)]
+    unsafe fn path_bytes(&self) -> &[u8] {
+        // SAFETY: per the contract; `len` bytes of the inline buffer or of the heap buffer
+        // (`cap >= len`) hold the path.
+        unsafe {
+            let n = *self.len.get() as usize;
+            if n <= INLINE {
+                (&*self.inline.get()).get_unchecked(..n)
+            } else {
+                std::slice::from_raw_parts(*self.heap.get(), n)
+            }
         }
     }
 
@@ -176,6 +300,7 @@ impl FileRef {
     }
 
     /// Claims a slot nobody pins, whose records were all encoded (`retired <= done`).
+    #[inline(always)]
     fn try_claim(&'static self, done: u64) -> Option<Claim> {
         let s = self.state.load(Ordering::Relaxed);
         if s & (PINS | CLAIMED) != 0 || self.retired.load(Ordering::Relaxed) > done {
@@ -200,18 +325,12 @@ struct Claim {
 
 impl Claim {
     /// Stores `path`, publishes the next generation and returns the caller's pin.
+    #[inline(always)]
     fn publish(self, path: &[u8]) -> Pinned {
         let f = self.file;
         // SAFETY: CLAIMED is set and no pin was held when it was set; pinning fails while it
         // is set, so nothing reads or writes these fields but this thread.
-        unsafe {
-            let v = &mut *f.path.get();
-            if v.capacity() > 2 * path.len().max(64) {
-                *v = Vec::new();
-            }
-            v.clear();
-            v.extend_from_slice(path);
-        }
+        unsafe { f.set_path(path) };
         // The hash is its first reader's work ([`Pinned::hash`]): md5 is ~800 instructions,
         // which the opening thread (the program's) no longer pays.
         f.hash_state.store(HASH_NONE, Ordering::Relaxed);
@@ -301,7 +420,7 @@ impl Pinned {
     pub fn path(&self) -> &[u8] {
         // SAFETY: pinned: only a claimer writes the path, and no claim succeeds while a pin
         // is held (see the module docs).
-        unsafe { &*self.file.path.get() }
+        unsafe { self.file.path_bytes() }
     }
 
     /// The path's hash (`hash16`), computed by the first caller for this generation of the
@@ -390,10 +509,11 @@ pub const WAYS: usize = 32;
 const SPILL: usize = 64;
 
 /// A fixed-capacity set of `N` file slots keyed by path (`N` a power of two, at least
-/// [`WAYS`]). Memory: `N` × 9 B of keys and tags, and `N` × 64 B of slots, in `.bss`; slots are laid
-/// out way-major and taken lowest way first, so the slot pages touched grow with the most
-/// files *in use at once* in a bucket, not with the files ever seen. Plus each used slot's
-/// path buffer (at most twice its path length, or 128 B).
+/// [`WAYS`]). Memory: `N` × 9 B of keys and tags, and `N` × 128 B of slots, in `.bss` (all
+/// zero when free); slots are laid out way-major and taken lowest way first, so the slot
+/// pages touched grow with the most files *in use at once* in a bucket, not with the files
+/// ever seen. Plus, for each slot whose path is longer than [`INLINE`] bytes, a heap buffer
+/// of at most twice its length.
 ///
 /// [`Pool::intern`] returns a pinned slot for a path: the slot of its bucket that holds it,
 /// else the first slot of its bucket (or, when that is full, of the next [`SPILL`] buckets)
@@ -424,6 +544,7 @@ fn tag_of(key: u64) -> u64 {
 /// first `open` on the calling thread), the last word read where the path ends (overlapping
 /// the one before), the length mixed in; then folded so that its high bits, which pick the
 /// bucket, depend on every byte.
+#[inline(always)]
 fn path_key(b: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
@@ -579,6 +700,7 @@ impl<const N: usize, const G: usize> Pool<N, G> {
 
 /// Bytes of a pool slot ([`Pool::to_bits`]).
 const SLOT: usize = std::mem::size_of::<FileRef>();
+const _: () = assert!(SLOT == 128 && std::mem::offset_of!(FileRef, inline) + INLINE == SLOT);
 
 #[cfg(test)]
 mod tests {
@@ -657,6 +779,120 @@ mod tests {
             P.intern(b"/w/3").is_none(),
             "its slot holds another path, all pinned"
         );
+    }
+
+    /// A path of `n` bytes whose bytes depend on `seed` (each byte differs between seeds).
+    fn path_of(n: usize, seed: u8) -> Vec<u8> {
+        (0..n)
+            .map(|i| {
+                if i == 0 {
+                    b'/'
+                } else {
+                    b'!' + ((i as u8).wrapping_mul(7) ^ seed) % 90
+                }
+            })
+            .collect()
+    }
+
+    /// What a slot keeps: the path inline up to `INLINE` bytes (no heap buffer), in a heap
+    /// buffer of at least its length and at most twice it beyond.
+    fn check_storage(f: &FileRef, path: &[u8]) {
+        // SAFETY: the test holds a pin on `f` (no claimer writes).
+        let (heap, cap, len) =
+            unsafe { (*f.heap.get(), *f.cap.get() as usize, *f.len.get() as usize) };
+        assert_eq!(len, path.len());
+        if path.len() <= INLINE {
+            assert!(
+                heap.is_null() && cap == 0,
+                "{} bytes kept inline",
+                path.len()
+            );
+        } else {
+            assert!(!heap.is_null(), "{} bytes", path.len());
+            assert!(
+                cap >= path.len() && cap <= 2 * path.len(),
+                "cap {cap} for {}",
+                path.len()
+            );
+        }
+    }
+
+    #[test]
+    fn slots_keep_paths_at_and_around_the_inline_limit_and_reused_longer_or_shorter() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        static P: Pool<32, 4> = Pool::new();
+        assert_eq!(std::mem::size_of::<FileRef>(), 128);
+        // One slot (way 0 of the one bucket) reused for each length in turn: inline to heap,
+        // heap to a longer and a shorter heap path, heap back to inline, around the limit.
+        let lens = [
+            1,
+            7,
+            8,
+            INLINE - 1,
+            INLINE,
+            INLINE + 1,
+            INLINE,
+            INLINE + 1,
+            INLINE + 2,
+            2 * INLINE + 40,
+            INLINE + 1,
+            3000,
+            4095,
+            200,
+            INLINE - 1,
+            0,
+            INLINE + 31,
+            INLINE + 33,
+            9,
+        ];
+        let mut slot = None;
+        let mut stale: Vec<(FileHandle, Vec<u8>)> = Vec::new();
+        for (round, &n) in lens.iter().enumerate() {
+            let path = path_of(n, round as u8);
+            let p = P.intern(&path).unwrap();
+            let addr = p.file() as *const FileRef;
+            assert!(*slot.get_or_insert(addr) == addr, "the same slot, reused");
+            assert_eq!(p.path(), &path[..], "{n} bytes");
+            check_storage(p.file(), &path);
+            assert_eq!(p.hash(), hash16(&path));
+            // Found again (same slot and generation) by a second intern of the same bytes.
+            let again = P.intern(&path).unwrap();
+            assert!(std::ptr::eq(again.file(), p.file()) && again.gen == p.gen);
+            // Every earlier use of the slot is stale: its handle pins nothing.
+            for (h, old) in &stale {
+                assert!(h.pin().is_none(), "a stale handle of {} bytes", old.len());
+            }
+            stale.push((p.handle(), path));
+            drop((p, again));
+            pass();
+        }
+    }
+
+    #[test]
+    fn standalone_files_keep_any_path() {
+        for n in [0, 1, INLINE - 1, INLINE, INLINE + 1, 5000] {
+            let path = path_of(n, n as u8);
+            let f: &'static FileRef = Box::leak(Box::new(FileRef::new(&path)));
+            let p = f.handle().pin().unwrap();
+            assert_eq!(p.path(), &path[..]);
+            check_storage(f, &path);
+            assert_eq!(p.hash(), hash16(&path));
+            drop(p);
+            // Owned again (a test may drop one): its heap buffer is freed with it.
+            // SAFETY: leaked above and no longer referenced.
+            drop(unsafe { Box::from_raw(f as *const FileRef as *mut FileRef) });
+        }
+    }
+
+    #[test]
+    fn a_free_pool_is_all_zero() {
+        // What puts a pool in `.bss`: its free state is zero bytes.
+        static P: Pool<32, 4> = Pool::new();
+        // SAFETY: reads the static's bytes (no slot of P is ever used).
+        let bytes = unsafe {
+            std::slice::from_raw_parts(&P as *const _ as *const u8, std::mem::size_of_val(&P))
+        };
+        assert!(bytes.iter().all(|&b| b == 0));
     }
 
     #[test]

@@ -213,15 +213,18 @@ fn push_components_slow(p: &[u8], q: &[u8], out: &mut [u8], len: usize) -> Optio
     push_components_each(p, out, len)
 }
 
-/// Room [`append_if_plain`] needs after the path it writes: a sentinel `/` and the 16-byte
-/// reads of [`pairs16`].
-const PLAIN_SLACK: usize = 16;
+/// Room [`append_if_plain`] needs after the path it writes: a sentinel `/` and the 32-byte
+/// reads of [`pairs32`].
+const PLAIN_SLACK: usize = 32;
+
+/// Positions [`pairs32`] answers for per read.
+const PAIRS: usize = 31;
 
 /// Appends `/q` to `out[..len]` when `q` is plain (see [`plain_components`]), checking it where
-/// it was copied to: the copy is whole words, and the check reads 16 bytes of `out` at a time,
+/// it was copied to: the copy is whole words, and the check reads 32 bytes of `out` at a time,
 /// past the path's end (a sentinel `/` there ends the last component), so no byte is handled
-/// alone. `None`: not plain, or too close to `out`'s end (the caller then takes the general
-/// path, which gives the same answer).
+/// alone (a path of up to 30 bytes is one read). `None`: not plain, or too close to `out`'s
+/// end (the caller then takes the general path, which gives the same answer).
 #[inline]
 fn append_if_plain(out: &mut [u8], len: usize, q: &[u8]) -> Option<usize> {
     let n = q.len();
@@ -239,8 +242,8 @@ fn append_if_plain(out: &mut [u8], len: usize, q: &[u8]) -> Option<usize> {
     let last = n + 1;
     let mut i = 0;
     while i < last {
-        let mut cand = pairs16(s, i);
-        if last - i < 15 {
+        let mut cand = pairs32(s, i);
+        if last - i < PAIRS {
             // Positions at or past the sentinel (bytes beyond it are stale buffer contents).
             cand &= (1u32 << (last - i)) - 1;
         }
@@ -254,54 +257,57 @@ fn append_if_plain(out: &mut [u8], len: usize, q: &[u8]) -> Option<usize> {
             }
             cand &= cand - 1;
         }
-        i += 15;
+        i += PAIRS;
     }
     Some(start + n)
 }
 
-/// Bit `k` (0..15) set when `s[i + k]` is `/` and `s[i + k + 1]` is `/` or `.`; reads
-/// `s[i..i + 16]`. SSE2 (in every x86-64): two compares and two masks for 15 positions.
+/// Bit `k` (0..31) set when `s[i + k]` is `/` and `s[i + k + 1]` is `/` or `.`; reads
+/// `s[i..i + 32]`. SSE2 (in every x86-64): four compares and four masks for 31 positions.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
-fn pairs16(s: &[u8], i: usize) -> u32 {
+fn pairs32(s: &[u8], i: usize) -> u32 {
     // SAFETY: SSE2 is enabled for the whole build (`target_feature = "sse2"`: the x86-64
-    // baseline), so every CPU this code runs on has it; `pairs16_sse2` touches memory only
+    // baseline), so every CPU this code runs on has it; `pairs32_sse2` touches memory only
     // through bounds-checked slice reads.
     #[allow(unsafe_code)]
     unsafe {
-        pairs16_sse2(s, i)
+        pairs32_sse2(s, i)
     }
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[target_feature(enable = "sse2")]
 #[inline]
-fn pairs16_sse2(s: &[u8], i: usize) -> u32 {
+fn pairs32_sse2(s: &[u8], i: usize) -> u32 {
     use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set1_epi8, _mm_set_epi64x};
+    let s = &s[i..i + 32];
     let word = |j: usize| u64::from_le_bytes(s[j..j + 8].try_into().unwrap_or([0; 8]));
-    let v = _mm_set_epi64x(word(i + 8) as i64, word(i) as i64);
-    let slash = _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'/' as i8))) as u32;
-    let dot = _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'.' as i8))) as u32;
+    let lo = _mm_set_epi64x(word(8) as i64, word(0) as i64);
+    let hi = _mm_set_epi64x(word(24) as i64, word(16) as i64);
+    let mask = |v, b: u8| _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8))) as u32;
+    let slash = mask(lo, b'/') | mask(hi, b'/') << 16;
+    let dot = mask(lo, b'.') | mask(hi, b'.') << 16;
     slash & (slash | dot) >> 1
 }
 
-/// [`pairs16`] a byte at a time (other targets; and the reference of its test).
+/// [`pairs32`] a byte at a time (other targets; and the reference of its test).
 #[cfg_attr(
     all(target_arch = "x86_64", target_feature = "sse2", not(test)),
     allow(dead_code)
 )]
 #[inline]
-fn pairs16_bytes(s: &[u8], i: usize) -> u32 {
-    let s = &s[i..i + 16];
-    (0..15).fold(0, |m, k| {
+fn pairs32_bytes(s: &[u8], i: usize) -> u32 {
+    let s = &s[i..i + 32];
+    (0..PAIRS).fold(0, |m, k| {
         m | u32::from(s[k] == b'/' && matches!(s[k + 1], b'/' | b'.')) << k
     })
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 #[inline]
-fn pairs16(s: &[u8], i: usize) -> u32 {
-    pairs16_bytes(s, i)
+fn pairs32(s: &[u8], i: usize) -> u32 {
+    pairs32_bytes(s, i)
 }
 
 /// `dst.copy_from_slice(src)` as two overlapping moves of a power of two bytes, inline: a
@@ -505,12 +511,12 @@ mod tests {
     }
 
     #[test]
-    fn pairs_of_sixteen_bytes_as_byte_by_byte() {
+    fn pairs_of_thirty_two_bytes_as_byte_by_byte() {
         // Every placement of `/` and `.` around the other bytes, from a fixed generator.
         let mut x = 0x1234_5678_9abc_def0u64;
         let alphabet = *b"/./a/.";
         for _ in 0..20_000 {
-            let mut s = [0u8; 20];
+            let mut s = [0u8; 36];
             for b in s.iter_mut() {
                 x ^= x << 13;
                 x ^= x >> 7;
@@ -518,7 +524,7 @@ mod tests {
                 *b = alphabet[(x % 6) as usize];
             }
             for i in 0..4 {
-                assert_eq!(pairs16(&s, i), pairs16_bytes(&s, i), "{s:?} {i}");
+                assert_eq!(pairs32(&s, i), pairs32_bytes(&s, i), "{s:?} {i}");
             }
         }
     }

@@ -17,7 +17,8 @@
 //! - **Recording sections**: [`enter_hook`]/[`Hook`], [`hook_busy`], [`is_internal`] (I/O the
 //!   tracer does itself is never traced); [`set_bind`], [`mark_used`].
 //! - **Files named by events**: [`FilePool`] (the preload library's table of
-//!   [`FileRef`](crate::FileRef)s, [`WAYS`] per set), [`PATHS_CAP`] (the writer's path table),
+//!   [`FileRef`](crate::FileRef)s, [`WAYS`] per set, paths up to [`INLINE`] bytes kept in
+//!   the slot), [`PATHS_CAP`] (the writer's path table),
 //!   [`hash16`] (the reference's file hash).
 //! - **Across shared objects**: [`Api`] (the Python module reaching the native library's core:
 //!   one core per process) and [`STATE_WORD`] (the word behind the one-load enabled check).
@@ -55,7 +56,7 @@ pub use crate::tracer::{
 /// The tracer's own heap, for the library every frontend links to declare as its
 /// `#[global_allocator]` (see the module's docs).
 pub use crate::alloc::TracerHeap;
-pub use crate::files::{Pool as FilePool, WAYS};
+pub use crate::files::{Pool as FilePool, INLINE, WAYS};
 pub use crate::hash::hash16;
 pub use crate::paths::PATHS_CAP;
 // Across shared objects

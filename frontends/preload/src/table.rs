@@ -37,8 +37,9 @@ const TOP: usize = 1 << 18;
 /// Fds at or above this are never tracked (Linux caps `nr_open` at 2^30).
 pub const MAX_FD: usize = TOP * CHUNK;
 
-/// Slots of the pool of traced files: 128 Ki × (64 B + 9 B) of `.bss` (slots touched as
-/// used), plus each used slot's path buffer. Bounds the traced files open at once, or named
+/// Slots of the pool of traced files: 128 Ki × (128 B + 9 B) of `.bss` (slots touched as
+/// used), plus a heap buffer for each slot whose path is longer than
+/// [`dftracer_core::frontend::INLINE`] bytes. Bounds the traced files open at once, or named
 /// by events not yet encoded (at most a few rings' worth), not the files ever opened.
 pub const POOL_SLOTS: usize = 1 << 17;
 pub static POOL: Pool<POOL_SLOTS, { POOL_SLOTS / 8 }> = Pool::new();
@@ -99,7 +100,15 @@ fn release(bits: u64) {
     }
 }
 
+/// [`release`] out of line (an entry replaced while it still named a file).
+#[cold]
+#[inline(never)]
+fn release_cold(bits: u64) {
+    release(bits);
+}
+
 /// The entry word of a pin (kept by the entry until released).
+#[inline]
 fn keep(p: Pinned) -> u64 {
     POOL.to_bits(p.into_raw())
 }
@@ -289,6 +298,21 @@ impl FdTable {
         }
     }
 
+    /// `set(fd, Some(p))` inline, for an `open` that just made `fd`: a low fd's entry is a
+    /// swap (the word it held is 0 unless the fd was closed behind this library's back).
+    #[inline(always)]
+    pub fn set_file(&'static self, fd: i32, p: Pinned) {
+        match self.low.get(fd as u32 as usize) {
+            Some(s) => {
+                let old = s.swap(keep(p), Ordering::AcqRel);
+                if old != 0 {
+                    release_cold(old);
+                }
+            }
+            None => self.set(fd, Some(p)),
+        }
+    }
+
     /// Forgets `fd` and returns what it was (with the entry's pin).
     #[inline]
     pub fn take(&'static self, fd: i32) -> Option<Pinned> {
@@ -389,8 +413,8 @@ impl FileTable {
 
 static WARNED: AtomicBool = AtomicBool::new(false);
 
-/// `path`'s pool slot, pinned for the caller (allocates only when a reused slot's path
-/// buffer is too small). `None` when every slot of its bucket is in use: the caller records
+/// `path`'s pool slot, pinned for the caller (allocates only for a path longer than a slot
+/// keeps inline, when the slot's buffer does not fit it). `None` when every slot of its bucket is in use: the caller records
 /// the event with the path itself and does not track the fd.
 pub fn intern(path: &[u8]) -> Option<Pinned> {
     touch();
@@ -480,6 +504,25 @@ mod tests {
         assert!(T.path(5000).is_none() && T.path(5).is_some());
         T.clear_range(0, u32::MAX);
         assert!(T.path(5).is_none() && T.path((MAX_FD - 1) as i32).is_none());
+    }
+
+    #[test]
+    fn set_file_enters_low_and_high_fds_and_replaces() {
+        static T: FdTable = FdTable::new();
+        let path = |fd| T.path(fd).map(|i| i.file.pin().unwrap().path().to_vec());
+        T.set_file(7, intern(b"/sf/a").unwrap());
+        assert_eq!(path(7).as_deref(), Some(&b"/sf/a"[..]));
+        // An entry that still names a file (closed behind the library's back) is replaced.
+        T.set_file(7, intern(b"/sf/b").unwrap());
+        assert_eq!(path(7).as_deref(), Some(&b"/sf/b"[..]));
+        assert_eq!(T.take(7).unwrap().path(), b"/sf/b");
+        // Above the low fds (a chunk), and out of range (not entered).
+        T.set_file(5000, intern(b"/sf/c").unwrap());
+        assert_eq!(path(5000).as_deref(), Some(&b"/sf/c"[..]));
+        T.set_file(-1, intern(b"/sf/d").unwrap());
+        assert!(T.path(-1).is_none());
+        T.clear_range(0, u32::MAX);
+        assert!(path(5000).is_none());
     }
 
     #[test]

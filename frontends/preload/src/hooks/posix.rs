@@ -112,7 +112,7 @@ unsafe fn open_common(
             match pinned {
                 Some(file) => {
                     let h = file.handle();
-                    FDS.set(fd, Some(file));
+                    FDS.set_file(fd, file);
                     // The common case: a fixed-shape record naming the interned file.
                     let (f, fdv) = (flags as i64 as u64, fd as i64 as u64);
                     if needs_mode(flags) {
