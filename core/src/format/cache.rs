@@ -1,6 +1,6 @@
 //! Line caching: per (schema, tid, file) a [`Template`] of a static record's whole line as
-//! padded constant pieces (four-way set-associative), per (name, cat, layer, tid) the middle
-//! of other complete lines (two-way); both owned by the [`super::Encoder`].
+//! padded constant pieces, per (name, cat, layer, tid) the middle of other complete lines;
+//! both tables four-way set-associative, owned by the [`super::Encoder`].
 
 use super::cursor::{HighDigits, LineHead, Tail, COPY_PAD, NUM_MAX};
 use super::escape::Out;
@@ -15,16 +15,16 @@ use crate::record::{Record, Text};
 /// (`,"name":..,"cat":..,"type":..,"pid":..,"tid":..,"ts":`) of other lines. A hit replaces
 /// escaped strings and numbers by whole-block copies.
 pub struct PrefixCache {
-    pub(super) statics: Box<[Template; STATIC_WAYS * STATIC_SETS]>,
+    pub(super) statics: Box<[Template; CACHE_WAYS * CACHE_SETS]>,
     /// Per set of `statics`: which of its templates a miss replaces next (in turn, but
     /// never the template used last).
-    pub(super) victim: [u8; STATIC_SETS],
+    pub(super) victim: [u8; CACHE_SETS],
     /// The keys and indexes in `statics` of the template used last and of the one used
     /// before it (consecutive lines are mostly of one kind, or of two alternating: an open
     /// and its close): no hashing on a repeat. Always the keys of those templates (`[0, 0]`:
     /// none).
     pub(super) mru: [([u64; 2], usize); 2],
-    pub(super) named_victim: [u8; CACHE_SLOTS],
+    pub(super) named_victim: [u8; CACHE_SETS],
     pub(super) named: Vec<Named>,
     /// Index in `named` of the middle used last (consecutive lines are mostly of one kind):
     /// compared first, without hashing.
@@ -38,9 +38,9 @@ impl Default for PrefixCache {
     fn default() -> PrefixCache {
         PrefixCache {
             statics: Box::new(std::array::from_fn(|_| Template::default())),
-            victim: [0; STATIC_SETS],
+            victim: [0; CACHE_SETS],
             mru: [([0, 0], 0); 2],
-            named_victim: [0; CACHE_SLOTS],
+            named_victim: [0; CACHE_SETS],
             named: Vec::new(),
             named_mru: 0,
             ts_hi: HighDigits::default(),
@@ -166,16 +166,16 @@ impl Template {
     }
 }
 
-pub(super) const CACHE_SLOTS: usize = 64;
-/// Templates per set of [`PrefixCache::statics`]. A set's templates are those whose keys
-/// hash alike, and keys are the schemas' addresses: with two ways in 64 sets, three of a
-/// loop's ten kinds of line meet in one set in about 3 % of processes (as the addresses
-/// fall), and then evict one another at every line (each line builds its template again
-/// and loses its hint: the `kinds` test's trace grew from ~82 % to 98-102 % of its
-/// unhinted size). Five of ten in one set of 32 is about a hundred times rarer.
-pub(super) const STATIC_WAYS: usize = 4;
-/// Sets of [`PrefixCache::statics`]: as many templates in all as before (128).
-pub(super) const STATIC_SETS: usize = 2 * CACHE_SLOTS / STATIC_WAYS;
+/// Entries per set of both tables ([`PrefixCache::statics`], [`PrefixCache::named`]). A
+/// set's entries are those whose keys hash alike, and the keys hold the schemas' addresses
+/// (templates) or the thread ids (middles): with two ways in 64 sets, three of a loop's ten
+/// kinds of line met in one set in about 3 % of processes (as the addresses and ids fell),
+/// and then evicted one another at every line (each line built its template again and lost
+/// its hint: the `kinds` test's trace came out at 98-102 % of its unhinted size instead of
+/// ~82 %). Five of ten in one set of 32 is about a hundred times rarer.
+pub(super) const CACHE_WAYS: usize = 4;
+/// Sets of each table: 128 entries in all.
+pub(super) const CACHE_SETS: usize = 32;
 
 /// The line's middle from `,"name":` to `"ts":`, as [`super::event::complete`] writes it.
 pub(super) fn middle(v: &mut impl Out, ctx: &Ctx, name: &Text, cat: &Text, layer: u64, tid: u32) {
@@ -197,7 +197,7 @@ pub(super) fn middle(v: &mut impl Out, ctx: &Ctx, name: &Text, cat: &Text, layer
 #[inline(always)]
 pub(super) fn named_prefix<'c>(
     named: &'c mut Vec<Named>,
-    named_victim: &mut [u8; CACHE_SLOTS],
+    named_victim: &mut [u8; CACHE_SETS],
     mru: &mut usize,
     ctx: &Ctx,
     rec: &Record,
@@ -208,7 +208,9 @@ pub(super) fn named_prefix<'c>(
         return None;
     }
     if named.is_empty() {
-        *named = (0..2 * CACHE_SLOTS).map(|_| Named::default()).collect();
+        *named = (0..CACHE_WAYS * CACHE_SETS)
+            .map(|_| Named::default())
+            .collect();
     }
     let layer = rec.layer as u8;
     let fits = |slot: &Named| {
@@ -220,26 +222,27 @@ pub(super) fn named_prefix<'c>(
             && slot.key[..name.bytes.len()] == *name.bytes
             && slot.key[name.bytes.len()..] == *cat.bytes
     };
-    // The middle used last: its set's victim is already the other way.
+    // The middle used last.
     let i = if fits(&named[*mru]) {
         *mru
     } else {
-        let mut h = crate::hash::FastHasher::default();
-        std::hash::Hasher::write(&mut h, name.bytes);
-        std::hash::Hasher::write(&mut h, cat.bytes);
-        let set = (std::hash::Hasher::finish(&h) ^ tid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            >> (64 - CACHE_SLOTS.trailing_zeros());
-        let set = set as usize & (CACHE_SLOTS - 1);
-        // Two-way, as the static templates.
-        let (hit, way) = if fits(&named[2 * set]) {
-            (true, 0)
-        } else if fits(&named[2 * set + 1]) {
-            (true, 1)
-        } else {
-            (false, named_victim[set] as usize & 1)
+        let set = named_set(name.bytes, cat.bytes, tid);
+        let first = CACHE_WAYS * set;
+        // Four-way, replaced in turn but never the middle used last, as the static templates
+        // (the sets depend on the thread ids: with two ways, three kinds of one thread met in
+        // one set in a few processes in a hundred and evicted one another at every line).
+        let (hit, way) = match named[first..first + CACHE_WAYS].iter().position(fits) {
+            Some(w) => (true, w),
+            None => {
+                let mut w = named_victim[set] as usize % CACHE_WAYS;
+                if first + w == *mru {
+                    w = (w + 1) % CACHE_WAYS;
+                }
+                named_victim[set] = ((w + 1) % CACHE_WAYS) as u8;
+                (false, w)
+            }
         };
-        named_victim[set] = 1 - way as u8;
-        let slot = &mut named[2 * set + way];
+        let slot = &mut named[first + way];
         if !hit {
             slot.prefix.clear();
             middle(&mut slot.prefix, ctx, name, cat, layer as u64, tid);
@@ -252,7 +255,7 @@ pub(super) fn named_prefix<'c>(
             slot.layer = layer;
             slot.last_at = 0;
         }
-        *mru = 2 * set + way;
+        *mru = first + way;
         *mru
     };
     let slot = &mut named[i];
@@ -260,17 +263,28 @@ pub(super) fn named_prefix<'c>(
     Some((&slot.prefix, n, &mut slot.last_at))
 }
 
-/// The set of `statics` ([`STATIC_WAYS`] ways) where the template of `key` (on thread `tid`)
+/// The set of `named` where the middle of (`name`, `cat`) on thread `tid` lives.
+#[inline(always)]
+pub(super) fn named_set(name: &[u8], cat: &[u8], tid: u32) -> usize {
+    let mut h = crate::hash::FastHasher::default();
+    std::hash::Hasher::write(&mut h, name);
+    std::hash::Hasher::write(&mut h, cat);
+    let set = (std::hash::Hasher::finish(&h) ^ tid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        >> (64 - CACHE_SETS.trailing_zeros());
+    set as usize & (CACHE_SETS - 1)
+}
+
+/// The set of `statics` ([`CACHE_WAYS`] ways) where the template of `key` (on thread `tid`)
 /// lives.
 #[inline(always)]
 fn set_of(key: [u64; 2], tid: u32) -> usize {
     let set = ((key[0] ^ (tid as u64) << 2).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        >> (64 - STATIC_SETS.trailing_zeros())) as usize;
-    set & (STATIC_SETS - 1)
+        >> (64 - CACHE_SETS.trailing_zeros())) as usize;
+    set & (CACHE_SETS - 1)
 }
 
 /// The set [`template`] uses for (`schema`, `tid`, `file`): tests tell which templates share
-/// one (more than [`STATIC_WAYS`] in a set evict one another).
+/// one (more than [`CACHE_WAYS`] in a set evict one another).
 #[cfg(test)]
 pub(super) fn template_set(ctx: &Ctx, schema: &Schema, tid: u32, file: bool) -> usize {
     set_of(Template::key(ctx, schema, tid, file), tid)
@@ -309,8 +323,8 @@ impl PrefixCache {
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn template<'c>(
-    statics: &'c mut [Template; STATIC_WAYS * STATIC_SETS],
-    victim: &mut [u8; STATIC_SETS],
+    statics: &'c mut [Template; CACHE_WAYS * CACHE_SETS],
+    victim: &mut [u8; CACHE_SETS],
     mru: &mut [([u64; 2], usize); 2],
     ctx: &Ctx,
     schema: &Schema,
@@ -319,7 +333,7 @@ pub(super) fn template<'c>(
     file: bool,
 ) -> &'c mut Template {
     let key = Template::key(ctx, schema, tid, file);
-    const ALL: usize = STATIC_WAYS * STATIC_SETS;
+    const ALL: usize = CACHE_WAYS * CACHE_SETS;
     // The template used last, or the one before it. (An empty slot's key `[0, 0]` never
     // equals a schema's key.) Each had its shape checked below when it was found, and is
     // unchanged since: only a miss (which sets `mru` again, keeping the other entry only if
@@ -333,8 +347,8 @@ pub(super) fn template<'c>(
     // No template is one used last while a miss may rebuild it.
     let before = std::mem::take(mru)[0];
     let set = set_of(key, tid);
-    let first = STATIC_WAYS * set;
-    let way = if let Some(w) = statics[first..first + STATIC_WAYS]
+    let first = CACHE_WAYS * set;
+    let way = if let Some(w) = statics[first..first + CACHE_WAYS]
         .iter()
         .position(|t| t.key == key)
     {
@@ -342,11 +356,11 @@ pub(super) fn template<'c>(
     } else {
         // The set's templates are replaced in turn, skipping the one used last (the line
         // before this one, often of the same thread: it comes back next).
-        let mut w = victim[set] as usize % STATIC_WAYS;
+        let mut w = victim[set] as usize % CACHE_WAYS;
         if first + w == before.1 && before.0 != [0, 0] {
-            w = (w + 1) % STATIC_WAYS;
+            w = (w + 1) % CACHE_WAYS;
         }
-        victim[set] = ((w + 1) % STATIC_WAYS) as u8;
+        victim[set] = ((w + 1) % CACHE_WAYS) as u8;
         // A copy made here: the caller's context then never has its address taken, and
         // stays in registers on the hot path.
         let ctx = Ctx {

@@ -386,7 +386,7 @@ fn static_cache_evictions_keep_lines_exact() {
 /// one set rebuilt their templates at every line and lost every hint).
 #[test]
 fn templates_sharing_a_set_keep_their_hints() {
-    use super::cache::{template_set, STATIC_WAYS};
+    use super::cache::{template_set, CACHE_WAYS};
     use crate::event::FileRef;
     let ctx = ctx(1, true);
     let tid = 5u32;
@@ -403,7 +403,7 @@ fn templates_sharing_a_set_keep_their_hints() {
         )));
         let v = by_set.entry(template_set(&ctx, s, tid, true)).or_default();
         v.push(s);
-        if v.len() == STATIC_WAYS {
+        if v.len() == CACHE_WAYS {
             group = Some(v.clone());
             break;
         }
@@ -443,6 +443,61 @@ fn templates_sharing_a_set_keep_their_hints() {
                     prev, last[k],
                     "template {k} round {round}: its previous line"
                 );
+            }
+            last[k] = at;
+        }
+    }
+}
+
+/// The middles of other lines, the same way: as many names as a set has ways, all in one
+/// set, each line after the first round names the previous line of its name.
+#[test]
+fn middles_sharing_a_set_keep_their_hints() {
+    use super::cache::{named_set, CACHE_WAYS};
+    let ctx = ctx(1, true);
+    let tid = 5u32;
+    let mut by_set: std::collections::HashMap<usize, Vec<String>> = Default::default();
+    let mut group = None;
+    for i in 0..100_000 {
+        let name = format!("n{i}");
+        let v = by_set
+            .entry(named_set(name.as_bytes(), b"train", tid))
+            .or_default();
+        v.push(name);
+        if v.len() == CACHE_WAYS {
+            group = Some(v.clone());
+            break;
+        }
+    }
+    let group = group.expect("names that share a set");
+    let mut cache = PrefixCache::default();
+    let mut out = Vec::new();
+    let mut last = vec![0u64; group.len()];
+    for round in 0..10u64 {
+        let order: Vec<usize> = (1..group.len()).flat_map(|k| [0, k]).collect();
+        for k in order {
+            let p = Pending::Complete {
+                layer: Layer::Python,
+                name: group[k].as_bytes(),
+                cat: b"train",
+                ts: 10 + round,
+                dur: 1,
+                args: &[],
+            };
+            let mut buf = vec![0u8; p.len()];
+            p.write(&mut buf);
+            let rec = Record::decode(&buf).unwrap();
+            let at = 100 + out.len() as u64;
+            let prev = event::complete(
+                &mut out,
+                Some(&mut cache),
+                &ctx,
+                Line { id: 1, tid, at },
+                &rec,
+                &mut |_: &[u8]| *b"0123456789abcdef",
+            );
+            if round > 0 || (k == 0 && last[0] != 0) {
+                assert_eq!(prev, last[k], "name {k} round {round}: its previous line");
             }
             last[k] = at;
         }
@@ -515,7 +570,7 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
                 );
                 let key = format!("{} {tid} {with_file}", schema.name);
                 let alone = per_set[&super::cache::template_set(&ctx, schema, tid, with_file)]
-                    <= super::cache::STATIC_WAYS;
+                    <= super::cache::CACHE_WAYS;
                 if prev != 0 {
                     assert_eq!(Some(&prev), last.get(&key), "{key} round {round}");
                     hinted += 1;
