@@ -506,7 +506,7 @@ fn middles_sharing_a_set_keep_their_hints() {
 
 /// Static and cached complete lines name the previous line of the same
 /// template (the compressor's line hint): never another kind's, and for most lines when a
-/// dozen kinds alternate (two-way sets: kinds that hash alike do not evict each other).
+/// dozen kinds alternate (four-way sets: kinds that hash alike do not evict each other).
 #[test]
 fn line_hints_name_the_previous_line_of_the_same_template() {
     use crate::event::FileRef;
