@@ -182,7 +182,15 @@ pub(super) struct Tail {
     slots: Vec<TailSlot>,
     /// Where the file hash starts in the text (with a file).
     hash_at: usize,
+    /// Lines still to be written without the tail after a value changed its width (see
+    /// [`put_tail`]), and how many the next such change waits.
+    wait: u8,
+    backoff: u8,
 }
+
+/// The most lines a template's lines are written without its tail before it is rendered
+/// again, after values that keep changing width.
+const TAIL_BACKOFF_MAX: u8 = 63;
 
 #[derive(Clone, Copy)]
 struct TailSlot {
@@ -208,6 +216,8 @@ impl Tail {
                 keys
             ],
             hash_at: 0,
+            wait: 0,
+            backoff: 0,
         }
     }
 
@@ -299,7 +309,12 @@ impl Tail {
 }
 
 /// Writes the tail of a line that fills every slot at `d` (see [`Tail`]): the template's
-/// tail, patched with `vals` or rendered again, and the file hash `fhash`; returns the end.
+/// tail, patched with `vals` (or rendered first), and the file hash `fhash`; returns the
+/// end, or `None` when this line is to be written piece by piece instead: a value changed
+/// its width (the tail is rendered again only after as many more lines as such changes
+/// came in a row, doubling to [`TAIL_BACKOFF_MAX`]: a slot whose width alternates, as a
+/// `read`'s `ret` of 65536 then 0 at the end of each file, would otherwise render the whole
+/// tail at every line, which costs more than writing the line).
 ///
 /// # Safety
 /// As [`Tail::render`], `vals` one per slot, `fhash` given for a template with a file
@@ -315,19 +330,31 @@ pub(super) unsafe fn put_tail(
     keys: &[(&str, Slot)],
     vals: &[[u8; 8]],
     fhash: Option<&[u8; 16]>,
-) -> *mut u8 {
+) -> Option<*mut u8> {
     // SAFETY: the contract; the hash goes where `render` left room for it (`hash_at + 16 <=
     // len`); the copy reads `len` rounded up to 64 bytes of the text (it holds LINE_PAD more
     // than the bound, which `len` is within) and keeps `len` bytes at `d`, as many as the
     // line writes for its tail, writing at most 63 more (within LINE_PAD).
     unsafe {
-        if tail.len == 0 || !tail.patch(vals) {
+        if tail.len != 0 {
+            if !tail.patch(vals) {
+                // Partly overwritten: rendered again before its next use.
+                tail.len = 0;
+                tail.wait = tail.backoff;
+                tail.backoff = (2 * tail.backoff + 1).min(TAIL_BACKOFF_MAX);
+                return None;
+            }
+            tail.backoff = 0;
+        } else if tail.wait > 0 {
+            tail.wait -= 1;
+            return None;
+        } else {
             tail.render(text, pieces, merged, keys, vals, fhash.is_some());
         }
         if let Some(h) = fhash {
             put16(tail.text.as_mut_ptr().add(tail.hash_at), h);
         }
-        put_piece64(d, tail.text.as_ptr(), tail.len)
+        Some(put_moves::<4>(d, tail.text.as_ptr(), tail.len))
     }
 }
 
@@ -339,40 +366,28 @@ pub(super) unsafe fn put_tail(
 #[allow(unsafe_code)]
 #[inline(always)]
 pub(super) unsafe fn put_piece(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
-    let mut i = 0;
-    loop {
-        // SAFETY: `i` is 0 or `< n`, so `i + 32` is at most `n` rounded up to 32, or 32
-        // (the contract).
-        unsafe {
-            let x = std::ptr::read_unaligned(s.add(i).cast::<[u128; 2]>());
-            std::ptr::write_unaligned(d.add(i).cast::<[u128; 2]>(), x);
-        }
-        i += 32;
-        if i >= n {
-            break;
-        }
-    }
-    // SAFETY: within what the caller made writable.
-    unsafe { d.add(n) }
+    // SAFETY: the contract.
+    unsafe { put_moves::<2>(d, s, n) }
 }
 
-/// [`put_piece`] in whole 64-byte moves (a line's tail: fewer turns of the loop).
+/// [`put_piece`] in whole moves of `16 * W` bytes (64 for a line's tail: fewer turns of the
+/// loop).
 ///
 /// # Safety
-/// `s` readable and `d` writable for `n` rounded up to 64 bytes (at least 64): up to 63
-/// bytes past `d + n` may be written.
+/// `s` readable and `d` writable for `n` rounded up to `16 * W` bytes (at least `16 * W`): up
+/// to `16 * W - 1` bytes past `d + n` may be written.
 #[allow(unsafe_code)]
 #[inline(always)]
-unsafe fn put_piece64(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
+unsafe fn put_moves<const W: usize>(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
     let mut i = 0;
     loop {
-        // SAFETY: `i` is 0 or `< n`, so `i + 64` is at most `n` rounded up to 64, or 64
-        // (the contract).
+        // SAFETY: `i` is 0 or `< n`, so `i + 16 * W` is at most `n` rounded up to `16 * W`,
+        // or `16 * W` (the contract).
         unsafe {
-            let x = std::ptr::read_unaligned(s.add(i).cast::<[u128; 4]>());
-            std::ptr::write_unaligned(d.add(i).cast::<[u128; 4]>(), x);
+            let x = std::ptr::read_unaligned(s.add(i).cast::<[u128; W]>());
+            std::ptr::write_unaligned(d.add(i).cast::<[u128; W]>(), x);
         }
-        i += 64;
+        i += 16 * W;
         if i >= n {
             break;
         }

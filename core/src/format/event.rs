@@ -236,11 +236,10 @@ pub(super) fn complete_static(
         // Piece 1 is `,"dur":` in every template: one 8-byte store (7 bytes kept).
         d = put_lit8(d, b",\"dur\":\0", 7);
         d = put_num(d, rec.dur);
-        if !ctx.metadata {
-            d = piece(d, 2);
-        } else if full {
-            // The template's tail of such lines, patched (see `Tail`).
-            d = put_tail(
+        // The template's tail of such lines, patched (see `Tail`), unless this line is
+        // written piece by piece (`put_tail`).
+        let tailed = if ctx.metadata && full {
+            put_tail(
                 d,
                 tail,
                 text,
@@ -249,7 +248,14 @@ pub(super) fn complete_static(
                 schema.keys,
                 vals,
                 fhash.as_ref(),
-            );
+            )
+        } else {
+            None
+        };
+        if let Some(end) = tailed {
+            d = end;
+        } else if !ctx.metadata {
+            d = piece(d, 2);
         } else {
             d = piece(d, 2);
             for (i, (&(_, slot), v)) in schema.keys.iter().zip(vals).enumerate() {

@@ -27,6 +27,61 @@ fn meta_str(out: &mut Vec<u8>, ctx: &Ctx, tid: u32, name: &str, k: &[u8], v: &[u
 use crate::event::{Arg, Layer, Value};
 use crate::record::{Pending, Record};
 
+/// A static record of `schema` as a ring holds it (`Pending::write`), its line written from
+/// its template at `line`: the position of the previous line of that template it returns.
+#[allow(clippy::too_many_arguments)]
+fn static_line(
+    out: &mut Vec<u8>,
+    cache: &mut PrefixCache,
+    ctx: &Ctx,
+    schema: &'static Schema,
+    ts: u64,
+    vals: &[u64],
+    file: Option<crate::files::FileHandle>,
+    line: Line,
+) -> u64 {
+    let p = Pending::Static {
+        strs: &[],
+        schema,
+        ts,
+        dur: 1,
+        vals,
+        file,
+    };
+    let mut buf = vec![0u8; p.len()];
+    p.write(&mut buf);
+    // SAFETY: written just above by Pending::write in this process.
+    #[allow(unsafe_code)]
+    let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
+    event::complete_static(out, cache, ctx, line, &rec.static_view().unwrap())
+}
+
+/// A generic complete record (no args) as a ring holds it, its line written with `cache`
+/// at `line`: the position of the previous line of its middle it returns.
+fn complete_line(
+    out: &mut Vec<u8>,
+    cache: &mut PrefixCache,
+    ctx: &Ctx,
+    name: &[u8],
+    args: &[Arg],
+    line: Line,
+) -> u64 {
+    let p = Pending::Complete {
+        layer: Layer::Python,
+        name,
+        cat: b"train",
+        ts: 10,
+        dur: 1,
+        args,
+    };
+    let mut buf = vec![0u8; p.len()];
+    p.write(&mut buf);
+    let rec = Record::decode(&buf).unwrap();
+    event::complete(out, Some(cache), ctx, line, &rec, &mut |_: &[u8]| {
+        *b"0123456789abcdef"
+    })
+}
+
 fn enc(bytes: &[u8]) -> String {
     let mut out = Vec::new();
     write_str(&mut out, bytes, bytes.len());
@@ -380,128 +435,101 @@ fn static_cache_evictions_keep_lines_exact() {
     }
 }
 
-/// As many templates as a cache set has ways, all in one set (schemas tried until that many
-/// share one) and used in turn: none evicts another, so every line after the first round
-/// names the previous line of its template (with two ways, three kinds of a loop that met in
-/// one set rebuilt their templates at every line and lost every hint).
-#[test]
-fn templates_sharing_a_set_keep_their_hints() {
-    use super::cache::{template_set, CACHE_WAYS};
-    use crate::event::FileRef;
-    let ctx = ctx(1, true);
-    let tid = 5u32;
-    let mut by_set: std::collections::HashMap<usize, Vec<&'static Schema>> = Default::default();
-    let mut group = None;
+/// The first [`CACHE_WAYS`](super::cache::CACHE_WAYS) of `make(0)`, `make(1)`, ... that
+/// `set_of` puts in one set.
+fn sharing_a_set<K: Clone>(make: impl Fn(usize) -> K, set_of: impl Fn(&K) -> usize) -> Vec<K> {
+    let mut by_set: std::collections::HashMap<usize, Vec<K>> = Default::default();
     for i in 0..100_000 {
-        let name: &'static str = Box::leak(format!("k{i}").into_boxed_str());
-        let s: &'static Schema = Box::leak(Box::new(Schema::new(
-            Layer::LibcIo,
-            name,
-            "POSIX",
-            &[("fd", Slot::Int)],
-            "fhash",
-        )));
-        let v = by_set.entry(template_set(&ctx, s, tid, true)).or_default();
-        v.push(s);
-        if v.len() == CACHE_WAYS {
-            group = Some(v.clone());
-            break;
+        let k = make(i);
+        let v = by_set.entry(set_of(&k)).or_default();
+        v.push(k);
+        if v.len() == super::cache::CACHE_WAYS {
+            return v.clone();
         }
     }
-    let group = group.expect("schemas that share a set");
-    let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
+    panic!("no keys that share a set");
+}
+
+/// Lines of `n` kinds in turn, the first again between the others (a loop's open and its
+/// reads), for 10 rounds; `write(out, cache, kind, round, at)` writes one of `kind` at stream
+/// position `at` and returns the position it names: every line after the first round must
+/// name the previous line of its kind.
+fn hinted_in_turn(
+    n: usize,
+    mut write: impl FnMut(&mut Vec<u8>, &mut PrefixCache, usize, u64, u64) -> u64,
+) {
     let mut cache = PrefixCache::default();
     let mut out = Vec::new();
-    let mut last = vec![0u64; group.len()];
+    let mut last = vec![0u64; n];
     for round in 0..10u64 {
-        // In turn, and the first one again between the others (a loop's open and its reads).
-        let order: Vec<usize> = (1..group.len()).flat_map(|k| [0, k]).collect();
-        for k in order {
-            let p = Pending::Static {
-                strs: &[],
-                schema: group[k],
-                ts: round * 1000 + k as u64,
-                dur: 1,
-                vals: &[k as u64],
-                file: Some(file.handle()),
-            };
-            let mut buf = vec![0u8; p.len()];
-            p.write(&mut buf);
-            // SAFETY: written just above by Pending::write in this process.
-            #[allow(unsafe_code)]
-            let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
+        for k in (1..n).flat_map(|k| [0, k]) {
             let at = 100 + out.len() as u64;
-            let prev = event::complete_static(
-                &mut out,
-                &mut cache,
-                &ctx,
-                Line { id: round, tid, at },
-                &rec.static_view().unwrap(),
-            );
+            let prev = write(&mut out, &mut cache, k, round, at);
             if round > 0 || (k == 0 && last[0] != 0) {
-                assert_eq!(
-                    prev, last[k],
-                    "template {k} round {round}: its previous line"
-                );
+                assert_eq!(prev, last[k], "kind {k} round {round}: its previous line");
             }
             last[k] = at;
         }
     }
 }
 
-/// The middles of other lines, the same way: as many names as a set has ways, all in one
-/// set, each line after the first round names the previous line of its name.
+/// As many templates as a cache set has ways, all in one set (schemas tried until that many
+/// share one), used in turn: none evicts another (with two ways, three kinds of a loop that
+/// met in one set rebuilt their templates at every line and lost every hint).
 #[test]
-fn middles_sharing_a_set_keep_their_hints() {
-    use super::cache::{named_set, CACHE_WAYS};
+fn templates_sharing_a_set_keep_their_hints() {
+    use crate::event::FileRef;
     let ctx = ctx(1, true);
     let tid = 5u32;
-    let mut by_set: std::collections::HashMap<usize, Vec<String>> = Default::default();
-    let mut group = None;
-    for i in 0..100_000 {
-        let name = format!("n{i}");
-        let v = by_set
-            .entry(named_set(name.as_bytes(), b"train", tid))
-            .or_default();
-        v.push(name);
-        if v.len() == CACHE_WAYS {
-            group = Some(v.clone());
-            break;
-        }
-    }
-    let group = group.expect("names that share a set");
-    let mut cache = PrefixCache::default();
-    let mut out = Vec::new();
-    let mut last = vec![0u64; group.len()];
-    for round in 0..10u64 {
-        let order: Vec<usize> = (1..group.len()).flat_map(|k| [0, k]).collect();
-        for k in order {
-            let p = Pending::Complete {
-                layer: Layer::Python,
-                name: group[k].as_bytes(),
-                cat: b"train",
-                ts: 10 + round,
-                dur: 1,
-                args: &[],
-            };
-            let mut buf = vec![0u8; p.len()];
-            p.write(&mut buf);
-            let rec = Record::decode(&buf).unwrap();
-            let at = 100 + out.len() as u64;
-            let prev = event::complete(
-                &mut out,
-                Some(&mut cache),
-                &ctx,
-                Line { id: 1, tid, at },
-                &rec,
-                &mut |_: &[u8]| *b"0123456789abcdef",
-            );
-            if round > 0 || (k == 0 && last[0] != 0) {
-                assert_eq!(prev, last[k], "name {k} round {round}: its previous line");
-            }
-            last[k] = at;
-        }
-    }
+    let group = sharing_a_set(
+        |i| -> &'static Schema {
+            let name: &'static str = Box::leak(format!("k{i}").into_boxed_str());
+            Box::leak(Box::new(Schema::new(
+                Layer::LibcIo,
+                name,
+                "POSIX",
+                &[("fd", Slot::Int)],
+                "fhash",
+            )))
+        },
+        |s| super::cache::template_set(&ctx, s, tid, true),
+    );
+    let file: &'static FileRef = Box::leak(Box::new(FileRef::new(b"/d/x")));
+    hinted_in_turn(group.len(), |out, cache, k, round, at| {
+        let line = Line { id: round, tid, at };
+        let (ts, vals) = (round * 1000 + k as u64, [k as u64]);
+        static_line(
+            out,
+            cache,
+            &ctx,
+            group[k],
+            ts,
+            &vals,
+            Some(file.handle()),
+            line,
+        )
+    });
+}
+
+/// The middles of other lines, the same way.
+#[test]
+fn middles_sharing_a_set_keep_their_hints() {
+    let ctx = ctx(1, true);
+    let tid = 5u32;
+    let group = sharing_a_set(
+        |i| format!("n{i}"),
+        |n| super::cache::named_set(n.as_bytes(), b"train", tid),
+    );
+    hinted_in_turn(group.len(), |out, cache, k, _, at| {
+        complete_line(
+            out,
+            cache,
+            &ctx,
+            group[k].as_bytes(),
+            &[],
+            Line { id: 1, tid, at },
+        )
+    });
 }
 
 /// Static and cached complete lines name the previous line of the same
@@ -547,26 +575,16 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
         for (k, schema) in schemas.iter().enumerate() {
             // Two threads, and every other line without its file: separate templates.
             for (tid, with_file) in [(5u32, true), (6, false)] {
-                let p = Pending::Static {
-                    strs: &[],
-                    schema,
-                    ts: round * 1000 + k as u64,
-                    dur: 1,
-                    vals: &[k as u64],
-                    file: with_file.then(|| file.handle()),
-                };
-                let mut buf = vec![0u8; p.len()];
-                p.write(&mut buf);
-                // SAFETY: written just above by Pending::write in this process.
-                #[allow(unsafe_code)]
-                let rec = unsafe { Record::decode_trusted(&buf) }.unwrap();
                 let at = 100 + out.len() as u64;
-                let prev = event::complete_static(
+                let prev = static_line(
                     &mut out,
                     &mut cache,
                     &ctx,
+                    schema,
+                    round * 1000 + k as u64,
+                    &[k as u64],
+                    with_file.then(|| file.handle()),
                     Line { id: round, tid, at },
-                    &rec.static_view().unwrap(),
                 );
                 let key = format!("{} {tid} {with_file}", schema.name);
                 let alone = per_set[&super::cache::template_set(&ctx, schema, tid, with_file)]
@@ -595,26 +613,14 @@ fn line_hints_name_the_previous_line_of_the_same_template() {
             "compute", "read", "step", "epoch", "load", "save", "fwd", "bwd",
         ] {
             let args = [Arg::int("step", round)];
-            let p = Pending::Complete {
-                layer: Layer::Python,
-                name: name.as_bytes(),
-                cat: b"train",
-                ts: 10,
-                dur: 1,
-                args: &args,
-            };
-            let mut buf = vec![0u8; p.len()];
-            p.write(&mut buf);
-            let rec = Record::decode(&buf).unwrap();
             let at = 100 + out.len() as u64;
-            let h = &mut |_: &[u8]| *b"0123456789abcdef";
-            let prev = event::complete(
+            let prev = complete_line(
                 &mut out,
-                Some(&mut cache),
+                &mut cache,
                 &ctx,
+                name.as_bytes(),
+                &args,
                 Line { id: 1, tid: 5, at },
-                &rec,
-                h,
             );
             if prev != 0 {
                 assert_eq!(Some(&prev), last.get(name), "{name}");
@@ -1241,6 +1247,12 @@ fn static_tails_keep_lines_exact() {
         18_446_744_073_709_551_614,
         1,
     ]);
+    // A width that alternates line after line for long (a read's ret of 65536, then 0 at
+    // the end of the file): lines written piece by piece, the tail tried again after
+    // doubling waits, up to the longest.
+    for _ in 0..150 {
+        seq.extend([65_536, 0]);
+    }
     let mut cache = PrefixCache::default();
     let mut id = 1u64;
     for metadata in [true, false] {
