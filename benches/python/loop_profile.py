@@ -19,9 +19,10 @@ cancels. For each: the calling thread until finalize (instructions; L1 instructi
 L1 data-read and data-write misses of the simulated caches), and the instructions of every
 thread to the end (the writer's encoding and compression of the sample's events included).
 The tables give ours minus off, and for the calling thread the functions that add the most.
-Traced runs hold every record until finalize (a 64 MiB ring, no timed flush): the writer's
-count then does not depend on when it woke. It still moves by a few % with the event times'
-digits (how many differ from line to line: a loaded machine spreads them).
+Traced runs hold every record until finalize (a 64 MiB ring, no timed flush) and read the
+vDSO clock (DFTRACER_TSC=0; see env_for): the writer's count then does not depend on when it
+woke. It still moves by a few % with the event times' digits (how many differ from line to
+line: a loaded machine spreads them).
 
     python3 benches/python/loop_profile.py --python .venv-test/bin/python [--files 500] [--record F]
 """
@@ -83,8 +84,12 @@ def env_for(enable, out, extra):
         e.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1", DFTRACER_LOG_FILE=os.path.join(out, "t"))
         # Every record held until finalize, then encoded as one stream: under valgrind the loop
         # runs for a minute, and the writer's timed drains (each push ends a deflate block)
-        # would come as the machine's load allows, moving the writer's count by a few %.
-        e.update(DFTRACER_RING_SIZE=str(64 << 20), DFTRACER_FLUSH_INTERVAL_MS="600000")
+        # would come as the machine's load allows, moving the writer's count by a few %. The
+        # vDSO clock: over that minute the TSC's conversion is anchored again every 0.5 s,
+        # and records drained at the end would be converted through the anchors' history
+        # (~190 instructions an event), which a native run of the loop (30 ms) never does.
+        e.update(DFTRACER_RING_SIZE=str(64 << 20), DFTRACER_FLUSH_INTERVAL_MS="600000",
+                 DFTRACER_TSC="0")
     e.update(extra)
     return e
 
